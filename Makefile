@@ -1,0 +1,30 @@
+# lockstep: every target creates .venv on first use, so one command is all a newcomer needs.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint bench soak clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/lockstep demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check operator tests bench
+	$(BIN)/ruff format --check operator tests bench
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/lockstep bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info operator/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Typed models of the Kubernetes objects lockstep reads and writes."""

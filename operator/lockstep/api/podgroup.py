@@ -1,0 +1,238 @@
+"""PodGroup (scheduling.lockstep.dev/v1alpha1): pydantic models that accept what the CRD accepts.
+
+``tests/unit/test_podgroup_crd_agreement.py`` feeds the same documents to these models and to the
+CRD's openAPIV3Schema, so the two cannot drift. Unknown fields are ignored, as the API server prunes
+them.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from lockstep import GROUP, VERSION
+
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "PodGroup"
+PLURAL = "podgroups"
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+CONDITION_TYPE = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
+CONDITION_REASON = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+
+MAX_MIN_COUNT = 10000
+MAX_RESOURCE_CLAIMS = 4
+DEFAULT_SCHEDULE_TIMEOUT_SECONDS = 300
+MAX_SCHEDULE_TIMEOUT_SECONDS = 86400
+
+
+def _json_integer(value: Any) -> Any:
+    """JSON integers as the API server reads them: no bools, no strings, integral floats allowed."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be an integer")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError("must be an integer")
+        return int(value)
+    return value
+
+
+def _json_string(value: Any) -> Any:
+    if not isinstance(value, str):
+        raise ValueError("must be a string")
+    return value
+
+
+def _matches(pattern: str) -> AfterValidator:
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not compiled.match(value):
+            raise ValueError(f"must match {pattern}")
+        return value
+
+    return AfterValidator(check)
+
+
+JsonInt = Annotated[int, BeforeValidator(_json_integer)]
+JsonStr = Annotated[str, BeforeValidator(_json_string)]
+Int32 = Annotated[JsonInt, Field(ge=-(2**31), le=2**31 - 1)]
+Int64 = Annotated[JsonInt, Field(ge=-(2**63), le=2**63 - 1)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=False)
+
+
+class BasicPolicy(_Model):
+    """Place each pod on its own."""
+
+
+class GangPolicy(_Model):
+    min_count: Annotated[Int32, Field(ge=1, le=MAX_MIN_COUNT)] = Field(alias="minCount")
+
+
+class SchedulingPolicy(_Model):
+    basic: BasicPolicy | None = None
+    gang: GangPolicy | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> SchedulingPolicy:
+        if (self.basic is None) == (self.gang is None):
+            raise ValueError("spec.schedulingPolicy: exactly one of basic or gang must be set")
+        return self
+
+
+class PodGroupResourceClaim(_Model):
+    name: Annotated[JsonStr, Field(min_length=1, max_length=63), _matches(DNS_LABEL)]
+    resource_claim_name: (
+        Annotated[JsonStr, Field(min_length=1, max_length=253), _matches(DNS_SUBDOMAIN)] | None
+    ) = Field(None, alias="resourceClaimName")
+    resource_claim_template_name: (
+        Annotated[JsonStr, Field(min_length=1, max_length=253), _matches(DNS_SUBDOMAIN)] | None
+    ) = Field(None, alias="resourceClaimTemplateName")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> PodGroupResourceClaim:
+        if (self.resource_claim_name is None) == (self.resource_claim_template_name is None):
+            raise ValueError(
+                f"spec.resourceClaims[{self.name}]: exactly one of resourceClaimName or "
+                "resourceClaimTemplateName must be set"
+            )
+        return self
+
+
+class PodGroupSpec(_Model):
+    scheduling_policy: SchedulingPolicy = Field(alias="schedulingPolicy")
+    resource_claims: list[PodGroupResourceClaim] = Field(
+        default_factory=list, alias="resourceClaims", max_length=MAX_RESOURCE_CLAIMS
+    )
+    schedule_timeout_seconds: Annotated[Int32, Field(ge=1, le=MAX_SCHEDULE_TIMEOUT_SECONDS)] = Field(
+        DEFAULT_SCHEDULE_TIMEOUT_SECONDS, alias="scheduleTimeoutSeconds"
+    )
+
+    @model_validator(mode="after")
+    def _unique_claim_names(self) -> PodGroupSpec:
+        seen: set[str] = set()
+        for claim in self.resource_claims:
+            if claim.name in seen:
+                raise ValueError(f"spec.resourceClaims: duplicate name {claim.name!r}: names must be unique")
+            seen.add(claim.name)
+        return self
+
+    @property
+    def min_count(self) -> int:
+        """Members that must be placed together; 1 for a basic group."""
+        gang = self.scheduling_policy.gang
+        return gang.min_count if gang is not None else 1
+
+    @property
+    def is_gang(self) -> bool:
+        return self.scheduling_policy.gang is not None
+
+
+class PodGroupPhase(StrEnum):
+    PENDING = "Pending"
+    WAITING = "Waiting"
+    SCHEDULING = "Scheduling"
+    SCHEDULED = "Scheduled"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNSCHEDULABLE = "Unschedulable"
+
+
+ConditionStatus = Literal["True", "False", "Unknown"]
+DateTime = Annotated[datetime, Field(strict=False)]
+CONDITION_SCHEDULED = "PodGroupScheduled"
+
+
+class Condition(_Model):
+    """metav1.Condition."""
+
+    type: Annotated[JsonStr, Field(max_length=316), _matches(CONDITION_TYPE)]
+    status: ConditionStatus
+    observed_generation: Annotated[Int64, Field(ge=0)] | None = Field(None, alias="observedGeneration")
+    last_transition_time: DateTime = Field(alias="lastTransitionTime")
+    reason: Annotated[JsonStr, Field(min_length=1, max_length=1024), _matches(CONDITION_REASON)]
+    message: Annotated[JsonStr, Field(max_length=32768)]
+
+
+class ResourceClaimStatus(_Model):
+    name: Annotated[JsonStr, Field(max_length=63)]
+    resource_claim_name: Annotated[JsonStr, Field(max_length=253)] | None = Field(
+        None, alias="resourceClaimName"
+    )
+
+
+class UnschedulableReason(_Model):
+    reason: Annotated[JsonStr, Field(max_length=128)]
+    count: Annotated[Int32, Field(ge=0)]
+    message: Annotated[JsonStr, Field(max_length=1024)] | None = None
+
+
+Count = Annotated[Int32, Field(ge=0)]
+
+
+class PodGroupStatus(_Model):
+    phase: PodGroupPhase | None = None
+    policy: Literal["Basic", "Gang"] | None = None
+    observed_generation: Annotated[Int64, Field(ge=0)] | None = Field(None, alias="observedGeneration")
+    total: Count | None = None
+    scheduled: Count | None = None
+    running: Count | None = None
+    succeeded: Count | None = None
+    failed: Count | None = None
+    last_attempt_time: DateTime | None = Field(None, alias="lastAttemptTime")
+    next_retry_time: DateTime | None = Field(None, alias="nextRetryTime")
+    conditions: list[Condition] = Field(default_factory=list, max_length=8)
+    resource_claim_statuses: list[ResourceClaimStatus] = Field(
+        default_factory=list, alias="resourceClaimStatuses", max_length=4
+    )
+    unschedulable_reasons: list[UnschedulableReason] = Field(
+        default_factory=list, alias="unschedulableReasons", max_length=32
+    )
+
+    @model_validator(mode="after")
+    def _unique_keys(self) -> PodGroupStatus:
+        for field, items, key in (
+            ("conditions", self.conditions, "type"),
+            ("resourceClaimStatuses", self.resource_claim_statuses, "name"),
+            ("unschedulableReasons", self.unschedulable_reasons, "reason"),
+        ):
+            values = [getattr(item, key) for item in items]
+            if len(values) != len(set(values)):
+                raise ValueError(f"status.{field}: duplicate {key}")
+        return self
+
+
+class ObjectMeta(_Model):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = Field("", alias="resourceVersion")
+    generation: int = 0
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    deletion_timestamp: DateTime | None = Field(None, alias="deletionTimestamp")
+    creation_timestamp: DateTime | None = Field(None, alias="creationTimestamp")
+
+
+class PodGroup(_Model):
+    api_version: Literal["scheduling.lockstep.dev/v1alpha1"] = Field(API_VERSION, alias="apiVersion")
+    kind: Literal["PodGroup"] = KIND
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: PodGroupSpec
+    status: PodGroupStatus = Field(default_factory=PodGroupStatus)
+
+    @property
+    def key(self) -> str:
+        return f"{self.metadata.namespace}/{self.metadata.name}"

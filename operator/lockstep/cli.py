@@ -1,0 +1,130 @@
+"""``lockstep`` command line: run | sim | demo | bench | explain."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from enum import Enum
+from typing import Any, get_args, get_origin
+
+from lockstep import __version__
+from lockstep.config import ConfigError, Settings, load_settings
+
+NOT_BUILT_EXIT = 2
+
+# subcommand -> "module:function" taking the parsed argparse namespace and returning an exit code.
+# A subcommand whose module does not exist yet says so and exits 2.
+COMMANDS: dict[str, str] = {
+    "run": "lockstep.controller.main:run_command",
+    "sim": "lockstep.sim.cli:sim_command",
+    "demo": "lockstep.demo:demo_command",
+    "bench": "lockstep.benchmarks:bench_command",
+    "explain": "lockstep.explain:explain_command",
+}
+
+
+def _flag(field_name: str) -> str:
+    return "--" + field_name.replace("_", "-")
+
+
+def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per Settings field; defaults stay None so the environment can supply them."""
+    group = parser.add_argument_group("settings (each also read from LOCKSTEP_<NAME>)")
+    for name, field in Settings.model_fields.items():
+        annotation = field.annotation
+        help_text = field.description or ""
+        default = field.get_default(call_default_factory=True)
+        if isinstance(default, dict):
+            default = ",".join(f"{k}={str(v).lower()}" for k, v in sorted(default.items()))
+        elif isinstance(default, list):
+            default = ",".join(default) or "all"
+        elif isinstance(default, Enum):
+            default = default.value
+        help_text += f" [env LOCKSTEP_{name.upper()}, default: {default}]"
+        if annotation is bool:
+            group.add_argument(_flag(name), dest=name, action=argparse.BooleanOptionalAction, help=help_text)
+            continue
+        kwargs: dict[str, Any] = {"dest": name, "help": help_text, "metavar": name.upper()}
+        enum_type = next(
+            (a for a in (annotation, *get_args(annotation)) if isinstance(a, type) and issubclass(a, Enum)),
+            None,
+        )
+        if enum_type is not None:
+            kwargs["choices"] = [m.value for m in enum_type]
+            kwargs.pop("metavar")
+        elif annotation in (float, int):
+            kwargs["type"] = annotation
+        elif get_origin(annotation) in (list, dict):
+            kwargs["type"] = str
+        group.add_argument(_flag(name), **kwargs)
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    return load_settings(**{name: getattr(args, name, None) for name in Settings.model_fields})
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lockstep",
+        description="lockstep: a gang scheduler for Kubernetes. Places a PodGroup's pods all-or-nothing "
+        "together with the DRA ResourceClaims they need.",
+    )
+    parser.add_argument("--version", action="version", version=f"lockstep {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the scheduler against a cluster (kubeconfig or in-cluster)")
+    add_settings_arguments(run)
+
+    sim = sub.add_parser("sim", help="start the embedded simulated cluster (API server, nodes, DRA driver)")
+    sim.add_argument("--nodes", type=int, default=10, help="number of simulated nodes (default 10)")
+    sim.add_argument(
+        "--devices-per-node", type=int, default=8, help="DRA devices published per node (default 8)"
+    )
+    sim.add_argument("--port", type=int, default=0, help="API server port on 127.0.0.1 (default: any free)")
+    sim.add_argument(
+        "--kubeconfig", default=None, help="where to write the kubeconfig (default: a temporary file)"
+    )
+
+    demo = sub.add_parser("demo", help="start a simulated cluster and the operator, apply examples/")
+    demo.add_argument("--keep", action="store_true", help="keep the cluster running after the demo")
+
+    bench = sub.add_parser("bench", help="run the benchmark workloads in bench/")
+    bench.add_argument("workloads", nargs="*", help="workloads to run (default: all)")
+
+    explain = sub.add_parser("explain", help="explain why a PodGroup is or is not scheduled")
+    explain.add_argument("podgroup", metavar="NAMESPACE/PODGROUP")
+    explain.add_argument("--kubeconfig", default=None, help="kubeconfig to use")
+    return parser
+
+
+def _resolve(target: str) -> Callable[[argparse.Namespace], int] | None:
+    module_name, _, func_name = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            return None
+        raise
+    func: Callable[[argparse.Namespace], int] | None = getattr(module, func_name, None)
+    return func
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return NOT_BUILT_EXIT
+    if args.command == "run":
+        try:
+            settings_from_args(args)
+        except ConfigError as exc:
+            print(f"lockstep run: invalid configuration: {exc}", file=sys.stderr)
+            return NOT_BUILT_EXIT
+    handler = _resolve(COMMANDS[args.command])
+    if handler is None:
+        print(f"lockstep {args.command}: not built yet in this version", file=sys.stderr)
+        return NOT_BUILT_EXIT
+    return handler(args)

@@ -1,0 +1,172 @@
+"""Settings from command-line flags and ``LOCKSTEP_*`` environment variables.
+
+Flags win over the environment, the environment over the defaults. Every field here is also a flag
+of ``lockstep run`` (``scheduler_name`` -> ``--scheduler-name``), so this model is the one source of
+the configuration reference.
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+# Feature gates lockstep understands, with their defaults. DRAListTypeAttributes is alpha upstream
+# (KEP-5491) and off by default there too.
+KNOWN_FEATURE_GATES: dict[str, bool] = {
+    "DRAListTypeAttributes": False,
+    "DRAAdminAccess": True,
+    "DRAPrioritizedList": True,
+}
+
+
+class ConfigError(ValueError):
+    """A setting has a value lockstep cannot use; the message names the setting."""
+
+
+class LogFormat(StrEnum):
+    JSON = "json"
+    CONSOLE = "console"
+    AUTO = "auto"
+
+
+class LogLevel(StrEnum):
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+class ScoreStrategy(StrEnum):
+    LEAST_ALLOCATED = "least-allocated"
+    MOST_ALLOCATED = "most-allocated"
+
+
+def parse_feature_gates(value: str | dict[str, Any] | None) -> dict[str, bool]:
+    """Parse ``Name=true,Other=false`` (the kube-scheduler flag syntax) into known gates."""
+    gates = dict(KNOWN_FEATURE_GATES)
+    if value is None or value == "":
+        return gates
+    items: list[tuple[str, Any]]
+    if isinstance(value, dict):
+        items = list(value.items())
+    else:
+        items = []
+        for part in value.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            name, sep, raw = part.partition("=")
+            if not sep:
+                raise ValueError(f"feature gate {name!r} has no value: write {name}=true or {name}=false")
+            items.append((name.strip(), raw.strip()))
+    for name, raw in items:
+        if name not in KNOWN_FEATURE_GATES:
+            known = ", ".join(sorted(KNOWN_FEATURE_GATES))
+            raise ValueError(f"unknown feature gate {name!r} (known: {known})")
+        if isinstance(raw, bool):
+            gates[name] = raw
+        elif str(raw).lower() in ("true", "false"):
+            gates[name] = str(raw).lower() == "true"
+        else:
+            raise ValueError(f"feature gate {name!r} has invalid value {raw!r}: expected true or false")
+    return gates
+
+
+class Settings(BaseSettings):
+    """Everything ``lockstep run`` can be told. Field descriptions are the flag help texts."""
+
+    model_config = SettingsConfigDict(env_prefix="LOCKSTEP_", extra="forbid", validate_default=True)
+
+    scheduler_name: str = Field(
+        "lockstep",
+        min_length=1,
+        description="Pods whose spec.schedulerName equals this are scheduled by lockstep.",
+    )
+    namespaces: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated namespaces to watch; empty means all namespaces.",
+    )
+    feature_gates: Annotated[dict[str, bool], NoDecode] = Field(
+        default_factory=lambda: dict(KNOWN_FEATURE_GATES),
+        description="Feature gates as Name=true|false pairs, comma-separated "
+        f"(known: {', '.join(sorted(KNOWN_FEATURE_GATES))}).",
+    )
+    kubeconfig: str | None = Field(
+        None, description="Path to a kubeconfig; default: in-cluster service account, then ~/.kube/config."
+    )
+    leader_elect: bool = Field(True, description="Run leader election; only the leader schedules.")
+    lease_name: str = Field("lockstep", min_length=1, description="Name of the coordination.k8s.io Lease.")
+    lease_namespace: str = Field(
+        "lockstep-system", min_length=1, description="Namespace of the leader-election Lease."
+    )
+    lease_duration_seconds: float = Field(
+        15.0, gt=0, description="How long a lease is valid after its last renewal."
+    )
+    renew_deadline_seconds: float = Field(
+        10.0, gt=0, description="The leader gives up leadership if it cannot renew within this time."
+    )
+    retry_period_seconds: float = Field(2.0, gt=0, description="Interval between lease acquire/renew attempts.")
+    metrics_bind_address: str = Field(
+        "0.0.0.0:9090", description="host:port for Prometheus /metrics; empty disables metrics."
+    )
+    health_bind_address: str = Field("0.0.0.0:8080", description="host:port for the /healthz liveness probe.")
+    log_format: LogFormat = Field(
+        LogFormat.AUTO, description="json, console, or auto (json unless stderr is a terminal)."
+    )
+    log_level: LogLevel = Field(LogLevel.INFO, description="debug, info, warning or error.")
+    score_strategy: ScoreStrategy = Field(
+        ScoreStrategy.LEAST_ALLOCATED,
+        description="Node scoring: least-allocated spreads pods, most-allocated bin-packs them.",
+    )
+    topology_key: str = Field(
+        "topology.kubernetes.io/zone",
+        description="Node label whose values are the topology domains a gang prefers to stay within.",
+    )
+    backoff_initial_seconds: float = Field(
+        1.0, gt=0, description="First retry delay of a PodGroup that failed to schedule."
+    )
+    backoff_max_seconds: float = Field(60.0, gt=0, description="Longest retry delay of a failing PodGroup.")
+
+    @field_validator("namespaces", mode="before")
+    @classmethod
+    def _split_namespaces(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [ns.strip() for ns in value.split(",") if ns.strip()]
+        return value
+
+    @field_validator("feature_gates", mode="before")
+    @classmethod
+    def _parse_gates(cls, value: Any) -> dict[str, bool]:
+        return parse_feature_gates(value)
+
+    @field_validator("backoff_max_seconds")
+    @classmethod
+    def _max_not_below_initial(cls, value: float, info: Any) -> float:
+        initial = info.data.get("backoff_initial_seconds")
+        if initial is not None and value < initial:
+            raise ValueError(f"must be >= backoff_initial_seconds ({initial})")
+        return value
+
+    def resolved_log_format(self) -> LogFormat:
+        if self.log_format is LogFormat.AUTO:
+            return LogFormat.CONSOLE if sys.stderr.isatty() else LogFormat.JSON
+        return self.log_format
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build Settings from the environment plus explicit overrides (flags); raise ConfigError."""
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            field = ".".join(str(p) for p in err["loc"]) or "settings"
+            flag = "--" + field.replace("_", "-")
+            env = "LOCKSTEP_" + field.upper()
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            problems.append(f"{flag} ({env}): {msg}")
+        raise ConfigError("; ".join(problems)) from None

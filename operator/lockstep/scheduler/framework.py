@@ -1,0 +1,189 @@
+"""The scheduling framework: statuses, the views plugins see, and the plugin protocols.
+
+This module is the contract between the scheduler core and its plugins (node resources, affinity,
+taints, gang, dynamic resources). Plugins are small classes implementing one or more of the
+protocols below; adding a plugin touches its own module plus one line of registration.
+
+Extension points, in the order they run:
+  group cycle (synchronous, on one snapshot):
+    PreFilter(pod) -> Filter(pod, node) for candidate nodes -> Score(pod, node) -> Reserve(pod, node)
+    after each pod: PlacementFeasible(group, progress)
+  binding cycle (async, one task per pod):
+    Permit -> PreBind (may write to the API through ports) -> Bind
+    on any failure after Reserve: Unreserve, exactly once per pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+
+class Code(IntEnum):
+    SUCCESS = 0
+    WAIT = 1
+    UNSCHEDULABLE = 2
+    UNSCHEDULABLE_AND_UNRESOLVABLE = 3
+    ERROR = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """A plugin verdict. ``cause`` is a short machine-readable reason (InsufficientCPU, Taint, ...)
+    used for the PodGroup's reason breakdown; ``reasons`` are human-readable sentences."""
+
+    code: Code = Code.SUCCESS
+    reasons: tuple[str, ...] = ()
+    plugin: str = ""
+    cause: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.code is Code.SUCCESS
+
+    @property
+    def is_rejection(self) -> bool:
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+    @property
+    def message(self) -> str:
+        return "; ".join(self.reasons)
+
+    @classmethod
+    def success(cls) -> Status:
+        return SUCCESS
+
+    @classmethod
+    def unschedulable(cls, plugin: str, cause: str, *reasons: str) -> Status:
+        return cls(Code.UNSCHEDULABLE, reasons, plugin, cause)
+
+    @classmethod
+    def unresolvable(cls, plugin: str, cause: str, *reasons: str) -> Status:
+        return cls(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons, plugin, cause)
+
+    @classmethod
+    def error(cls, plugin: str, *reasons: str) -> Status:
+        return cls(Code.ERROR, reasons, plugin, "SchedulerError")
+
+    @classmethod
+    def wait(cls, plugin: str, *reasons: str) -> Status:
+        return cls(Code.WAIT, reasons, plugin, "")
+
+
+SUCCESS = Status()
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaimRef:
+    """One entry of pod.spec.resourceClaims."""
+
+    name: str
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+@dataclass(slots=True)
+class PodInfo:
+    """What the scheduler needs of a pod, parsed once at the edge (see state/)."""
+
+    uid: str
+    namespace: str
+    name: str
+    resource_version: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    scheduler_name: str = ""
+    node_name: str = ""
+    group_name: str = ""  # value of the pod-group label; "" means a group of its own
+    priority: int = 0
+    # requests: resource name -> amount in base units (cpu in millicores, memory/storage in bytes)
+    requests: Mapping[str, int] = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    # spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution, raw API shape
+    required_node_affinity: Any = None
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    claims: tuple[PodClaimRef, ...] = ()
+    # status.resourceClaimStatuses: pod claim name -> generated ResourceClaim name (None: not needed)
+    claim_statuses: Mapping[str, str | None] = field(default_factory=dict)
+    deleting: bool = False
+    phase: str = "Pending"
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(slots=True)
+class NodeInfo:
+    """A node and what is placed on it (bound plus assumed pods)."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    allocatable: Mapping[str, int] = field(default_factory=dict)
+    requested: dict[str, int] = field(default_factory=dict)
+    pod_count: int = 0
+    taints: tuple[Mapping[str, Any], ...] = ()
+    unschedulable: bool = False
+
+
+class CycleState:
+    """Per-cycle scratch space shared by the plugins (keyed by plugin-chosen strings)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+
+    def read(self, key: str, default: Any = None) -> Any:
+        return self._data.get(key, default)
+
+    def write(self, key: str, value: Any) -> None:
+        self._data[key] = value
+
+    def delete(self, key: str) -> None:
+        self._data.pop(key, None)
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementProgress:
+    """For PlacementFeasible: S, R, M of DESIGN.md behaviour 2 (and how many pods exist at all)."""
+
+    scheduled: int
+    remaining: int
+    min_count: int
+    total_pods: int
+
+
+@runtime_checkable
+class Plugin(Protocol):
+    name: ClassVar[str]
+
+
+@runtime_checkable
+class PreFilterPlugin(Plugin, Protocol):
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status: ...
+
+
+@runtime_checkable
+class FilterPlugin(Plugin, Protocol):
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status: ...
+
+
+@runtime_checkable
+class ScorePlugin(Plugin, Protocol):
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        """0..100, higher is better."""
+        ...
+
+
+@runtime_checkable
+class ReservePlugin(Plugin, Protocol):
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status: ...
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...
+
+
+@runtime_checkable
+class PreBindPlugin(Plugin, Protocol):
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status: ...
