@@ -109,7 +109,9 @@ class Settings(BaseSettings):
     renew_deadline_seconds: float = Field(
         10.0, gt=0, description="The leader gives up leadership if it cannot renew within this time."
     )
-    retry_period_seconds: float = Field(2.0, gt=0, description="Interval between lease acquire/renew attempts.")
+    retry_period_seconds: float = Field(
+        2.0, gt=0, description="Interval between lease acquire/renew attempts."
+    )
     metrics_bind_address: str = Field(
         "0.0.0.0:9090", description="host:port for Prometheus /metrics; empty disables metrics."
     )

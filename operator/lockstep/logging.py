@@ -109,4 +109,5 @@ def configure_logging(fmt: str = "json", level: str = "info", stream: TextIO | N
 
 
 def get_logger(name: str = "lockstep") -> structlog.stdlib.BoundLogger:
-    return structlog.stdlib.get_logger(name)  # type: ignore[no-any-return]
+    logger: structlog.stdlib.BoundLogger = structlog.stdlib.get_logger(name)
+    return logger

@@ -14,10 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from lockstep import GROUP, VERSION
-
-API_VERSION = f"{GROUP}/{VERSION}"
-KIND = "PodGroup"
+API_VERSION: Literal["scheduling.lockstep.dev/v1alpha1"] = "scheduling.lockstep.dev/v1alpha1"
+KIND: Literal["PodGroup"] = "PodGroup"
 PLURAL = "podgroups"
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"

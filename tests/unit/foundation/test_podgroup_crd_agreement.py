@@ -1,0 +1,218 @@
+"""The PodGroup CRD's openAPIV3Schema and the pydantic models must give the same verdicts.
+
+The CRD side is judged the way kube-apiserver judges it: structural schema (jsonschema), plus the
+``x-kubernetes-validations`` CEL rules and ``x-kubernetes-list-type: map`` key uniqueness.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import celpy
+import jsonschema
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from lockstep.api.podgroup import PodGroup
+
+ROOT = Path(__file__).resolve().parents[3]
+CRD_PATH = ROOT / "crds" / "scheduling.lockstep.dev_podgroups.yaml"
+
+
+def _schema() -> dict[str, Any]:
+    crd = yaml.safe_load(CRD_PATH.read_text())
+    (version,) = crd["spec"]["versions"]
+    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
+    return schema
+
+
+SCHEMA = _schema()
+_CEL = celpy.Environment()
+
+
+def _extension_errors(schema: dict[str, Any], value: Any, path: str) -> list[str]:
+    """Evaluate what jsonschema does not know: CEL rules and list-map key uniqueness."""
+    errors: list[str] = []
+    for rule in schema.get("x-kubernetes-validations", []):
+        program = _CEL.program(_CEL.compile(rule["rule"]))
+        result = program.evaluate({"self": celpy.json_to_cel(value)})
+        if not (isinstance(result, celpy.celtypes.BoolType) and bool(result)):
+            errors.append(f"{path}: {rule['message']}")
+    if schema.get("x-kubernetes-list-type") == "map" and isinstance(value, list):
+        keys = [tuple(item.get(k) for k in schema["x-kubernetes-list-map-keys"]) for item in value]
+        if len(keys) != len(set(keys)):
+            errors.append(f"{path}: Duplicate value")
+    if isinstance(value, dict):
+        for name, sub in schema.get("properties", {}).items():
+            if name in value:
+                errors += _extension_errors(sub, value[name], f"{path}.{name}")
+    if isinstance(value, list) and "items" in schema:
+        for i, item in enumerate(value):
+            errors += _extension_errors(schema["items"], item, f"{path}[{i}]")
+    return errors
+
+
+def crd_accepts(doc: dict[str, Any]) -> bool:
+    validator = jsonschema.Draft7Validator(SCHEMA, format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER)
+    if any(True for _ in validator.iter_errors(doc)):
+        return False
+    return not _extension_errors(SCHEMA, doc, "")
+
+
+def model_accepts(doc: dict[str, Any]) -> bool:
+    try:
+        PodGroup.model_validate(doc)
+    except ValidationError:
+        return False
+    return True
+
+
+def pg(spec: Any = None, status: Any = None, **top: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "apiVersion": "scheduling.lockstep.dev/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "default"},
+    }
+    if spec is not None:
+        doc["spec"] = spec
+    if status is not None:
+        doc["status"] = status
+    doc.update(top)
+    return doc
+
+
+GANG = {"schedulingPolicy": {"gang": {"minCount": 8}}}
+
+
+def with_spec(**changes: Any) -> dict[str, Any]:
+    spec = copy.deepcopy(GANG)
+    spec.update(changes)
+    return pg(spec)
+
+
+def claims(*entries: dict[str, Any]) -> dict[str, Any]:
+    return with_spec(resourceClaims=list(entries))
+
+
+CONDITION = {
+    "type": "PodGroupScheduled",
+    "status": "True",
+    "lastTransitionTime": "2026-11-29T10:00:00Z",
+    "reason": "Scheduled",
+    "message": "8 of 8 members bound",
+}
+
+VALID: dict[str, dict[str, Any]] = {
+    "gang": pg(GANG),
+    "basic": pg({"schedulingPolicy": {"basic": {}}}),
+    "basic-with-unknown-content": pg({"schedulingPolicy": {"basic": {"future": 1}}}),
+    "min-bounds": with_spec(schedulingPolicy={"gang": {"minCount": 1}}, scheduleTimeoutSeconds=1),
+    "max-bounds": with_spec(schedulingPolicy={"gang": {"minCount": 10000}}, scheduleTimeoutSeconds=86400),
+    "integral-float-count": with_spec(schedulingPolicy={"gang": {"minCount": 8.0}}),
+    "unknown-spec-field-pruned": with_spec(somethingNew=True),
+    "claim-by-name": claims({"name": "gpu", "resourceClaimName": "shared-gpu"}),
+    "claim-by-template": claims({"name": "gpu", "resourceClaimTemplateName": "gpu.template-1"}),
+    "four-claims": claims(*({"name": f"c{i}", "resourceClaimName": f"claim-{i}"} for i in range(4))),
+    "empty-claims": claims(),
+    "status-full": pg(
+        GANG,
+        {
+            "phase": "Scheduled",
+            "policy": "Gang",
+            "observedGeneration": 3,
+            "total": 8,
+            "scheduled": 8,
+            "running": 2,
+            "succeeded": 0,
+            "failed": 0,
+            "lastAttemptTime": "2026-11-29T10:00:00Z",
+            "conditions": [CONDITION],
+            "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "g-gpu-abcde"}],
+            "unschedulableReasons": [{"reason": "InsufficientCPU", "count": 3, "message": "3 nodes"}],
+        },
+    ),
+    "status-empty": pg(GANG, {}),
+}
+
+INVALID: dict[str, dict[str, Any]] = {
+    "no-spec": pg(None),
+    "no-policy": pg({}),
+    "both-policies": pg({"schedulingPolicy": {"basic": {}, "gang": {"minCount": 2}}}),
+    "neither-policy": pg({"schedulingPolicy": {}}),
+    "gang-without-min-count": pg({"schedulingPolicy": {"gang": {}}}),
+    "min-count-zero": with_spec(schedulingPolicy={"gang": {"minCount": 0}}),
+    "min-count-too-big": with_spec(schedulingPolicy={"gang": {"minCount": 10001}}),
+    "min-count-string": with_spec(schedulingPolicy={"gang": {"minCount": "8"}}),
+    "min-count-fraction": with_spec(schedulingPolicy={"gang": {"minCount": 8.5}}),
+    "min-count-bool": with_spec(schedulingPolicy={"gang": {"minCount": True}}),
+    "policy-not-object": with_spec(schedulingPolicy="gang"),
+    "timeout-zero": with_spec(scheduleTimeoutSeconds=0),
+    "timeout-too-long": with_spec(scheduleTimeoutSeconds=86401),
+    "timeout-string": with_spec(scheduleTimeoutSeconds="300"),
+    "claims-not-list": with_spec(resourceClaims={"name": "gpu"}),
+    "claim-both-sources": claims({"name": "gpu", "resourceClaimName": "a", "resourceClaimTemplateName": "b"}),
+    "claim-no-source": claims({"name": "gpu"}),
+    "claim-no-name": claims({"resourceClaimName": "a"}),
+    "claim-duplicate-names": claims(
+        {"name": "gpu", "resourceClaimName": "a"}, {"name": "gpu", "resourceClaimName": "b"}
+    ),
+    "five-claims": claims(*({"name": f"c{i}", "resourceClaimName": f"claim-{i}"} for i in range(5))),
+    "claim-name-uppercase": claims({"name": "GPU", "resourceClaimName": "a"}),
+    "claim-name-too-long": claims({"name": "a" * 64, "resourceClaimName": "a"}),
+    "claim-ref-bad-subdomain": claims({"name": "gpu", "resourceClaimName": "Bad_Name"}),
+    "claim-ref-empty": claims({"name": "gpu", "resourceClaimName": ""}),
+    "status-bad-phase": pg(GANG, {"phase": "Sleeping"}),
+    "status-negative-count": pg(GANG, {"scheduled": -1}),
+    "status-bad-policy": pg(GANG, {"policy": "Strict"}),
+    "condition-missing-reason": pg(
+        GANG, {"conditions": [{k: v for k, v in CONDITION.items() if k != "reason"}]}
+    ),
+    "condition-bad-reason": pg(GANG, {"conditions": [{**CONDITION, "reason": "not a reason"}]}),
+    "condition-bad-status": pg(GANG, {"conditions": [{**CONDITION, "status": "Maybe"}]}),
+    "condition-bad-time": pg(GANG, {"conditions": [{**CONDITION, "lastTransitionTime": "yesterday"}]}),
+    "condition-duplicate-type": pg(GANG, {"conditions": [CONDITION, CONDITION]}),
+    "reason-negative-count": pg(GANG, {"unschedulableReasons": [{"reason": "Taint", "count": -2}]}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VALID))
+def test_valid_documents_are_accepted_by_both(name: str) -> None:
+    doc = VALID[name]
+    assert crd_accepts(doc), f"CRD schema rejects valid document {name}"
+    assert model_accepts(doc), f"model rejects valid document {name}"
+
+
+@pytest.mark.parametrize("name", sorted(INVALID))
+def test_invalid_documents_are_rejected_by_both(name: str) -> None:
+    doc = INVALID[name]
+    assert not crd_accepts(doc), f"CRD schema accepts invalid document {name}"
+    assert not model_accepts(doc), f"model accepts invalid document {name}"
+
+
+def test_model_error_names_the_field() -> None:
+    with pytest.raises(ValidationError) as info:
+        PodGroup.model_validate(INVALID["both-policies"])
+    assert "exactly one of basic or gang" in str(info.value)
+    with pytest.raises(ValidationError) as info:
+        PodGroup.model_validate(INVALID["min-count-zero"])
+    assert "minCount" in str(info.value)
+
+
+def test_model_applies_the_crd_default_timeout() -> None:
+    default = SCHEMA["properties"]["spec"]["properties"]["scheduleTimeoutSeconds"]["default"]
+    group = PodGroup.model_validate(VALID["gang"])
+    assert group.spec.schedule_timeout_seconds == default
+    assert group.spec.min_count == 8
+    assert group.spec.is_gang
+    assert PodGroup.model_validate(VALID["basic"]).spec.min_count == 1
+
+
+def test_printer_columns_are_the_documented_ones() -> None:
+    crd = yaml.safe_load(CRD_PATH.read_text())
+    columns = [c["name"] for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]]
+    assert columns == ["Policy", "MinCount", "Scheduled", "Running", "Phase", "Age"]
+    assert crd["spec"]["names"]["shortNames"] == ["lpg"]
+    assert crd["spec"]["versions"][0]["subresources"] == {"status": {}}
