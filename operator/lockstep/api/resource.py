@@ -1,0 +1,354 @@
+"""resource.k8s.io/v1 models: ResourceClaim, ResourceClaimTemplate, ResourceSlice, DeviceClass.
+
+Only the fields lockstep reads are declared; every other field is tolerated and preserved, so an object
+read from the API can be written back without losing what a newer API server added. Parse API objects
+with :func:`parse_resource`; a bad object raises :class:`ResourceModelError` naming the object and the
+field.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from lockstep.dra.k8s_types import Quantity, QuantityError, parse_quantity
+
+API_GROUP = "resource.k8s.io"
+API_VERSION = f"{API_GROUP}/v1"
+
+# resourceapi.ResourceClaimReservedForMaxSize
+RESERVED_FOR_MAX_SIZE = 256
+ALLOCATION_MODE_EXACT_COUNT = "ExactCount"
+ALLOCATION_MODE_ALL = "All"
+
+
+class ResourceModelError(ValueError):
+    """An API object does not have the shape lockstep needs; the message names object and field."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    def dump(self) -> dict[str, Any]:
+        """The object in API shape (camelCase), unknown fields included, unset optionals left out."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class OwnerReference(_Model):
+    api_version: str = Field(alias="apiVersion")
+    kind: str
+    name: str
+    uid: str
+    controller: bool | None = None
+    block_owner_deletion: bool | None = Field(None, alias="blockOwnerDeletion")
+
+
+class ObjectMeta(_Model):
+    name: str = ""
+    generate_name: str | None = Field(None, alias="generateName")
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = Field("", alias="resourceVersion")
+    generation: int = 0
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    owner_references: list[OwnerReference] = Field(default_factory=list, alias="ownerReferences")
+    deletion_timestamp: datetime | None = Field(None, alias="deletionTimestamp")
+
+
+# --- core/v1 NodeSelector (as used by allocations and slices) ---------------------------------------
+
+
+class NodeSelectorRequirement(_Model):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+    values: list[str] = Field(default_factory=list)
+
+
+class NodeSelectorTerm(_Model):
+    match_expressions: list[NodeSelectorRequirement] = Field(default_factory=list, alias="matchExpressions")
+    match_fields: list[NodeSelectorRequirement] = Field(default_factory=list, alias="matchFields")
+
+
+class NodeSelector(_Model):
+    node_selector_terms: list[NodeSelectorTerm] = Field(alias="nodeSelectorTerms")
+
+
+# --- DeviceClass ------------------------------------------------------------------------------------
+
+
+class CELDeviceSelector(_Model):
+    expression: str
+
+
+class DeviceSelector(_Model):
+    cel: CELDeviceSelector | None = None
+
+
+class DeviceClassSpec(_Model):
+    selectors: list[DeviceSelector] = Field(default_factory=list)
+    config: list[dict[str, Any]] = Field(default_factory=list)
+    extended_resource_name: str | None = Field(None, alias="extendedResourceName")
+
+
+class DeviceClass(_Model):
+    api_version: str = Field(API_VERSION, alias="apiVersion")
+    kind: str = "DeviceClass"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: DeviceClassSpec = Field(default_factory=DeviceClassSpec)
+
+
+# --- ResourceClaim ----------------------------------------------------------------------------------
+
+
+class _DeviceRequestCommon(_Model):
+    device_class_name: str = Field(alias="deviceClassName", min_length=1)
+    selectors: list[DeviceSelector] = Field(default_factory=list, max_length=32)
+    allocation_mode: Literal["ExactCount", "All"] = Field("ExactCount", alias="allocationMode")
+    count: int = Field(1, ge=1)
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ExactDeviceRequest(_DeviceRequestCommon):
+    admin_access: bool | None = Field(None, alias="adminAccess")
+
+
+class DeviceSubRequest(_DeviceRequestCommon):
+    name: str = Field(min_length=1)
+
+
+class DeviceRequest(_Model):
+    name: str = Field(min_length=1)
+    exactly: ExactDeviceRequest | None = None
+    first_available: list[DeviceSubRequest] | None = Field(None, alias="firstAvailable", max_length=8)
+
+    @model_validator(mode="after")
+    def _exactly_one_kind(self) -> DeviceRequest:
+        if (self.exactly is None) == (not self.first_available):
+            raise ValueError(f"request {self.name!r}: exactly one of exactly or firstAvailable must be set")
+        return self
+
+
+class DeviceConstraint(_Model):
+    requests: list[str] = Field(default_factory=list)
+    match_attribute: str | None = Field(None, alias="matchAttribute")
+    distinct_attribute: str | None = Field(None, alias="distinctAttribute")
+
+
+class DeviceClaim(_Model):
+    requests: list[DeviceRequest] = Field(default_factory=list, max_length=32)
+    constraints: list[DeviceConstraint] = Field(default_factory=list, max_length=32)
+    config: list[dict[str, Any]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_request_names(self) -> DeviceClaim:
+        names = [r.name for r in self.requests]
+        if len(names) != len(set(names)):
+            raise ValueError("request names must be unique")
+        return self
+
+
+class ResourceClaimSpec(_Model):
+    devices: DeviceClaim = Field(default_factory=DeviceClaim)
+
+
+class DeviceRequestAllocationResult(_Model):
+    request: str
+    driver: str
+    pool: str
+    device: str
+    admin_access: bool | None = Field(None, alias="adminAccess")
+
+
+class DeviceAllocationResult(_Model):
+    results: list[DeviceRequestAllocationResult] = Field(default_factory=list)
+    config: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class AllocationResult(_Model):
+    devices: DeviceAllocationResult = Field(default_factory=DeviceAllocationResult)
+    node_selector: NodeSelector | None = Field(None, alias="nodeSelector")
+    allocation_timestamp: datetime | None = Field(None, alias="allocationTimestamp")
+
+
+class ResourceClaimConsumerReference(_Model):
+    api_group: str | None = Field(None, alias="apiGroup")
+    resource: str
+    name: str
+    uid: str
+
+
+class ResourceClaimStatus(_Model):
+    allocation: AllocationResult | None = None
+    reserved_for: list[ResourceClaimConsumerReference] = Field(default_factory=list, alias="reservedFor")
+
+
+class ResourceClaim(_Model):
+    api_version: str = Field(API_VERSION, alias="apiVersion")
+    kind: str = "ResourceClaim"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: ResourceClaimSpec = Field(default_factory=ResourceClaimSpec)
+    status: ResourceClaimStatus = Field(default_factory=ResourceClaimStatus)
+
+    @property
+    def key(self) -> str:
+        return f"{self.metadata.namespace}/{self.metadata.name}"
+
+    @property
+    def allocated(self) -> bool:
+        return self.status.allocation is not None
+
+    def is_reserved_for(self, uid: str) -> bool:
+        return any(ref.uid == uid for ref in self.status.reserved_for)
+
+
+class ResourceClaimTemplateSpec(_Model):
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: ResourceClaimSpec = Field(default_factory=ResourceClaimSpec)
+
+
+class ResourceClaimTemplate(_Model):
+    api_version: str = Field(API_VERSION, alias="apiVersion")
+    kind: str = "ResourceClaimTemplate"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: ResourceClaimTemplateSpec = Field(default_factory=ResourceClaimTemplateSpec)
+
+
+# --- ResourceSlice ----------------------------------------------------------------------------------
+
+
+class DeviceAttribute(_Model):
+    int_value: int | None = Field(None, alias="int")
+    bool_value: bool | None = Field(None, alias="bool")
+    string_value: str | None = Field(None, alias="string")
+    version_value: str | None = Field(None, alias="version")
+    int_values: list[int] | None = Field(None, alias="ints", min_length=1)
+    bool_values: list[bool] | None = Field(None, alias="bools", min_length=1)
+    string_values: list[str] | None = Field(None, alias="strings", min_length=1)
+    version_values: list[str] | None = Field(None, alias="versions", min_length=1)
+
+    @model_validator(mode="after")
+    def _exactly_one_value(self) -> DeviceAttribute:
+        set_fields = [name for name in _ATTRIBUTE_ALIASES if getattr(self, name) is not None]
+        if len(set_fields) != 1:
+            raise ValueError(
+                "exactly one of int, bool, string, version, ints, bools, strings, versions must be set"
+            )
+        return self
+
+    def as_api(self) -> dict[str, Any]:
+        """{"int": 1} style, the shape the CEL layer reads."""
+        for name, alias in _ATTRIBUTE_ALIASES.items():
+            value = getattr(self, name)
+            if value is not None:
+                return {alias: value}
+        return {}
+
+
+_ATTRIBUTE_ALIASES = {
+    "int_value": "int",
+    "bool_value": "bool",
+    "string_value": "string",
+    "version_value": "version",
+    "int_values": "ints",
+    "bool_values": "bools",
+    "string_values": "strings",
+    "version_values": "versions",
+}
+
+
+class DeviceCapacity(_Model):
+    value: str
+
+    @model_validator(mode="after")
+    def _valid_quantity(self) -> DeviceCapacity:
+        try:
+            parse_quantity(self.value)
+        except QuantityError as exc:
+            raise ValueError(f"value {self.value!r}: {exc}") from None
+        return self
+
+    @property
+    def quantity(self) -> Quantity:
+        return parse_quantity(self.value)
+
+
+class Device(_Model):
+    name: str = Field(min_length=1)
+    attributes: dict[str, DeviceAttribute] = Field(default_factory=dict)
+    capacity: dict[str, DeviceCapacity] = Field(default_factory=dict)
+    node_name: str | None = Field(None, alias="nodeName")
+    node_selector: NodeSelector | None = Field(None, alias="nodeSelector")
+    all_nodes: bool | None = Field(None, alias="allNodes")
+    allow_multiple_allocations: bool | None = Field(None, alias="allowMultipleAllocations")
+
+
+class ResourcePool(_Model):
+    name: str = Field(min_length=1)
+    generation: int = Field(ge=0)
+    resource_slice_count: int = Field(alias="resourceSliceCount", ge=1)
+
+
+class ResourceSliceSpec(_Model):
+    driver: str = Field(min_length=1)
+    pool: ResourcePool
+    node_name: str | None = Field(None, alias="nodeName")
+    node_selector: NodeSelector | None = Field(None, alias="nodeSelector")
+    all_nodes: bool | None = Field(None, alias="allNodes")
+    per_device_node_selection: bool | None = Field(None, alias="perDeviceNodeSelection")
+    devices: list[Device] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _exactly_one_node_scope(self) -> ResourceSliceSpec:
+        scopes = [
+            bool(self.node_name),
+            self.node_selector is not None,
+            bool(self.all_nodes),
+            bool(self.per_device_node_selection),
+        ]
+        if sum(scopes) != 1:
+            raise ValueError(
+                "exactly one of nodeName, nodeSelector, allNodes, perDeviceNodeSelection must be set"
+            )
+        return self
+
+
+class ResourceSlice(_Model):
+    api_version: str = Field(API_VERSION, alias="apiVersion")
+    kind: str = "ResourceSlice"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: ResourceSliceSpec
+
+
+# --- parsing at the edge ----------------------------------------------------------------------------
+
+ResourceT = TypeVar("ResourceT", ResourceClaim, ResourceClaimTemplate, ResourceSlice, DeviceClass)
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path or "(object)"
+
+
+def parse_resource(model: type[ResourceT], obj: dict[str, Any]) -> ResourceT:
+    """Validate an API object; on failure raise ResourceModelError naming the object and each field."""
+    try:
+        return model.model_validate(obj)
+    except ValidationError as exc:
+        metadata = obj.get("metadata") if isinstance(obj, dict) else None
+        metadata = metadata if isinstance(metadata, dict) else {}
+        name = metadata.get("name") or "<unnamed>"
+        namespace = metadata.get("namespace")
+        who = f"{model.__name__} {namespace}/{name}" if namespace else f"{model.__name__} {name}"
+        problems = "; ".join(
+            f"{_location(err['loc'])}: {str(err['msg']).removeprefix('Value error, ')}"
+            for err in exc.errors()
+        )
+        raise ResourceModelError(f"{who}: {problems}") from None
