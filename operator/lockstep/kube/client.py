@@ -1,0 +1,305 @@
+"""The one HTTP session lockstep writes through: aiohttp keep-alive, Kopf's credentials, orjson.
+
+Every non-2xx answer becomes an :class:`ApiError` naming the verb, the object and the API's own
+message. Nothing here retries a write: a failed write is reported to the caller, who knows whether
+re-reading and trying again is right (a 409 on a status patch) or wrong (a failed PreBind).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+import kopf
+import orjson
+
+from lockstep import GROUP, VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceKind:
+    group: str  # "" for the core API
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{quote(name, safe='')}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+
+PODS = ResourceKind("", "v1", "pods", "Pod")
+NODES = ResourceKind("", "v1", "nodes", "Node", namespaced=False)
+EVENTS = ResourceKind("", "v1", "events", "Event")
+NAMESPACES = ResourceKind("", "v1", "namespaces", "Namespace", namespaced=False)
+LEASES = ResourceKind("coordination.k8s.io", "v1", "leases", "Lease")
+RESOURCE_CLAIMS = ResourceKind("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim")
+RESOURCE_CLAIM_TEMPLATES = ResourceKind(
+    "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate"
+)
+RESOURCE_SLICES = ResourceKind("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False)
+DEVICE_CLASSES = ResourceKind("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False)
+POD_GROUPS = ResourceKind(GROUP, VERSION, "podgroups", "PodGroup")
+
+
+class PatchType(StrEnum):
+    MERGE = "application/merge-patch+json"
+    STRATEGIC = "application/strategic-merge-patch+json"
+    JSON = "application/json-patch+json"
+
+
+class ApiError(Exception):
+    """A non-2xx answer from the API server."""
+
+    def __init__(self, status: int, reason: str, message: str, what: str) -> None:
+        super().__init__(f"{what}: {status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.api_message = message
+        self.what = what
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+
+def _describe(
+    method: str, kind: ResourceKind, namespace: str | None, name: str | None, sub: str | None
+) -> str:
+    target = kind.plural
+    if sub:
+        target += f"/{sub}"
+    if name is not None:
+        target += f" {namespace}/{name}" if namespace else f" {name}"
+    elif namespace:
+        target += f" in namespace {namespace}"
+    return f"{method} {target}"
+
+
+class KubeClient:
+    """An aiohttp session to one API server. Create inside the running event loop."""
+
+    def __init__(
+        self,
+        info: kopf.ConnectionInfo,
+        *,
+        request_timeout: float = 30.0,
+        on_response: Callable[[str, str, int], None] | None = None,
+        connection_limit: int = 64,
+    ) -> None:
+        self.info = info
+        self.server = info.server.rstrip("/")
+        ssl_context = info.as_ssl_context() if self.server.startswith("https") else False
+        headers = {"Accept": "application/json", "User-Agent": "lockstep"}
+        headers.update(info.as_http_headers())
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=ssl_context, limit=connection_limit),
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=request_timeout),
+            json_serialize=lambda obj: orjson.dumps(obj).decode(),
+        )
+        self._on_response = on_response
+
+    async def close(self) -> None:
+        await self._session.close()
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        data = None if body is None else orjson.dumps(body)
+        headers = {"Content-Type": content_type} if data is not None else None
+        async with self._session.request(
+            method, self.server + path, params=params, data=data, headers=headers
+        ) as response:
+            raw = await response.read()
+            status = response.status
+        if self._on_response is not None:
+            self._on_response(method, path, status)
+        if status >= 400:
+            raise _error_from(status, raw, what)
+        if not raw:
+            return {}
+        result: dict[str, Any] = orjson.loads(raw)
+        return result
+
+    async def get(self, kind: ResourceKind, namespace: str | None, name: str) -> dict[str, Any]:
+        return await self.request(
+            "GET", kind.path(namespace, name), what=_describe("GET", kind, namespace, name, None)
+        )
+
+    async def list(
+        self,
+        kind: ResourceKind,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> dict[str, Any]:
+        params: dict[str, str] = {}
+        if label_selector:
+            params["labelSelector"] = label_selector
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        if limit:
+            params["limit"] = str(limit)
+        if continue_token:
+            params["continue"] = continue_token
+        return await self.request(
+            "GET", kind.path(namespace), params=params, what=_describe("LIST", kind, namespace, None, None)
+        )
+
+    async def create(
+        self,
+        kind: ResourceKind,
+        namespace: str | None,
+        body: Mapping[str, Any],
+        *,
+        name: str | None = None,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        return await self.request(
+            "POST",
+            kind.path(namespace, name, subresource),
+            body=body,
+            what=_describe("POST", kind, namespace, name, subresource),
+        )
+
+    async def patch(
+        self,
+        kind: ResourceKind,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        patch_type: PatchType,
+        *,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        return await self.request(
+            "PATCH",
+            kind.path(namespace, name, subresource),
+            body=body,
+            content_type=patch_type.value,
+            what=_describe("PATCH", kind, namespace, name, subresource),
+        )
+
+    async def replace(
+        self, kind: ResourceKind, namespace: str | None, name: str, body: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """PUT; the body's metadata.resourceVersion makes it conditional (409 when stale)."""
+        return await self.request(
+            "PUT", kind.path(namespace, name), body=body, what=_describe("PUT", kind, namespace, name, None)
+        )
+
+    async def delete(self, kind: ResourceKind, namespace: str | None, name: str) -> dict[str, Any]:
+        return await self.request(
+            "DELETE", kind.path(namespace, name), what=_describe("DELETE", kind, namespace, name, None)
+        )
+
+    async def watch_stream(
+        self,
+        kind: ResourceKind,
+        namespace: str | None,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Raw watch events (``{"type": ..., "object": ...}``) until the server ends the stream."""
+        params = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        if label_selector:
+            params["labelSelector"] = label_selector
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        what = _describe("WATCH", kind, namespace, None, None)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=timeout_seconds + 30)
+        async with self._session.get(
+            self.server + kind.path(namespace), params=params, timeout=timeout
+        ) as response:
+            if response.status >= 400:
+                raise _error_from(response.status, await response.read(), what)
+            buffer = b""
+            async for chunk in response.content.iter_any():
+                buffer += chunk
+                while True:
+                    line_end = buffer.find(b"\n")
+                    if line_end < 0:
+                        break
+                    line = buffer[:line_end]
+                    buffer = buffer[line_end + 1 :]
+                    if line.strip():
+                        yield orjson.loads(line)
+            if buffer.strip():
+                yield orjson.loads(buffer)
+
+
+def _error_from(status: int, raw: bytes, what: str) -> ApiError:
+    reason = ""
+    message = raw.decode(errors="replace")[:500]
+    try:
+        parsed = orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError:
+        parsed = {}
+    if isinstance(parsed, dict):
+        reason = str(parsed.get("reason") or "")
+        message = str(parsed.get("message") or message)
+    return ApiError(status, reason, message, what)
+
+
+async def wait_for_server(client: KubeClient, attempts: int = 150) -> None:
+    """Block until the API server answers discovery (used at start-up), 0.2 s between attempts."""
+    for attempt in range(attempts):
+        try:
+            await client.request("GET", "/api", what="GET /api")
+            return
+        except (aiohttp.ClientError, ApiError, OSError):
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(0.2)

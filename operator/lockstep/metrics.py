@@ -1,0 +1,134 @@
+"""Prometheus metrics: kube-scheduler's names where they exist, ``lockstep_*`` for the rest.
+
+Each operator instance owns a registry, so several operators in one process (tests, the demo) do
+not share counters.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+ATTEMPT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+POD_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.podgroup_attempts = Counter(
+            "scheduler_podgroup_schedule_attempts",
+            "PodGroup scheduling attempts by result (scheduled, unschedulable, waiting, error).",
+            ["result"],
+            registry=r,
+        )
+        self.podgroup_attempt_duration = Histogram(
+            "scheduler_podgroup_scheduling_attempt_duration_seconds",
+            "Duration of one PodGroup scheduling attempt (group cycle), by result.",
+            ["result"],
+            buckets=ATTEMPT_BUCKETS,
+            registry=r,
+        )
+        self.pending_pods = Gauge(
+            "scheduler_pending_pods",
+            "Pending pods by queue (active, backoff, unschedulable).",
+            ["queue"],
+            registry=r,
+        )
+        self.pod_scheduling_duration = Histogram(
+            "scheduler_pod_scheduling_duration_seconds",
+            "Time from a pod entering the queue to its binding.",
+            buckets=POD_BUCKETS,
+            registry=r,
+        )
+        self.inflight_claim_allocations = Gauge(
+            "lockstep_inflight_claim_allocations",
+            "ResourceClaim allocations reserved in memory and not yet written to the API.",
+            registry=r,
+        )
+        self.permit_waiting_capacity = Gauge(
+            "lockstep_permit_waiting_capacity",
+            "Capacity (base units: millicores, bytes, pods) held by gangs waiting at Permit.",
+            ["resource"],
+            registry=r,
+        )
+        self.api_conflicts = Counter(
+            "lockstep_api_conflicts",
+            "409 Conflict answers from the API server, by resource.",
+            ["resource"],
+            registry=r,
+        )
+        self.api_requests = Counter(
+            "lockstep_api_requests",
+            "Requests lockstep sent to the API server, by method and HTTP status code.",
+            ["method", "code"],
+            registry=r,
+        )
+        self.bindings = Counter(
+            "lockstep_bindings", "Pod bindings by result (bound, failed).", ["result"], registry=r
+        )
+        self.podgroup_status_writes = Counter(
+            "lockstep_podgroup_status_writes",
+            "PodGroup status patches by result (written, conflict, error).",
+            ["result"],
+            registry=r,
+        )
+        self.is_leader = Gauge("lockstep_leader", "1 while this process holds the leader lease.", registry=r)
+        self.last_cycle = Gauge(
+            "lockstep_last_cycle_timestamp_seconds",
+            "Unix time at which the last scheduling cycle finished.",
+            registry=r,
+        )
+
+    def observe_response(self, method: str, path: str, status: int) -> None:
+        self.api_requests.labels(method, str(status)).inc()
+        if status == 409:
+            self.api_conflicts.labels(_resource_of(path)).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def _resource_of(path: str) -> str:
+    """``/api/v1/namespaces/ns/pods/x/status`` -> ``pods/status``."""
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    if "namespaces" in parts:
+        i = parts.index("namespaces")
+        parts = parts[:i] + parts[i + 2 :] if len(parts) > i + 2 else parts[: i + 1]
+    # parts now: api, v1, <resource>, [name], [sub]  or  apis, group, version, <resource>, ...
+    rest = parts[2:] if parts and parts[0] == "api" else parts[3:]
+    if not rest:
+        return "unknown"
+    return f"{rest[0]}/{rest[2]}" if len(rest) >= 3 else rest[0]
+
+
+async def start_metrics_server(metrics: Metrics, address: str) -> web.AppRunner | None:
+    """Serve ``/metrics`` on ``host:port``; an empty address disables it. Returns the runner to stop."""
+    if not address:
+        return None
+    host, _, port = address.rpartition(":")
+    if not port.isdigit():
+        raise ValueError(f"--metrics-bind-address {address!r}: expected host:port")
+
+    async def handle(_: web.Request) -> web.Response:
+        return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application()
+    app.router.add_get("/metrics", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host or "0.0.0.0", int(port))
+    await site.start()
+    return runner
+
+
+def bound_port(runner: web.AppRunner) -> int:
+    """The port a runner listens on (useful with port 0)."""
+    for site in runner.sites:
+        server = getattr(site, "_server", None)
+        if server is not None and server.sockets:
+            port: int = server.sockets[0].getsockname()[1]
+            return port
+    raise RuntimeError("metrics server is not listening")
