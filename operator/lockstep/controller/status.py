@@ -1,0 +1,375 @@
+"""PodGroup status: computed from what the API shows plus the scheduler's last attempt, written
+through ``/status`` with strict (resourceVersion) merge patches, at most one write per group per
+flush, and only when something changed.
+
+The counts come from the pod watch (``spec.nodeName``, ``status.phase``), never from the
+scheduler's assumptions: a group is Scheduled only once at least minCount members have a node name
+in the API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+
+from lockstep import POD_GROUP_LABEL
+from lockstep.api.podgroup import CONDITION_SCHEDULED, PodGroupPhase
+from lockstep.kube.client import POD_GROUPS, ApiError, KubeClient
+from lockstep.kube.patching import strict_merge_patch
+from lockstep.logging import get_logger
+
+log = get_logger("lockstep.controller.status")
+
+MAX_REASONS = 32
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class AttemptResult:
+    """How the scheduler's last attempt for a group ended (the PodGroupScheduled reasons)."""
+
+    SCHEDULED = "Scheduled"
+    WAITING = "Waiting"
+    UNSCHEDULABLE = "Unschedulable"
+    TIMEOUT = "Timeout"
+    SCHEDULER_ERROR = "SchedulerError"
+
+
+@dataclass(frozen=True, slots=True)
+class ReasonCount:
+    reason: str  # a cause: InsufficientCPU, Taint, ClaimUnallocatable, TooFewPods, Timeout, ...
+    count: int
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptSummary:
+    """The scheduler's last word on a group, in the terms the status speaks."""
+
+    result: str
+    message: str
+    attempted_at: datetime
+    next_retry_at: datetime | None = None
+    reasons: tuple[ReasonCount, ...] = ()
+    claim_statuses: tuple[tuple[str, str], ...] = ()  # group claim name -> ResourceClaim name
+
+
+@dataclass(slots=True)
+class MemberCounts:
+    total: int = 0
+    scheduled: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
+
+@dataclass(slots=True)
+class _Member:
+    node_name: str
+    phase: str
+
+
+@dataclass(slots=True)
+class GroupMembers:
+    """Members of each PodGroup as the API shows them, fed by the pod watch."""
+
+    _by_group: dict[tuple[str, str], dict[str, _Member]] = field(default_factory=dict)
+    _group_of: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def observe(self, event_type: str, pod: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """Record a pod event; return the (namespace, podgroup) keys whose counts may have changed."""
+        meta = pod.get("metadata") or {}
+        uid = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+        previous = self._group_of.get(uid)
+        group_name = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
+        key = (str(meta.get("namespace") or "default"), str(group_name)) if group_name else None
+        if event_type == "DELETED":
+            key = None
+        changed: list[tuple[str, str]] = []
+        if previous is not None and previous != key:
+            self._forget(uid, previous)
+            changed.append(previous)
+        if key is None:
+            return changed
+        self._group_of[uid] = key
+        spec = pod.get("spec") or {}
+        status = pod.get("status") or {}
+        member = _Member(str(spec.get("nodeName") or ""), str(status.get("phase") or "Pending"))
+        members = self._by_group.setdefault(key, {})
+        if members.get(uid) != member:
+            members[uid] = member
+            changed.append(key)
+        return changed
+
+    def _forget(self, uid: str, key: tuple[str, str]) -> None:
+        self._group_of.pop(uid, None)
+        members = self._by_group.get(key)
+        if members is not None:
+            members.pop(uid, None)
+            if not members:
+                del self._by_group[key]
+
+    def counts(self, key: tuple[str, str]) -> MemberCounts:
+        counts = MemberCounts()
+        for member in self._by_group.get(key, {}).values():
+            counts.total += 1
+            if member.node_name:
+                counts.scheduled += 1
+            if member.phase == "Running":
+                counts.running += 1
+            elif member.phase == "Succeeded":
+                counts.succeeded += 1
+            elif member.phase == "Failed":
+                counts.failed += 1
+        return counts
+
+
+def _phase(min_count: int, counts: MemberCounts, attempt: AttemptSummary | None) -> PodGroupPhase:
+    if counts.scheduled >= min_count:
+        if counts.succeeded >= min_count:
+            return PodGroupPhase.SUCCEEDED
+        if counts.failed > 0 and counts.total - counts.failed < min_count:
+            return PodGroupPhase.FAILED
+        if counts.running + counts.succeeded >= min_count:
+            return PodGroupPhase.RUNNING
+        return PodGroupPhase.SCHEDULED
+    if attempt is None:
+        return PodGroupPhase.PENDING
+    if attempt.result == AttemptResult.SCHEDULED:
+        return PodGroupPhase.SCHEDULING  # the scheduler placed it, the bindings are still landing
+    if attempt.result == AttemptResult.WAITING:
+        return PodGroupPhase.WAITING
+    if attempt.result in (AttemptResult.UNSCHEDULABLE, AttemptResult.TIMEOUT):
+        return PodGroupPhase.UNSCHEDULABLE
+    return PodGroupPhase.PENDING
+
+
+def _scheduled_condition(
+    current: list[Mapping[str, Any]],
+    generation: int,
+    min_count: int,
+    counts: MemberCounts,
+    attempt: AttemptSummary | None,
+    now: datetime,
+) -> dict[str, Any]:
+    existing = next((c for c in current if c.get("type") == CONDITION_SCHEDULED), None)
+    if existing is not None and existing.get("status") == "True":
+        return dict(existing)  # once True it stays True, as upstream
+    if counts.scheduled >= min_count:
+        status, reason = "True", "Scheduled"
+        message = f"{counts.scheduled} of {counts.total} pods bound (minCount {min_count})"
+    elif attempt is None:
+        status, reason = "False", "Pending"
+        message = (
+            f"{counts.total} pods exist, {counts.scheduled} bound; not attempted yet (minCount {min_count})"
+        )
+    else:
+        status = "False"
+        reason = attempt.result if attempt.result != AttemptResult.SCHEDULED else "Binding"
+        message = attempt.message or f"{counts.scheduled} of minCount {min_count} pods bound"
+    transition = (
+        existing.get("lastTransitionTime")
+        if existing is not None and existing.get("status") == status and existing.get("lastTransitionTime")
+        else rfc3339(now)
+    )
+    return {
+        "type": CONDITION_SCHEDULED,
+        "status": status,
+        "reason": reason,
+        "message": message[:32768],
+        "observedGeneration": generation,
+        "lastTransitionTime": transition,
+    }
+
+
+def desired_status(
+    podgroup: Mapping[str, Any],
+    counts: MemberCounts,
+    attempt: AttemptSummary | None,
+    now: datetime,
+) -> dict[str, Any]:
+    """The full status lockstep owns for ``podgroup`` (fields it clears are None)."""
+    meta = podgroup.get("metadata") or {}
+    spec = podgroup.get("spec") or {}
+    policy = spec.get("schedulingPolicy") or {}
+    gang = policy.get("gang")
+    min_count = int(gang.get("minCount", 1)) if isinstance(gang, Mapping) else 1
+    generation = int(meta.get("generation") or 0)
+    current = podgroup.get("status") or {}
+    condition = _scheduled_condition(
+        list(current.get("conditions") or []), generation, min_count, counts, attempt, now
+    )
+    others = [c for c in current.get("conditions") or [] if c.get("type") != CONDITION_SCHEDULED]
+    placed = counts.scheduled >= min_count
+    reasons = [] if placed or attempt is None else list(attempt.reasons)[:MAX_REASONS]
+    status: dict[str, Any] = {
+        "phase": _phase(min_count, counts, attempt).value,
+        "policy": "Gang" if isinstance(gang, Mapping) else "Basic",
+        "observedGeneration": generation,
+        "total": counts.total,
+        "scheduled": counts.scheduled,
+        "running": counts.running,
+        "succeeded": counts.succeeded,
+        "failed": counts.failed,
+        "conditions": [*others, condition],
+        "lastAttemptTime": rfc3339(attempt.attempted_at) if attempt is not None else None,
+        "nextRetryTime": (
+            rfc3339(attempt.next_retry_at)
+            if attempt is not None and attempt.next_retry_at and not placed
+            else None
+        ),
+        "unschedulableReasons": [
+            {"reason": r.reason, "count": r.count, **({"message": r.message[:1024]} if r.message else {})}
+            for r in reasons
+        ],
+    }
+    if attempt is not None and attempt.claim_statuses:
+        status["resourceClaimStatuses"] = [
+            {"name": name, "resourceClaimName": claim} for name, claim in attempt.claim_statuses
+        ]
+    return status
+
+
+def status_differs(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    for key, value in desired.items():
+        if value is None:
+            if current.get(key) is not None:
+                return True
+        elif current.get(key) != value:
+            return True
+    return False
+
+
+GroupRef = tuple[str, str]
+
+
+class StatusWriter:
+    """Coalesces status updates: ``mark(key)`` any number of times, one write per group per flush."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        members: GroupMembers,
+        *,
+        attempt_of: Callable[[GroupRef], AttemptSummary | None],
+        flush_interval: float = 0.05,
+        concurrency: int = 16,
+        on_write: Callable[[str], None] | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.client = client
+        self.members = members
+        self.attempt_of = attempt_of
+        self.flush_interval = flush_interval
+        self.on_write = on_write
+        self.clock = clock
+        self.writes = 0
+        self.podgroups: dict[GroupRef, dict[str, Any]] = {}
+        self._dirty: set[GroupRef] = set()
+        self._wake = asyncio.Event()
+        self._semaphore = asyncio.Semaphore(concurrency)
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def observe_podgroup(self, event_type: str, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        key = (str(meta.get("namespace") or "default"), str(meta.get("name")))
+        if event_type == "DELETED":
+            self.podgroups.pop(key, None)
+            self._dirty.discard(key)
+            return
+        self.podgroups[key] = dict(body)
+        self.mark(key)
+
+    def mark(self, key: GroupRef) -> None:
+        if key in self.podgroups:
+            self._dirty.add(key)
+            self._idle.clear()
+            self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            await asyncio.sleep(self.flush_interval)
+            batch, self._dirty = self._dirty, set()
+            await asyncio.gather(*(self._write(key) for key in batch))
+            if not self._dirty:
+                self._idle.set()
+
+    async def idle(self) -> None:
+        """Wait until every marked group is written (for shutdown and tests)."""
+        await self._idle.wait()
+
+    async def _write(self, key: GroupRef) -> None:
+        async with self._semaphore:
+            for _ in range(3):
+                body = self.podgroups.get(key)
+                if body is None:
+                    return
+                desired = desired_status(body, self.members.counts(key), self.attempt_of(key), self.clock())
+                if not status_differs(body.get("status") or {}, desired):
+                    return
+                version = str((body.get("metadata") or {}).get("resourceVersion") or "")
+                try:
+                    written = await strict_merge_patch(
+                        self.client,
+                        POD_GROUPS,
+                        key[0],
+                        key[1],
+                        version,
+                        {"status": desired},
+                        subresource="status",
+                    )
+                except ApiError as exc:
+                    if exc.not_found:
+                        self.podgroups.pop(key, None)
+                        return
+                    if not exc.conflict:
+                        self._report("error")
+                        log.warning(
+                            "podgroup status write failed", podgroup=f"{key[0]}/{key[1]}", error=str(exc)
+                        )
+                        return
+                    self._report("conflict")
+                    if not await self._reread(key):
+                        return
+                    continue
+                except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                    self._report("error")
+                    log.warning("podgroup status write failed", podgroup=f"{key[0]}/{key[1]}", error=str(exc))
+                    return
+                self.writes += 1
+                self._report("written")
+                if key in self.podgroups:
+                    self.podgroups[key] = written
+                log.info(
+                    "podgroup status",
+                    podgroup=f"{key[0]}/{key[1]}",
+                    phase=desired["phase"],
+                    scheduled=desired["scheduled"],
+                    total=desired["total"],
+                )
+                return
+
+    async def _reread(self, key: GroupRef) -> bool:
+        try:
+            fresh = await self.client.get(POD_GROUPS, key[0], key[1])
+        except ApiError as exc:
+            if exc.not_found:
+                self.podgroups.pop(key, None)
+            return False
+        if key in self.podgroups:
+            self.podgroups[key] = fresh
+        return True
+
+    def _report(self, result: str) -> None:
+        if self.on_write is not None:
+            self.on_write(result)

@@ -1,0 +1,129 @@
+"""PodGroup status computation: what the API shows bounds what the status claims."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from lockstep import POD_GROUP_LABEL
+from lockstep.api.podgroup import PodGroupStatus
+from lockstep.controller.status import (
+    AttemptResult,
+    AttemptSummary,
+    GroupMembers,
+    MemberCounts,
+    ReasonCount,
+    desired_status,
+    status_differs,
+)
+
+NOW = datetime(2026, 11, 29, 21, 0, tzinfo=UTC)
+
+
+def podgroup(min_count: int = 4, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": "ns", "name": "g", "generation": 3, "resourceVersion": "7"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+        "status": status or {},
+    }
+
+
+def pod(name: str, node: str = "", phase: str = "Pending", group: str = "g") -> dict[str, Any]:
+    return {
+        "metadata": {
+            "namespace": "ns",
+            "name": name,
+            "uid": f"uid-{name}",
+            "labels": {POD_GROUP_LABEL: group},
+        },
+        "spec": {"nodeName": node} if node else {},
+        "status": {"phase": phase},
+    }
+
+
+def test_scheduled_only_when_api_shows_min_count_node_names() -> None:
+    placed = AttemptSummary(AttemptResult.SCHEDULED, "placed", NOW)
+    status = desired_status(podgroup(4), MemberCounts(total=4, scheduled=3), placed, NOW)
+    assert status["phase"] == "Scheduling"
+    assert status["conditions"][-1]["status"] == "False"
+
+    status = desired_status(podgroup(4), MemberCounts(total=4, scheduled=4), placed, NOW)
+    assert status["phase"] == "Scheduled"
+    assert status["conditions"][-1] | {"lastTransitionTime": None} == {
+        "type": "PodGroupScheduled",
+        "status": "True",
+        "reason": "Scheduled",
+        "message": "4 of 4 pods bound (minCount 4)",
+        "observedGeneration": 3,
+        "lastTransitionTime": None,
+    }
+    PodGroupStatus.model_validate(status)
+
+
+def test_condition_once_true_stays_true_and_keeps_transition_time() -> None:
+    true_condition = {
+        "type": "PodGroupScheduled",
+        "status": "True",
+        "reason": "Scheduled",
+        "message": "4 of 4 pods bound (minCount 4)",
+        "observedGeneration": 3,
+        "lastTransitionTime": "2026-11-29T20:00:00Z",
+    }
+    group = podgroup(4, {"conditions": [true_condition]})
+    failing = AttemptSummary(AttemptResult.UNSCHEDULABLE, "no room", NOW)
+    status = desired_status(group, MemberCounts(total=4, scheduled=1), failing, NOW)
+    assert status["conditions"] == [true_condition]
+
+
+def test_unschedulable_carries_reason_breakdown_and_retry_time() -> None:
+    attempt = AttemptSummary(
+        AttemptResult.UNSCHEDULABLE,
+        "minCount (4) cannot be satisfied: 2 scheduled, 0 remaining",
+        NOW,
+        next_retry_at=NOW + timedelta(seconds=5),
+        reasons=(ReasonCount("InsufficientCPU", 6, "6 nodes have too little cpu"), ReasonCount("Taint", 2)),
+    )
+    status = desired_status(podgroup(4), MemberCounts(total=4), attempt, NOW)
+    assert status["phase"] == "Unschedulable"
+    assert status["nextRetryTime"] == "2026-11-29T21:00:05Z"
+    assert status["unschedulableReasons"] == [
+        {"reason": "InsufficientCPU", "count": 6, "message": "6 nodes have too little cpu"},
+        {"reason": "Taint", "count": 2},
+    ]
+    condition = status["conditions"][-1]
+    assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
+    assert "cannot be satisfied" in condition["message"]
+    PodGroupStatus.model_validate(status)
+
+
+def test_running_and_succeeded_phases_follow_member_phases() -> None:
+    assert desired_status(podgroup(2), MemberCounts(2, 2, running=2), None, NOW)["phase"] == "Running"
+    assert desired_status(podgroup(2), MemberCounts(2, 2, succeeded=2), None, NOW)["phase"] == "Succeeded"
+    assert (
+        desired_status(podgroup(2), MemberCounts(2, 2, running=1, failed=1), None, NOW)["phase"] == "Failed"
+    )
+    assert desired_status(podgroup(2), MemberCounts(0), None, NOW)["phase"] == "Pending"
+
+
+def test_unchanged_status_needs_no_write() -> None:
+    attempt = AttemptSummary(AttemptResult.WAITING, "waiting for 1 more pod", NOW)
+    first = desired_status(podgroup(2), MemberCounts(total=1), attempt, NOW)
+    later = desired_status(podgroup(2, first), MemberCounts(total=1), attempt, NOW + timedelta(minutes=1))
+    assert not status_differs(first, later)
+    moved = desired_status(podgroup(2, first), MemberCounts(total=2), attempt, NOW)
+    assert status_differs(first, moved)
+
+
+def test_group_members_follow_pod_events() -> None:
+    members = GroupMembers()
+    assert members.observe("ADDED", pod("a")) == [("ns", "g")]
+    assert members.observe("ADDED", pod("a")) == []  # nothing changed
+    assert members.observe("MODIFIED", pod("a", node="n1")) == [("ns", "g")]
+    members.observe("ADDED", pod("b", node="n2", phase="Running"))
+    assert members.counts(("ns", "g")) == MemberCounts(total=2, scheduled=2, running=1)
+    # a pod relabelled into another group leaves the first one
+    assert members.observe("MODIFIED", pod("b", node="n2", group="h")) == [("ns", "g"), ("ns", "h")]
+    assert members.counts(("ns", "g")).total == 1
+    assert members.observe("DELETED", pod("a", node="n1")) == [("ns", "g")]
+    assert members.counts(("ns", "g")) == MemberCounts()
+    assert members.observe("ADDED", {"metadata": {"namespace": "ns", "name": "x", "uid": "x"}}) == []
