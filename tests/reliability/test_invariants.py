@@ -13,6 +13,7 @@ from lockstep.sim.invariants import (
     RecordedRequest,
     ViolationKind,
     ViolationTracker,
+    check_allocations_have_consumers,
     check_bound_pods_scheduled,
     check_claim_reservations,
     check_devices_allocated_once,
@@ -324,6 +325,19 @@ def test_claim_reserved_for_pod_on_allocation_node_is_clean() -> None:
     assert check_claim_reservations([allocated], [pod("p", "n1")], [node("n1"), node("n2")]) == []
 
 
+def test_allocated_claim_reserved_for_nobody_is_a_leaked_allocation() -> None:
+    leaked = claim("c", [("d", "n1", "dev")], reserved_for=[])
+    violations = check_allocations_have_consumers([leaked])
+    assert kinds(violations) == [ViolationKind.ALLOCATION_WITHOUT_CONSUMER]
+    assert violations[0].object_ref == "ResourceClaim/team/c"
+    assert violations[0].transient
+
+
+def test_reserved_or_unallocated_claims_have_no_leaked_allocation() -> None:
+    in_use = claim("c1", [("d", "n1", "dev")], reserved_for=[reserved("p")])
+    assert check_allocations_have_consumers([in_use, claim("c2"), claim("c3", reserved_for=[])]) == []
+
+
 @pytest.mark.parametrize(
     ("requirement", "matches"),
     [
@@ -429,6 +443,7 @@ def test_check_state_collects_every_kind() -> None:
         ViolationKind.GANG_PARTIALLY_BOUND,
         ViolationKind.BOUND_POD_NOT_SCHEDULED,
         ViolationKind.CLAIM_RESERVED_FOR_MISSING_POD,
+        ViolationKind.ALLOCATION_WITHOUT_CONSUMER,
     }
 
 

@@ -42,6 +42,7 @@ class ViolationKind(StrEnum):
     CLAIM_RESERVED_FOR_MISSING_POD = "ClaimReservedForMissingPod"
     CLAIM_RESERVED_FOR_UNBOUND_POD = "ClaimReservedForUnboundPod"
     CLAIM_RESERVED_OFF_ALLOCATION_NODE = "ClaimReservedOffAllocationNode"
+    ALLOCATION_WITHOUT_CONSUMER = "AllocationWithoutConsumer"
     POD_BOUND_TWICE = "PodBoundTwice"
     MALFORMED_OBJECT = "MalformedObject"
 
@@ -52,6 +53,7 @@ TRANSIENT_KINDS = frozenset(
         ViolationKind.GANG_PARTIALLY_BOUND,
         ViolationKind.CLAIM_RESERVED_FOR_MISSING_POD,
         ViolationKind.CLAIM_RESERVED_FOR_UNBOUND_POD,
+        ViolationKind.ALLOCATION_WITHOUT_CONSUMER,
     }
 )
 
@@ -375,6 +377,21 @@ def check_claim_reservations(
     return violations
 
 
+def check_allocations_have_consumers(claims: Iterable[JsonObject]) -> list[Violation]:
+    """An allocation is written together with its first reservation, and the resourceclaim controller
+    deallocates when the last consumer goes; an allocated claim reserved for nobody is an in-flight
+    allocation that outlived its pods."""
+    return [
+        Violation(
+            ViolationKind.ALLOCATION_WITHOUT_CONSUMER,
+            _ref("ResourceClaim", claim),
+            f"allocated ({len(_allocation_results(claim))} devices) but reserved for no consumer",
+        )
+        for claim in claims
+        if _allocation(claim) and not _status(claim).get("reservedFor")
+    ]
+
+
 # --- pods and gangs -----------------------------------------------------------------------------------
 
 
@@ -438,6 +455,7 @@ def check_state(state: ClusterState) -> list[Violation]:
         *check_gangs_bound(state.podgroups, state.pods),
         *check_bound_pods_scheduled(state.pods),
         *check_claim_reservations(state.claims, state.pods, state.nodes),
+        *check_allocations_have_consumers(state.claims),
     ]
 
 
