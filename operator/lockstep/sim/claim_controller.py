@@ -1,0 +1,402 @@
+"""The resourceclaim controller of kube-controller-manager, for pods only.
+
+Follows upstream ``pkg/controller/resourceclaim/controller.go``:
+
+- For each ``spec.resourceClaims[]`` entry of a pod that names a ``resourceClaimTemplateName``, it
+  creates a claim from the template (generateName ``<pod>-<claim>-``, owner reference to the pod
+  with controller=true, annotation ``resource.kubernetes.io/pod-claim-name``) unless the pod already
+  records one or an owned claim with that annotation exists, and records it in the pod's
+  ``status.resourceClaimStatuses`` (strategic merge patch on pods/status, keyed by name).
+- It drops ``status.reservedFor`` entries of pods that are gone, were replaced (other uid) or are
+  done (Succeeded/Failed, or deleted while unbound). When that removes the last entry it also clears
+  ``status.allocation`` (upstream deallocates on this transition only, never a claim that was
+  allocated and not yet reserved) and drops the ``resource.kubernetes.io/delete-protection``
+  finalizer.
+- It deletes a claim it generated once no pod reserves it and its owning pod is gone, replaced or
+  done. (Upstream leaves the "gone" case to the garbage collector, which the simulation lacks.)
+
+It knows nothing of lockstep's PodGroups: claims made for a PodGroup are owned by the PodGroup, so
+they are never deleted here, and ``reservedFor`` entries that are not pods are kept as they are.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from lockstep.sim.watching import (
+    MERGE_PATCH,
+    STRATEGIC_MERGE_PATCH,
+    ApiError,
+    Informer,
+    JsonObject,
+    KubeHttp,
+    WorkQueue,
+    object_key,
+)
+
+log = structlog.get_logger("lockstep.sim.claim_controller")
+
+POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
+MAX_GENERATE_NAME_BASE = 57
+DELETED_POD_MEMORY = 10_000
+
+
+@dataclass(frozen=True)
+class PodPlan:
+    """What to do for one pod: claims to create (pod claim name -> template) and names to record."""
+
+    create: dict[str, str] = field(default_factory=dict)
+    record: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClaimPlan:
+    """What to do for one claim. ``reserved_for`` is None when the reservations stay as they are."""
+
+    reserved_for: list[JsonObject] | None = None
+    deallocate: bool = False
+    remove_finalizer: bool = False
+    delete: bool = False
+
+
+def owning_pod(claim: JsonObject) -> tuple[str, str] | None:
+    """(name, uid) of the pod that controls ``claim``, if a pod does."""
+    for owner in claim.get("metadata", {}).get("ownerReferences") or []:
+        if owner.get("controller") and owner.get("apiVersion") == "v1" and owner.get("kind") == "Pod":
+            return str(owner.get("name", "")), str(owner.get("uid", ""))
+    return None
+
+
+def is_pod_done(pod: JsonObject) -> bool:
+    """True when none of the pod's containers runs or will run again."""
+    phase = pod.get("status", {}).get("phase")
+    if phase in ("Succeeded", "Failed"):
+        return True
+    return bool(pod.get("metadata", {}).get("deletionTimestamp")) and not pod.get("spec", {}).get("nodeName")
+
+
+def generate_name(pod_name: str, pod_claim_name: str) -> str:
+    """``<pod>-<claim>-``, both parts shortened proportionally when too long (as upstream does)."""
+    base = f"{pod_name}-{pod_claim_name}-"
+    if len(base) <= MAX_GENERATE_NAME_BASE:
+        return base
+    pod_part = pod_name[: len(pod_name) * MAX_GENERATE_NAME_BASE // len(base)]
+    claim_part = pod_claim_name[: len(pod_claim_name) * MAX_GENERATE_NAME_BASE // len(base)]
+    return f"{pod_part}-{claim_part}"
+
+
+def plan_pod(pod: JsonObject, owned_claims: list[JsonObject]) -> PodPlan:
+    """Claims to create for ``pod`` and claim names to record in its status.
+
+    ``owned_claims`` are the claims whose controlling owner is this pod (by uid).
+    """
+    if pod.get("metadata", {}).get("deletionTimestamp"):
+        return PodPlan()
+    recorded = {
+        status.get("name"): status.get("resourceClaimName")
+        for status in pod.get("status", {}).get("resourceClaimStatuses") or []
+    }
+    by_pod_claim = {
+        claim["metadata"].get("annotations", {}).get(POD_CLAIM_ANNOTATION): claim["metadata"]["name"]
+        for claim in owned_claims
+        if claim["metadata"].get("annotations", {}).get(POD_CLAIM_ANNOTATION)
+    }
+    create: dict[str, str] = {}
+    record: dict[str, str] = {}
+    for pod_claim in pod.get("spec", {}).get("resourceClaims") or []:
+        template = pod_claim.get("resourceClaimTemplateName")
+        name = pod_claim.get("name")
+        if not template or not name or recorded.get(name):
+            continue
+        existing = by_pod_claim.get(name)
+        if existing:
+            record[name] = existing
+        else:
+            create[name] = template
+    return PodPlan(create=create, record=record)
+
+
+def claim_from_template(pod: JsonObject, pod_claim_name: str, template: JsonObject) -> JsonObject:
+    template_spec = template.get("spec") or {}
+    template_meta = template_spec.get("metadata") or {}
+    annotations = dict(template_meta.get("annotations") or {})
+    annotations[POD_CLAIM_ANNOTATION] = pod_claim_name
+    metadata: JsonObject = {
+        "generateName": generate_name(pod["metadata"]["name"], pod_claim_name),
+        "namespace": pod["metadata"]["namespace"],
+        "annotations": annotations,
+        "ownerReferences": [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": pod["metadata"]["name"],
+                "uid": pod["metadata"]["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    }
+    if template_meta.get("labels"):
+        metadata["labels"] = dict(template_meta["labels"])
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": metadata,
+        "spec": template_spec.get("spec") or {},
+    }
+
+
+def _is_pod_reference(entry: JsonObject) -> bool:
+    return not entry.get("apiGroup") and entry.get("resource") == "pods"
+
+
+def plan_claim(
+    claim: JsonObject, pods: Mapping[str, JsonObject | None], deleted_pod_uids: frozenset[str] | set[str]
+) -> ClaimPlan:
+    """Decide the claim's fate.
+
+    ``pods`` maps the name of every pod the claim mentions (reservedFor entries and the owner) to
+    the pod as the API shows it, or None when it does not exist; ``deleted_pod_uids`` are uids of
+    pods seen deleted.
+    """
+    status = claim.get("status") or {}
+    reserved = status.get("reservedFor") or []
+    valid: list[JsonObject] = []
+    for entry in reserved:
+        if _is_pod_reference(entry):
+            if entry.get("uid") in deleted_pod_uids:
+                continue
+            pod = pods.get(str(entry.get("name", "")))
+            if pod is None or pod["metadata"].get("uid") != entry.get("uid") or is_pod_done(pod):
+                continue
+        valid.append(entry)
+
+    metadata = claim.get("metadata", {})
+    has_finalizer = DELETE_PROTECTION_FINALIZER in (metadata.get("finalizers") or [])
+    allocated = status.get("allocation") is not None
+    reserved_for: list[JsonObject] | None = None
+    deallocate = False
+    remove_finalizer = False
+    if len(valid) < len(reserved):
+        reserved_for = valid
+        if not valid:
+            deallocate = allocated
+            remove_finalizer = has_finalizer
+    elif not valid and metadata.get("deletionTimestamp") and has_finalizer:
+        deallocate = allocated
+        remove_finalizer = True
+
+    delete = False
+    owner = owning_pod(claim)
+    if not valid and owner is not None and not metadata.get("deletionTimestamp"):
+        owner_name, owner_uid = owner
+        pod = pods.get(owner_name)
+        delete = (
+            owner_uid in deleted_pod_uids
+            or pod is None
+            or pod["metadata"].get("uid") != owner_uid
+            or is_pod_done(pod)
+        )
+    return ClaimPlan(
+        reserved_for=reserved_for, deallocate=deallocate, remove_finalizer=remove_finalizer, delete=delete
+    )
+
+
+def claim_pod_names(claim: JsonObject) -> set[str]:
+    names = {
+        str(entry.get("name", ""))
+        for entry in (claim.get("status") or {}).get("reservedFor") or []
+        if _is_pod_reference(entry)
+    }
+    owner = owning_pod(claim)
+    if owner is not None:
+        names.add(owner[0])
+    return names
+
+
+def claim_pod_uids(claim: JsonObject) -> set[str]:
+    uids = {
+        str(entry.get("uid", ""))
+        for entry in (claim.get("status") or {}).get("reservedFor") or []
+        if _is_pod_reference(entry)
+    }
+    owner = owning_pod(claim)
+    if owner is not None:
+        uids.add(owner[1])
+    return uids
+
+
+def claims_path(namespace: str, name: str = "") -> str:
+    base = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
+    return f"{base}/{name}" if name else base
+
+
+class ClaimController:
+    def __init__(self, http: KubeHttp, pods: Informer, claims: Informer, *, workers: int = 4) -> None:
+        self.http = http
+        self.pods = pods
+        self.claims = claims
+        self._claims_by_pod_uid: dict[str, set[str]] = {}
+        self._claim_pod_uids: dict[str, set[str]] = {}
+        self._deleted_pod_uids: OrderedDict[str, None] = OrderedDict()
+        self._queue = WorkQueue(self._sync, workers=workers, name="claim-controller")
+        pods.add_handler(self._on_pod_event)
+        claims.add_handler(self._on_claim_event)
+
+    def start(self) -> None:
+        self._queue.start()
+
+    async def stop(self) -> None:
+        await self._queue.stop()
+
+    # --- event routing -------------------------------------------------------------------------
+
+    def _on_pod_event(self, event_type: str, pod: JsonObject) -> None:
+        uid = pod.get("metadata", {}).get("uid", "")
+        if event_type == "DELETED":
+            self._deleted_pod_uids[uid] = None
+            while len(self._deleted_pod_uids) > DELETED_POD_MEMORY:
+                self._deleted_pod_uids.popitem(last=False)
+        elif any(c.get("resourceClaimTemplateName") for c in pod.get("spec", {}).get("resourceClaims") or []):
+            self._queue.add("pod:" + object_key(pod))
+        if event_type == "DELETED" or is_pod_done(pod):
+            self._queue.add_all("claim:" + key for key in self._claims_by_pod_uid.get(uid, ()))
+
+    def _on_claim_event(self, event_type: str, claim: JsonObject) -> None:
+        key = object_key(claim)
+        for uid in self._claim_pod_uids.pop(key, set()):
+            keys = self._claims_by_pod_uid.get(uid)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._claims_by_pod_uid[uid]
+        if event_type == "DELETED":
+            return
+        self._index_claim(key, claim)
+        self._queue.add("claim:" + key)
+
+    def _index_claim(self, key: str, claim: JsonObject) -> None:
+        uids = claim_pod_uids(claim)
+        self._claim_pod_uids[key] = uids
+        for uid in uids:
+            self._claims_by_pod_uid.setdefault(uid, set()).add(key)
+
+    def _owned_claims(self, pod_uid: str) -> list[JsonObject]:
+        claims = []
+        for key in self._claims_by_pod_uid.get(pod_uid, ()):
+            claim = self.claims.cache.get(key)
+            if claim is not None and (owning_pod(claim) or ("", ""))[1] == pod_uid:
+                claims.append(claim)
+        return claims
+
+    # --- reconciliation ------------------------------------------------------------------------
+
+    async def _sync(self, token: str) -> None:
+        kind, _, key = token.partition(":")
+        if kind == "pod":
+            await self._sync_pod(key)
+        else:
+            await self._sync_claim(key)
+
+    async def _sync_pod(self, key: str) -> None:
+        pod = self.pods.cache.get(key)
+        if pod is None:
+            return
+        namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        plan = plan_pod(pod, self._owned_claims(pod["metadata"]["uid"]))
+        record = dict(plan.record)
+        for pod_claim_name, template_name in plan.create.items():
+            template_path = (
+                f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates/{template_name}"
+            )
+            try:
+                template = await self.http.get(template_path)
+            except ApiError as exc:
+                if exc.status == 404:
+                    raise LookupError(
+                        f"pod {key}: spec.resourceClaims[{pod_claim_name}].resourceClaimTemplateName: "
+                        f"ResourceClaimTemplate {namespace}/{template_name} not found"
+                    ) from exc
+                raise
+            created = await self.http.create(
+                claims_path(namespace), claim_from_template(pod, pod_claim_name, template)
+            )
+            # Like upstream's claim cache mutation: a retry before the watch delivers the claim
+            # must find it instead of creating a second one.
+            created_key = object_key(created)
+            self.claims.cache.setdefault(created_key, created)
+            self._index_claim(created_key, created)
+            record[pod_claim_name] = created["metadata"]["name"]
+            log.debug("created resource claim", pod=key, claim=created_key)
+        if record:
+            statuses = [{"name": n, "resourceClaimName": c} for n, c in sorted(record.items())]
+            await self.http.patch(
+                f"/api/v1/namespaces/{namespace}/pods/{name}/status",
+                {"metadata": {"uid": pod["metadata"]["uid"]}, "status": {"resourceClaimStatuses": statuses}},
+                STRATEGIC_MERGE_PATCH,
+            )
+
+    async def _lookup_pod(self, namespace: str, name: str) -> JsonObject | None:
+        cached = self.pods.cache.get(f"{namespace}/{name}")
+        if cached is not None:
+            return cached
+        # Not in the cache may mean "not seen yet": ask the API server before dropping anything.
+        try:
+            return await self.http.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def _sync_claim(self, key: str) -> None:
+        claim = self.claims.cache.get(key)
+        if claim is None:
+            return
+        namespace = claim["metadata"]["namespace"]
+        pods = {pod_name: await self._lookup_pod(namespace, pod_name) for pod_name in claim_pod_names(claim)}
+        plan = plan_claim(claim, pods, set(self._deleted_pod_uids))
+        try:
+            await self._apply_claim_plan(claim, plan)
+        except ApiError as exc:
+            # 409: the cache is behind; the watch brings the newer claim and syncs it again.
+            # 404: it is gone already.
+            if exc.status not in (404, 409):
+                raise
+
+    async def _apply_claim_plan(self, claim: JsonObject, plan: ClaimPlan) -> None:
+        metadata = claim["metadata"]
+        namespace, name = metadata["namespace"], metadata["name"]
+        key = f"{namespace}/{name}"
+        resource_version = metadata.get("resourceVersion")
+        if plan.reserved_for is not None or plan.deallocate:
+            status: dict[str, Any] = {}
+            if plan.reserved_for is not None:
+                status["reservedFor"] = plan.reserved_for or None
+            if plan.deallocate:
+                status["allocation"] = None
+            updated = await self.http.patch(
+                claims_path(namespace, name) + "/status",
+                {"metadata": {"resourceVersion": resource_version}, "status": status},
+                MERGE_PATCH,
+            )
+            resource_version = updated["metadata"].get("resourceVersion")
+            log.debug("updated claim reservations", claim=key, deallocated=plan.deallocate)
+        if plan.remove_finalizer:
+            finalizers = [f for f in metadata.get("finalizers") or [] if f != DELETE_PROTECTION_FINALIZER]
+            await self.http.patch(
+                claims_path(namespace, name),
+                {"metadata": {"resourceVersion": resource_version, "finalizers": finalizers or None}},
+                MERGE_PATCH,
+            )
+        if plan.delete:
+            await self.http.delete(
+                claims_path(namespace, name),
+                {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": metadata["uid"]}},
+            )
+            log.debug("deleted generated claim", claim=key)

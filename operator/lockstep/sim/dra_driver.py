@@ -1,0 +1,134 @@
+"""A simulated DRA driver, ``gpu.sim.lockstep.dev``: one ResourceSlice per node and a DeviceClass.
+
+Device ``gpu-i`` of a node with D devices has the scalar attributes ``model``, ``index`` and
+``driverVersion``, the capacity ``memory: 80Gi`` and the list attribute ``numaNodes`` (KEP-5491
+``ints``). Its home NUMA node is ``i*2//D`` and the list also holds the home of its right neighbour
+``(i+1) % D``, so the devices at a NUMA boundary sit on both nodes: with D=8, gpu-0..2 are on [0],
+gpu-3 on [0, 1], gpu-4..6 on [1] and gpu-7 on [0, 1]. A ``matchAttribute`` over ``numaNodes``
+therefore accepts {gpu-3, gpu-4} but not {gpu-0, gpu-4}.
+
+Like a kubelet plugin, the driver keeps its slices published: it watches them and re-creates any
+that disappear.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+
+import structlog
+
+from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, WorkQueue
+
+log = structlog.get_logger("lockstep.sim.dra_driver")
+
+DRIVER_NAME = "gpu.sim.lockstep.dev"
+DEVICE_CLASS_NAME = DRIVER_NAME
+DEVICE_MODEL = "sim-a100"
+DEVICE_MEMORY = "80Gi"
+DRIVER_VERSION = "1.2.0"
+SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
+DEVICE_CLASSES_PATH = "/apis/resource.k8s.io/v1/deviceclasses"
+
+
+def numa_nodes(index: int, devices: int) -> list[int]:
+    home = index * 2 // devices
+    neighbour = ((index + 1) % devices) * 2 // devices
+    return sorted({home, neighbour})
+
+
+def device(index: int, devices: int) -> JsonObject:
+    return {
+        "name": f"gpu-{index}",
+        "attributes": {
+            "model": {"string": DEVICE_MODEL},
+            "index": {"int": index},
+            "driverVersion": {"version": DRIVER_VERSION},
+            "numaNodes": {"ints": numa_nodes(index, devices)},
+        },
+        "capacity": {"memory": {"value": DEVICE_MEMORY}},
+    }
+
+
+def slice_name(node_name: str) -> str:
+    return f"{node_name}-{DRIVER_NAME}"
+
+
+def resource_slice(node_name: str, devices: int) -> JsonObject:
+    """The one ResourceSlice of ``node_name``'s pool (pool = node name, generation 1, one slice)."""
+    if devices < 1:
+        raise ValueError(
+            f"ResourceSlice {slice_name(node_name)}: devices per node must be at least 1, got {devices}"
+        )
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": slice_name(node_name)},
+        "spec": {
+            "driver": DRIVER_NAME,
+            "nodeName": node_name,
+            "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [device(i, devices) for i in range(devices)],
+        },
+    }
+
+
+def device_class() -> JsonObject:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": DEVICE_CLASS_NAME},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER_NAME}"'}}]},
+    }
+
+
+class DraDriver:
+    """Publishes the DeviceClass and one slice per node, and re-publishes slices that go away."""
+
+    def __init__(self, http: KubeHttp, node_names: Sequence[str], devices_per_node: int) -> None:
+        self.http = http
+        self.devices_per_node = devices_per_node
+        self._wanted = {slice_name(node): node for node in node_names}
+        self._informer = Informer(http, SLICES_PATH, field_selector=f"spec.driver={DRIVER_NAME}")
+        self._informer.add_handler(self._on_slice_event)
+        self._queue = WorkQueue(self._sync_slice, workers=4, name="dra-driver")
+        self._watch_task: asyncio.Task[None] | None = None
+        self._all_published = asyncio.Event()
+
+    async def start(self) -> None:
+        """Create the DeviceClass, start watching, and return once every slice is published."""
+        try:
+            await self.http.create(DEVICE_CLASSES_PATH, device_class())
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+        self._queue.start()
+        self._watch_task = asyncio.create_task(self._informer.run(), name="dra-driver-watch")
+        await self._informer.synced.wait()
+        self._queue.add_all(self._wanted)
+        await self._all_published.wait()
+
+    async def stop(self) -> None:
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch_task
+        await self._queue.stop()
+
+    def _on_slice_event(self, event_type: str, obj: JsonObject) -> None:
+        name = obj.get("metadata", {}).get("name", "")
+        if event_type == "DELETED" and name in self._wanted:
+            self._queue.add(name)
+        if not self._all_published.is_set() and all(n in self._informer.cache for n in self._wanted):
+            self._all_published.set()
+
+    async def _sync_slice(self, name: str) -> None:
+        if name in self._informer.cache:
+            return
+        try:
+            await self.http.create(SLICES_PATH, resource_slice(self._wanted[name], self.devices_per_node))
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+        log.debug("published resource slice", slice=name)

@@ -1,0 +1,214 @@
+"""Simulated kubelets for all simulated nodes, as one controller over the pod watch.
+
+- A pod bound to one of our nodes and still Pending is marked Running after ``start_delay`` seconds:
+  phase Running, conditions Initialized/Ready/ContainersReady True (PodScheduled is kept: the
+  status is a strategic merge patch keyed by condition type), containerStatuses, podIP, hostIP and
+  startTime.
+- A bound pod with a deletionTimestamp is removed after ``delete_delay`` seconds with a DELETE
+  ``gracePeriodSeconds=0`` guarded by the pod's uid, as the kubelet does once its containers stopped.
+- With ``run_seconds`` set, a Running pod is marked Succeeded that long after it started.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from collections.abc import Sequence
+
+import structlog
+
+from lockstep.sim.watching import (
+    STRATEGIC_MERGE_PATCH,
+    ApiError,
+    Informer,
+    JsonObject,
+    KubeHttp,
+    WorkQueue,
+)
+
+log = structlog.get_logger("lockstep.sim.kubelet")
+
+
+def now_rfc3339() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pod_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods/{name}"
+
+
+def _condition(condition_type: str, status: str, when: str, reason: str | None = None) -> JsonObject:
+    condition: JsonObject = {"type": condition_type, "status": status, "lastTransitionTime": when}
+    if reason:
+        condition["reason"] = reason
+    return condition
+
+
+def running_status(pod: JsonObject, pod_ip: str, host_ip: str, when: str) -> JsonObject:
+    """The status patch a kubelet writes once all containers of ``pod`` started."""
+    uid = pod["metadata"].get("uid", "")
+    containers = pod.get("spec", {}).get("containers") or []
+    return {
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                _condition("Initialized", "True", when),
+                _condition("Ready", "True", when),
+                _condition("ContainersReady", "True", when),
+            ],
+            "hostIP": host_ip,
+            "hostIPs": [{"ip": host_ip}],
+            "podIP": pod_ip,
+            "podIPs": [{"ip": pod_ip}],
+            "startTime": when,
+            "containerStatuses": [
+                {
+                    "name": container["name"],
+                    "image": container.get("image", ""),
+                    "imageID": f"sim://{container.get('image', '')}",
+                    "containerID": f"sim://{uid}/{container['name']}",
+                    "ready": True,
+                    "started": True,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": when}},
+                }
+                for container in containers
+            ],
+        }
+    }
+
+
+def succeeded_status(pod: JsonObject, when: str) -> JsonObject:
+    """The status patch once every container exited 0 (restartPolicy is not consulted)."""
+    uid = pod["metadata"].get("uid", "")
+    started = pod.get("status", {}).get("startTime", when)
+    containers = pod.get("spec", {}).get("containers") or []
+    return {
+        "status": {
+            "phase": "Succeeded",
+            "conditions": [
+                _condition("Ready", "False", when, "PodCompleted"),
+                _condition("ContainersReady", "False", when, "PodCompleted"),
+            ],
+            "containerStatuses": [
+                {
+                    "name": container["name"],
+                    "image": container.get("image", ""),
+                    "imageID": f"sim://{container.get('image', '')}",
+                    "containerID": f"sim://{uid}/{container['name']}",
+                    "ready": False,
+                    "started": False,
+                    "restartCount": 0,
+                    "state": {
+                        "terminated": {
+                            "exitCode": 0,
+                            "reason": "Completed",
+                            "startedAt": started,
+                            "finishedAt": when,
+                        }
+                    },
+                }
+                for container in containers
+            ],
+        }
+    }
+
+
+class Kubelets:
+    """The kubelets of ``node_names``: start, finish and remove the pods bound to them."""
+
+    def __init__(
+        self,
+        http: KubeHttp,
+        pods: Informer,
+        node_names: Sequence[str],
+        node_pod_cidrs: Sequence[str],
+        node_ips: Sequence[str],
+        *,
+        start_delay: float = 0.1,
+        delete_delay: float = 0.1,
+        run_seconds: float | None = None,
+        workers: int = 8,
+    ) -> None:
+        self.http = http
+        self.pods = pods
+        self.start_delay = start_delay
+        self.delete_delay = delete_delay
+        self.run_seconds = run_seconds
+        self._node_ips = dict(zip(node_names, node_ips, strict=True))
+        self._pod_networks = {
+            node: ipaddress.ip_network(cidr) for node, cidr in zip(node_names, node_pod_cidrs, strict=True)
+        }
+        self._next_host: dict[str, int] = {}
+        self._scheduled: set[str] = set()
+        self._queue = WorkQueue(self._sync, workers=workers, name="kubelet")
+        pods.add_handler(self._on_pod_event)
+
+    def start(self) -> None:
+        self._queue.start()
+
+    async def stop(self) -> None:
+        await self._queue.stop()
+
+    def _allocate_pod_ip(self, node_name: str) -> str:
+        network = self._pod_networks[node_name]
+        host = self._next_host.get(node_name, 0)
+        self._next_host[node_name] = host + 1
+        # Skip the network address; wrap around within the node's CIDR.
+        return str(network[1 + host % (network.num_addresses - 2)])
+
+    def _on_pod_event(self, event_type: str, pod: JsonObject) -> None:
+        if event_type == "DELETED":
+            return
+        node_name = pod.get("spec", {}).get("nodeName")
+        if node_name not in self._node_ips:
+            return
+        key = f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"
+        phase = pod.get("status", {}).get("phase")
+        if pod["metadata"].get("deletionTimestamp"):
+            self._after(key, "delete", self.delete_delay)
+        elif phase == "Pending":
+            self._after(key, "start", self.start_delay)
+        elif phase == "Running" and self.run_seconds is not None:
+            self._after(key, "finish", self.run_seconds)
+
+    def _after(self, key: str, action: str, delay: float) -> None:
+        """Schedule one visit of ``key`` per action; the visit re-reads the pod from the cache."""
+        token = f"{action}:{key}"
+        if token in self._scheduled:
+            return
+        self._scheduled.add(token)
+        self._queue.add_after(token, delay)
+
+    async def _sync(self, token: str) -> None:
+        action, _, key = token.partition(":")
+        self._scheduled.discard(token)
+        pod = self.pods.cache.get(key)
+        if pod is None:
+            return
+        namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        node_name = pod.get("spec", {}).get("nodeName", "")
+        phase = pod.get("status", {}).get("phase")
+        try:
+            if pod["metadata"].get("deletionTimestamp"):
+                await self.http.delete(
+                    pod_path(namespace, name),
+                    {
+                        "apiVersion": "v1",
+                        "kind": "DeleteOptions",
+                        "gracePeriodSeconds": 0,
+                        "preconditions": {"uid": pod["metadata"]["uid"]},
+                    },
+                )
+            elif action == "start" and phase == "Pending":
+                patch = running_status(
+                    pod, self._allocate_pod_ip(node_name), self._node_ips[node_name], now_rfc3339()
+                )
+                await self.http.patch(pod_path(namespace, name) + "/status", patch, STRATEGIC_MERGE_PATCH)
+            elif action == "finish" and phase == "Running":
+                patch = succeeded_status(pod, now_rfc3339())
+                await self.http.patch(pod_path(namespace, name) + "/status", patch, STRATEGIC_MERGE_PATCH)
+        except ApiError as exc:
+            # Gone or replaced in the meantime: nothing left to do for this pod.
+            if exc.status not in (404, 409):
+                raise

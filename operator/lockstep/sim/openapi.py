@@ -1,0 +1,467 @@
+"""OpenAPI v3 documents for the API server emulator, enough for real ``kubectl``.
+
+``/openapi/v3`` lists one document per served group-version; ``/openapi/v3/<api|apis/...>`` is
+that document: the paths of every served resource (with ``x-kubernetes-group-version-kind`` and the
+``fieldValidation`` parameter kubectl looks for before it asks for server-side validation) and the
+transitive closure of the schemas they use. kubectl uses these for ``explain``, for the query
+parameter check of ``apply``/``create``/``patch``, and for client-side apply's strategic merge
+patch (``x-kubernetes-patch-merge-key`` / ``x-kubernetes-patch-strategy``).
+
+Built-in schemas are not written here: they come from the upstream OpenAPI definitions that the
+``kubernetes-validate`` package ships (converted from its JSON-schema form back to OpenAPI: refs,
+nullable type lists, Quantity/IntOrString). Custom resources get a schema built from their CRD's
+``openAPIV3Schema`` the way kube-apiextensions-apiserver does (``metadata`` as ObjectMeta, the
+``x-kubernetes-group-version-kind`` extension, a ``<Kind>List`` schema).
+
+``/openapi/v2`` is answered 404: client-go reads it only as protobuf and every kubectl from 1.27
+falls back from it or prefers v3.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.resources
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+JsonObject = dict[str, Any]
+
+SCHEMA_SET = "v1.36.0-local"
+V3_REF_PREFIX = "#/components/schemas/"
+SOURCE_REF_PREFIX = "#/$defs/"
+META = "io.k8s.apimachinery.pkg.apis.meta.v1."
+OBJECT_META = META + "ObjectMeta"
+LIST_META = META + "ListMeta"
+PATCH_SCHEMA = META + "Patch"
+STATUS_SCHEMA = META + "Status"
+DELETE_OPTIONS = META + "DeleteOptions"
+
+API_VERSION_DESCRIPTION = (
+    "APIVersion defines the versioned schema of this representation of an object. Servers should "
+    "convert recognized schemas to the latest internal value, and may reject unrecognized values. "
+    "More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources"
+)
+KIND_DESCRIPTION = (
+    "Kind is a string value representing the REST resource this object represents. Servers may infer "
+    "this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: "
+    "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"
+)
+METADATA_DESCRIPTION = (
+    "Standard object's metadata. More info: "
+    "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"
+)
+LIST_METADATA_DESCRIPTION = (
+    "Standard list metadata. More info: "
+    "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"
+)
+
+PATCH_CONTENT_TYPES = (
+    "application/apply-patch+yaml",
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+)
+
+
+@dataclass(frozen=True)
+class ApiResource:
+    """One entry of an APIResourceList: ``name`` is the plural, or ``plural/subresource``."""
+
+    group: str
+    version: str
+    name: str
+    kind: str
+    namespaced: bool
+    verbs: tuple[str, ...]
+
+
+def resources_from_discovery(group_version: str, resource_list: Mapping[str, Any]) -> list[ApiResource]:
+    """The resources of one ``/api/v1`` or ``/apis/<group>/<version>`` discovery document."""
+    group, _, version = group_version.rpartition("/")
+    return [
+        ApiResource(
+            group=str(entry.get("group", group) or group),
+            version=str(entry.get("version", version) or version),
+            name=str(entry["name"]),
+            kind=str(entry["kind"]),
+            namespaced=bool(entry.get("namespaced")),
+            verbs=tuple(entry.get("verbs") or ()),
+        )
+        for entry in resource_list.get("resources") or []
+    ]
+
+
+def document_path(group: str, version: str) -> str:
+    """The key of a group-version in ``/openapi/v3``: ``api/v1`` or ``apis/<group>/<version>``."""
+    return f"api/{version}" if not group else f"apis/{group}/{version}"
+
+
+# --- built-in schemas ---------------------------------------------------------------------------
+
+
+def _convert(node: Any) -> Any:
+    """kubernetes-validate's JSON-schema form -> OpenAPI v3 (as kube-apiserver publishes it)."""
+    if isinstance(node, list):
+        return [_convert(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: JsonObject = {}
+    for key, value in node.items():
+        if key == "$ref":
+            continue
+        if key == "type" and isinstance(value, list):
+            kinds = [kind for kind in value if kind != "null"]
+            out["type"] = kinds[0] if len(kinds) == 1 else kinds
+        elif key == "properties":
+            out[key] = {name: _convert_property(name, schema) for name, schema in value.items()}
+        else:
+            out[key] = _convert(value)
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith(SOURCE_REF_PREFIX):
+        target = {"$ref": V3_REF_PREFIX + ref[len(SOURCE_REF_PREFIX) :]}
+        # OpenAPI 3.0 ignores siblings of $ref; kube-apiserver wraps the ref in allOf instead.
+        return {"allOf": [target], **out} if out else target
+    return out
+
+
+def _convert_property(name: str, schema: Any) -> Any:
+    converted = _convert(schema)
+    # The JSON-schema set pins apiVersion/kind of each kind with an enum; the API's schemas do not.
+    if name in ("apiVersion", "kind") and isinstance(converted, dict):
+        converted.pop("enum", None)
+    return converted
+
+
+SCALAR_OVERRIDES: dict[str, JsonObject] = {
+    "io.k8s.apimachinery.pkg.api.resource.Quantity": {"type": "string", "format": "quantity"},
+    "io.k8s.apimachinery.pkg.util.intstr.IntOrString": {"type": "string", "format": "int-or-string"},
+}
+
+
+@functools.cache
+def builtin_schemas() -> dict[str, JsonObject]:
+    """Every upstream definition, converted to OpenAPI v3 component schemas."""
+    source = importlib.resources.files("kubernetes_validate").joinpath(
+        "kubernetes-json-schema", SCHEMA_SET, "_definitions.json"
+    )
+    definitions: dict[str, Any] = orjson.loads(source.read_bytes())["$defs"]
+    schemas = {name: _convert(schema) for name, schema in definitions.items()}
+    for name, override in SCALAR_OVERRIDES.items():
+        description = schemas.get(name, {}).get("description")
+        schemas[name] = {**override, **({"description": description} if description else {})}
+    return schemas
+
+
+@functools.cache
+def builtin_kinds() -> dict[tuple[str, str, str], str]:
+    """(group, version, kind) -> schema name, from ``x-kubernetes-group-version-kind``."""
+    kinds: dict[tuple[str, str, str], str] = {}
+    for name, schema in builtin_schemas().items():
+        for gvk in schema.get("x-kubernetes-group-version-kind") or []:
+            kinds.setdefault((gvk["group"], gvk["version"], gvk["kind"]), name)
+    return kinds
+
+
+# --- custom resources ---------------------------------------------------------------------------
+
+
+def _reversed_group(group: str) -> str:
+    return ".".join(reversed(group.split(".")))
+
+
+def crd_schemas(crd: Mapping[str, Any]) -> dict[tuple[str, str, str], tuple[str, JsonObject]]:
+    """(group, version, kind) -> (schema name, schema) for each served version of ``crd``.
+
+    Includes the ``<Kind>List`` of each version.
+    """
+    spec = crd.get("spec") or {}
+    group = str(spec.get("group", ""))
+    names = spec.get("names") or {}
+    kind = str(names.get("kind", ""))
+    list_kind = str(names.get("listKind") or f"{kind}List")
+    out: dict[tuple[str, str, str], tuple[str, JsonObject]] = {}
+    for version in spec.get("versions") or []:
+        if not version.get("served"):
+            continue
+        version_name = str(version["name"])
+        prefix = f"{_reversed_group(group)}.{version_name}."
+        schema: JsonObject = orjson.loads(
+            orjson.dumps((version.get("schema") or {}).get("openAPIV3Schema") or {"type": "object"})
+        )
+        properties = schema.setdefault("properties", {})
+        properties["apiVersion"] = {"type": "string", "description": API_VERSION_DESCRIPTION}
+        properties["kind"] = {"type": "string", "description": KIND_DESCRIPTION}
+        properties["metadata"] = {
+            "allOf": [{"$ref": V3_REF_PREFIX + OBJECT_META}],
+            "description": METADATA_DESCRIPTION,
+        }
+        schema.setdefault("type", "object")
+        schema["x-kubernetes-group-version-kind"] = [{"group": group, "kind": kind, "version": version_name}]
+        out[(group, version_name, kind)] = (prefix + kind, schema)
+        out[(group, version_name, list_kind)] = (
+            prefix + list_kind,
+            {
+                "description": f"{list_kind} is a list of {kind}",
+                "type": "object",
+                "required": ["items"],
+                "properties": {
+                    "apiVersion": {"type": "string", "description": API_VERSION_DESCRIPTION},
+                    "items": {
+                        "type": "array",
+                        "description": f"List of {names.get('plural', kind.lower())}. More info: "
+                        "https://git.k8s.io/community/contributors/devel/api-conventions.md",
+                        "items": {"$ref": V3_REF_PREFIX + prefix + kind},
+                    },
+                    "kind": {"type": "string", "description": KIND_DESCRIPTION},
+                    "metadata": {
+                        "allOf": [{"$ref": V3_REF_PREFIX + LIST_META}],
+                        "description": LIST_METADATA_DESCRIPTION,
+                    },
+                },
+                "x-kubernetes-group-version-kind": [
+                    {"group": group, "kind": list_kind, "version": version_name}
+                ],
+            },
+        )
+    return out
+
+
+# --- documents ----------------------------------------------------------------------------------
+
+
+def _ref(name: str) -> JsonObject:
+    return {"$ref": V3_REF_PREFIX + name}
+
+
+def _json_response(schema_name: str) -> JsonObject:
+    return {
+        "description": "OK",
+        "content": {
+            media: {"schema": _ref(schema_name)}
+            for media in ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
+        },
+    }
+
+
+def _query(name: str, description: str, kind: str = "string") -> JsonObject:
+    return {
+        "name": name,
+        "in": "query",
+        "description": description,
+        "schema": {"type": kind, "uniqueItems": True},
+    }
+
+
+WRITE_PARAMETERS = [
+    _query("dryRun", "When present, indicates that modifications should not be persisted."),
+    _query(
+        "fieldManager", "fieldManager is a name associated with the actor or entity making these changes."
+    ),
+    _query(
+        "fieldValidation",
+        "fieldValidation instructs the server on how to handle objects in the request containing unknown "
+        "or duplicate fields. Valid values are: Ignore, Warn (default), Strict.",
+    ),
+]
+PATCH_PARAMETERS = [*WRITE_PARAMETERS, _query("force", "Force is going to force Apply requests.", "boolean")]
+LIST_PARAMETERS = [
+    _query("labelSelector", "A selector to restrict the list of returned objects by their labels."),
+    _query("fieldSelector", "A selector to restrict the list of returned objects by their fields."),
+    _query("limit", "limit is a maximum number of responses to return for a list call.", "integer"),
+    _query("continue", "The continue option should be set when retrieving more results from the server."),
+    _query(
+        "resourceVersion",
+        "resourceVersion sets a constraint on what resource versions a request may be served from.",
+    ),
+    _query("watch", "Watch for changes to the described resources.", "boolean"),
+]
+
+
+def _operation(
+    action: str, gvk: tuple[str, str, str], response: str, operation_id: str, *, strategic: bool = True
+) -> JsonObject:
+    group, version, kind = gvk
+    operation: JsonObject = {
+        "operationId": operation_id,
+        "responses": {"200": _json_response(response), "401": {"description": "Unauthorized"}},
+        "x-kubernetes-action": action,
+        "x-kubernetes-group-version-kind": {"group": group, "version": version, "kind": kind},
+    }
+    if action in ("post", "put"):
+        operation["parameters"] = list(WRITE_PARAMETERS)
+        operation["requestBody"] = {"content": {"*/*": {"schema": _ref(response)}}, "required": True}
+        if action == "post":
+            operation["responses"]["201"] = _json_response(response)
+    elif action == "patch":
+        operation["parameters"] = list(PATCH_PARAMETERS)
+        # Custom resources do not accept strategic merge patch.
+        content_types = PATCH_CONTENT_TYPES if strategic else PATCH_CONTENT_TYPES[:-1]
+        operation["requestBody"] = {
+            "content": {media: {"schema": _ref(PATCH_SCHEMA)} for media in content_types},
+            "required": True,
+        }
+    elif action == "list":
+        operation["parameters"] = list(LIST_PARAMETERS)
+    elif action in ("delete", "deletecollection"):
+        operation["requestBody"] = {"content": {"*/*": {"schema": _ref(DELETE_OPTIONS)}}}
+        operation["responses"]["202"] = _json_response(response)
+    return operation
+
+
+def _path_parameters(namespaced: bool, named: bool) -> list[JsonObject]:
+    parameters = []
+    if named:
+        parameters.append(
+            {
+                "name": "name",
+                "in": "path",
+                "required": True,
+                "description": "name of the object",
+                "schema": {"type": "string", "uniqueItems": True},
+            }
+        )
+    if namespaced:
+        parameters.append(
+            {
+                "name": "namespace",
+                "in": "path",
+                "required": True,
+                "description": "object name and auth scope",
+                "schema": {"type": "string", "uniqueItems": True},
+            }
+        )
+    parameters.append(_query("pretty", "If 'true', then the output is pretty printed."))
+    return parameters
+
+
+class SchemaIndex:
+    """Schemas by name and by (group, version, kind): the built-ins plus the given CRDs."""
+
+    def __init__(self, crds: Iterable[Mapping[str, Any]]) -> None:
+        self.schemas: dict[str, JsonObject] = dict(builtin_schemas())
+        self.kinds: dict[tuple[str, str, str], str] = dict(builtin_kinds())
+        for crd in crds:
+            for gvk, (name, schema) in crd_schemas(crd).items():
+                self.schemas[name] = schema
+                self.kinds[gvk] = name
+
+    def closure(self, roots: Iterable[str]) -> dict[str, JsonObject]:
+        """The named schemas and every schema they reference, transitively."""
+        found: dict[str, JsonObject] = {}
+        pending = [name for name in roots if name in self.schemas]
+        while pending:
+            name = pending.pop()
+            if name in found:
+                continue
+            schema = self.schemas[name]
+            found[name] = schema
+            pending.extend(ref for ref in _refs(schema) if ref not in found and ref in self.schemas)
+        return dict(sorted(found.items()))
+
+
+def _refs(node: Any) -> Iterable[str]:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith(V3_REF_PREFIX):
+            yield ref[len(V3_REF_PREFIX) :]
+        for value in node.values():
+            yield from _refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _refs(value)
+
+
+def group_version_document(
+    group: str, version: str, resources: Iterable[ApiResource], index: SchemaIndex
+) -> JsonObject:
+    """The OpenAPI v3 document of one group-version."""
+    prefix = "/api/v1" if not group else f"/apis/{group}/{version}"
+    paths: dict[str, JsonObject] = {}
+    roots: set[str] = {STATUS_SCHEMA, DELETE_OPTIONS, PATCH_SCHEMA}
+    resource_list = list(resources)
+    kinds = {r.name: r.kind for r in resource_list if "/" not in r.name}
+    for resource in resource_list:
+        plural, _, subresource = resource.name.partition("/")
+        gvk = (resource.group or group, resource.version or version, resource.kind)
+        schema_name = index.kinds.get(gvk)
+        if schema_name is None:
+            continue
+        roots.add(schema_name)
+        builtin = schema_name in builtin_schemas()
+        parent_kind = kinds.get(plural, resource.kind)
+        scope = f"{prefix}/namespaces/{{namespace}}/{plural}" if resource.namespaced else f"{prefix}/{plural}"
+        op_base = f"{resource.name.replace('/', '_')}_{parent_kind}"
+        verbs = set(resource.verbs)
+        if subresource:
+            item_path: JsonObject = {"parameters": _path_parameters(resource.namespaced, True)}
+            for verb, action in (("get", "get"), ("update", "put"), ("patch", "patch"), ("create", "post")):
+                if verb in verbs:
+                    http_method = "post" if action == "post" else action
+                    item_path[http_method] = _operation(
+                        action, gvk, schema_name, f"{action}_{op_base}_{subresource}", strategic=builtin
+                    )
+            paths[f"{scope}/{{name}}/{subresource}"] = item_path
+            continue
+        list_gvk = (gvk[0], gvk[1], gvk[2] + "List")
+        list_schema = index.kinds.get(list_gvk)
+        if list_schema is not None:
+            roots.add(list_schema)
+        collection: JsonObject = {"parameters": _path_parameters(resource.namespaced, False)}
+        if "list" in verbs and list_schema is not None:
+            collection["get"] = _operation("list", list_gvk, list_schema, f"list_{op_base}")
+            if resource.namespaced:
+                paths[f"{prefix}/{plural}"] = {
+                    "parameters": _path_parameters(False, False),
+                    "get": _operation("list", list_gvk, list_schema, f"list_{op_base}_all"),
+                }
+        if "create" in verbs:
+            collection["post"] = _operation("post", gvk, schema_name, f"create_{op_base}")
+        if "deletecollection" in verbs:
+            collection["delete"] = _operation(
+                "deletecollection", gvk, STATUS_SCHEMA, f"deletecollection_{op_base}"
+            )
+        paths[scope] = collection
+        item: JsonObject = {"parameters": _path_parameters(resource.namespaced, True)}
+        for verb, action in (("get", "get"), ("update", "put"), ("patch", "patch"), ("delete", "delete")):
+            if verb in verbs:
+                response = STATUS_SCHEMA if action == "delete" else schema_name
+                item[action] = _operation(action, gvk, response, f"{action}_{op_base}", strategic=builtin)
+        paths[f"{scope}/{{name}}"] = item
+    return {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": "v1.36.2"},
+        "paths": dict(sorted(paths.items())),
+        "components": {"schemas": index.closure(roots)},
+    }
+
+
+class OpenApiDocuments:
+    """The ``/openapi/v3`` root and the per group-version documents, serialized and hashed."""
+
+    def __init__(
+        self,
+        resources_by_group_version: Mapping[tuple[str, str], list[ApiResource]],
+        crds: Iterable[Mapping[str, Any]],
+    ) -> None:
+        index = SchemaIndex(crds)
+        self.documents: dict[str, bytes] = {}
+        self.hashes: dict[str, str] = {}
+        for (group, version), resources in sorted(resources_by_group_version.items()):
+            body = orjson.dumps(group_version_document(group, version, resources, index))
+            path = document_path(group, version)
+            self.documents[path] = body
+            self.hashes[path] = hashlib.sha512(body).hexdigest().upper()
+
+    def root(self) -> bytes:
+        return orjson.dumps(
+            {
+                "paths": {
+                    path: {"serverRelativeURL": f"/openapi/v3/{path}?hash={digest}"}
+                    for path, digest in self.hashes.items()
+                }
+            }
+        )
