@@ -32,8 +32,8 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
     def dump(self) -> dict[str, Any]:
-        """The object in API shape (camelCase), unknown fields included, unset optionals left out."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        """The object in API shape (camelCase), unknown fields included, fields never set left out."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude_none=True)
 
 
 class OwnerReference(_Model):

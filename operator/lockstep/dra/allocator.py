@@ -1,0 +1,442 @@
+"""The structured-parameters allocator: picks devices for a pod's claims on one node.
+
+A claim is compiled once (:meth:`Allocator.compile`): its requests with their DeviceClass and CEL
+selectors, its ``matchAttribute`` constraints. Allocation is a depth-first search over every request
+of every claim the pod still needs allocated, choosing devices in slice order and backtracking when a
+constraint rejects an earlier choice or a later request runs out of devices. ``firstAvailable``
+sub-requests are tried in order (results named ``<request>/<subrequest>``). Devices in use (in any
+claim's allocation or in flight, as told by ``in_use``) are skipped unless the request has admin
+access.
+
+Errors in the claim itself (unknown DeviceClass, a disabled feature, a CEL compile or runtime error)
+raise :class:`AllocationError`; "no devices left on this node" is a ``None`` result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lockstep.api.resource import (
+    ALLOCATION_MODE_ALL,
+    AllocationResult,
+    DeviceAllocationResult,
+    DeviceClass,
+    DeviceRequestAllocationResult,
+    DeviceSelector,
+    NodeSelector,
+    ResourceClaim,
+)
+from lockstep.dra.cel import CELError, Selector, compile_selector
+from lockstep.dra.features import Features, require_supported
+from lockstep.dra.inventory import AttributeSet, DeviceEntry, DeviceID, DeviceInventory
+from lockstep.dra.node_selector import node_name_selector
+
+DEFAULT_MAX_STEPS = 200_000
+
+
+class AllocationError(Exception):
+    """The claim cannot be allocated on any node until the claim, a class or a device changes."""
+
+    def __init__(self, claim_key: str, problem: str) -> None:
+        super().__init__(f"ResourceClaim {claim_key}: {problem}")
+        self.claim_key = claim_key
+        self.problem = problem
+
+
+@dataclass(frozen=True, slots=True)
+class RequestAlternative:
+    """An ``exactly`` request or one ``firstAvailable`` sub-request, ready to match devices."""
+
+    result_name: str
+    device_class: DeviceClass
+    selectors: tuple[Selector, ...]
+    all_devices: bool
+    count: int
+    admin_access: bool
+    # Requests with the same signature match the same devices: the candidate cache key.
+    signature: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledRequest:
+    name: str
+    alternatives: tuple[RequestAlternative, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledConstraint:
+    requests: frozenset[str] | None  # None: every request of the claim
+    attribute: str
+
+    def applies_to(self, request_name: str) -> bool:
+        return self.requests is None or request_name in self.requests
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledClaim:
+    claim: ResourceClaim
+    requests: tuple[CompiledRequest, ...]
+    constraints: tuple[CompiledConstraint, ...]
+
+    @property
+    def key(self) -> str:
+        return self.claim.key
+
+
+class _BudgetExceeded(Exception):
+    pass
+
+
+def _selectors(
+    selectors: Sequence[DeviceSelector], features: Features, claim_key: str, where: str
+) -> list[Selector]:
+    compiled = []
+    for index, selector in enumerate(selectors):
+        if selector.cel is None:
+            raise AllocationError(claim_key, f"{where}.selectors[{index}]: only cel selectors are supported")
+        try:
+            compiled.append(compile_selector(selector.cel.expression, features.list_type_attributes))
+        except CELError as exc:
+            raise AllocationError(claim_key, f"{where}.selectors[{index}]: {exc}") from None
+    return compiled
+
+
+class Allocator:
+    """Allocates claims against one DeviceInventory; caches compiled claims and candidate devices."""
+
+    def __init__(
+        self,
+        features: Features,
+        inventory: DeviceInventory,
+        classes: Mapping[str, DeviceClass],
+        in_use: Callable[[DeviceID], bool],
+        max_steps: int = DEFAULT_MAX_STEPS,
+    ) -> None:
+        require_supported(features)
+        self.features = features
+        self._inventory = inventory
+        self._classes = classes
+        self.in_use = in_use
+        self.max_steps = max_steps
+        self._compiled: dict[tuple[str, str], CompiledClaim] = {}
+        self._candidates: dict[tuple[tuple[Any, ...], str | None], list[DeviceEntry] | CELError] = {}
+        self._candidates_version = -1
+
+    # --- compiling claims ---------------------------------------------------------------------------
+
+    def compile(self, claim: ResourceClaim) -> CompiledClaim:
+        """The claim's requests and constraints, checked; raises AllocationError naming the field."""
+        cache_key = (claim.metadata.uid, claim.metadata.resource_version)
+        compiled = self._compiled.get(cache_key)
+        if compiled is not None and all(
+            self._classes.get(alt.device_class.metadata.name) is alt.device_class
+            for request in compiled.requests
+            for alt in request.alternatives
+        ):
+            return compiled
+        compiled = self._compile(claim)
+        if claim.metadata.uid and claim.metadata.resource_version:
+            if len(self._compiled) > 100_000:
+                self._compiled.clear()
+            self._compiled[cache_key] = compiled
+        return compiled
+
+    def _alternative(
+        self, claim_key: str, where: str, result_name: str, request: Any, admin_access: bool
+    ) -> RequestAlternative:
+        device_class = self._classes.get(request.device_class_name)
+        if device_class is None:
+            raise AllocationError(
+                claim_key, f"{where}.deviceClassName: DeviceClass {request.device_class_name!r} not found"
+            )
+        class_selectors = _selectors(
+            device_class.spec.selectors,
+            self.features,
+            claim_key,
+            f"DeviceClass {device_class.metadata.name} spec",
+        )
+        request_selectors = _selectors(request.selectors, self.features, claim_key, where)
+        selectors = tuple(class_selectors + request_selectors)
+        return RequestAlternative(
+            result_name=result_name,
+            device_class=device_class,
+            selectors=selectors,
+            all_devices=request.allocation_mode == ALLOCATION_MODE_ALL,
+            count=request.count,
+            admin_access=admin_access,
+            signature=(
+                device_class.metadata.name,
+                device_class.metadata.resource_version,
+                id(device_class),
+                tuple(s.expression for s in selectors),
+            ),
+        )
+
+    def _compile(self, claim: ResourceClaim) -> CompiledClaim:
+        key = claim.key
+        devices = claim.spec.devices
+        requests = []
+        alternatives: tuple[RequestAlternative, ...]
+        for index, request in enumerate(devices.requests):
+            where = f"spec.devices.requests[{index}]"
+            if request.exactly is not None:
+                admin = bool(request.exactly.admin_access)
+                if admin and not self.features.admin_access:
+                    raise AllocationError(
+                        key,
+                        f"{where}.exactly.adminAccess: admin access is requested, but DRAAdminAccess is off",
+                    )
+                alternatives = (
+                    self._alternative(key, f"{where}.exactly", request.name, request.exactly, admin),
+                )
+            else:
+                if not self.features.prioritized_list:
+                    raise AllocationError(
+                        key,
+                        f"{where}.firstAvailable: prioritized lists are used, but DRAPrioritizedList is off",
+                    )
+                alternatives = tuple(
+                    self._alternative(
+                        key, f"{where}.firstAvailable[{sub_index}]", f"{request.name}/{sub.name}", sub, False
+                    )
+                    for sub_index, sub in enumerate(request.first_available or ())
+                )
+            requests.append(CompiledRequest(request.name, alternatives))
+        request_names = {request.name for request in devices.requests}
+        constraints = []
+        for index, constraint in enumerate(devices.constraints):
+            where = f"spec.devices.constraints[{index}]"
+            if constraint.distinct_attribute is not None:
+                raise AllocationError(
+                    key, f"{where}.distinctAttribute: not supported by lockstep's allocator"
+                )
+            if not constraint.match_attribute:
+                raise AllocationError(key, f"{where}: matchAttribute must be set")
+            unknown = [name for name in constraint.requests if name.split("/", 1)[0] not in request_names]
+            if unknown:
+                raise AllocationError(key, f"{where}.requests: unknown request {unknown[0]!r}")
+            if "/" not in constraint.match_attribute:
+                raise AllocationError(
+                    key,
+                    f"{where}.matchAttribute: {constraint.match_attribute!r} must be qualified (domain/name)",
+                )
+            scope = frozenset(constraint.requests) if constraint.requests else None
+            constraints.append(CompiledConstraint(scope, constraint.match_attribute))
+        return CompiledClaim(claim, tuple(requests), tuple(constraints))
+
+    # --- candidates ----------------------------------------------------------------------------------
+
+    def candidates(
+        self, alternative: RequestAlternative, node_name: str, labels: Mapping[str, str], claim_key: str
+    ) -> list[DeviceEntry]:
+        """Devices on the node that match the alternative's selectors (busy or not), cached."""
+        if self._candidates_version != self._inventory.version:
+            self._candidates.clear()
+            self._candidates_version = self._inventory.version
+        local = self._cached_candidates(alternative, node_name, claim_key)
+        shared = self._cached_candidates(alternative, None, claim_key)
+        if not shared:
+            return local
+        return local + [device for device in shared if device.available_on(node_name, labels)]
+
+    def _cached_candidates(
+        self, alternative: RequestAlternative, node_name: str | None, claim_key: str
+    ) -> list[DeviceEntry]:
+        """Matching node-local devices of ``node_name``, or with None the matching shared devices."""
+        cache_key = (alternative.signature, node_name)
+        cached = self._candidates.get(cache_key)
+        if cached is None:
+            devices = (
+                self._inventory.shared_devices()
+                if node_name is None
+                else self._inventory.node_local_devices(node_name)
+            )
+            try:
+                cached = [device for device in devices if self._matches(device, alternative.selectors)]
+            except CELError as exc:
+                cached = exc
+            self._candidates[cache_key] = cached
+        if isinstance(cached, CELError):
+            raise AllocationError(claim_key, f"request {alternative.result_name!r}: {cached}")
+        return cached
+
+    def _matches(self, device: DeviceEntry, selectors: tuple[Selector, ...]) -> bool:
+        list_types = self.features.list_type_attributes
+        return all(device.matches(selector, list_types) for selector in selectors)
+
+    # --- the search ----------------------------------------------------------------------------------
+
+    def allocate(
+        self, claims: Sequence[CompiledClaim], node_name: str, labels: Mapping[str, str]
+    ) -> list[AllocationResult] | None:
+        """One allocation per claim, all on this node and mutually consistent, or None if impossible.
+
+        Raises AllocationError when a selector fails to evaluate on a device of this node.
+        """
+        search = _Search(self, claims, node_name, labels)
+        try:
+            found = search.place(0)
+        except _BudgetExceeded:
+            return None
+        if not found:
+            return None
+        return [
+            self._result(claim, picks, node_name) for claim, picks in zip(claims, search.picks, strict=True)
+        ]
+
+    def _result(
+        self, claim: CompiledClaim, picks: list[tuple[RequestAlternative, DeviceEntry]], node_name: str
+    ) -> AllocationResult:
+        results = [
+            DeviceRequestAllocationResult(
+                request=alternative.result_name,
+                driver=device.driver,
+                pool=device.pool,
+                device=device.name,
+                admin_access=True if alternative.admin_access else None,
+            )
+            for alternative, device in picks
+        ]
+        node_selector: NodeSelector | None = None
+        if any(device.node_name is not None for _, device in picks):
+            node_selector = node_name_selector(node_name)
+        else:
+            node_selector = next((d.node_selector for _, d in picks if d.node_selector is not None), None)
+        config: list[dict[str, Any]] = []
+        by_class: dict[str, tuple[DeviceClass, list[str]]] = {}
+        for alternative, _ in picks:
+            entry = by_class.setdefault(
+                alternative.device_class.metadata.name, (alternative.device_class, [])
+            )
+            if alternative.result_name not in entry[1]:
+                entry[1].append(alternative.result_name)
+        for device_class, request_names in by_class.values():
+            for class_config in device_class.spec.config:
+                config.append({"source": "FromClass", "requests": request_names, **class_config})
+        for claim_config in claim.claim.spec.devices.config:
+            config.append({"source": "FromClaim", **claim_config})
+        return AllocationResult(
+            devices=DeviceAllocationResult(results=results, config=config), node_selector=node_selector
+        )
+
+
+class _Search:
+    """Depth-first search state for one allocate() call."""
+
+    def __init__(
+        self, allocator: Allocator, claims: Sequence[CompiledClaim], node_name: str, labels: Mapping[str, str]
+    ) -> None:
+        self.allocator = allocator
+        self.claims = claims
+        self.node_name = node_name
+        self.labels = labels
+        self.slots = [(index, request) for index, claim in enumerate(claims) for request in claim.requests]
+        self.picks: list[list[tuple[RequestAlternative, DeviceEntry]]] = [[] for _ in claims]
+        self.chosen: set[DeviceID] = set()
+        self.intersections: list[list[AttributeSet | None]] = [[None] * len(c.constraints) for c in claims]
+        self.steps = 0
+        self.list_types = allocator.features.list_type_attributes
+
+    def place(self, slot_index: int) -> bool:
+        if slot_index == len(self.slots):
+            return True
+        claim_index, request = self.slots[slot_index]
+        claim = self.claims[claim_index]
+        for alternative in request.alternatives:
+            candidates = self.allocator.candidates(alternative, self.node_name, self.labels, claim.key)
+            free = [
+                device
+                for device in candidates
+                if device.id not in self.chosen
+                and (alternative.admin_access or not self.allocator.in_use(device.id))
+            ]
+            if alternative.all_devices:
+                if (
+                    candidates
+                    and len(free) == len(candidates)
+                    and self._take_all(claim_index, request, alternative, free, slot_index)
+                ):
+                    return True
+            elif len(free) >= alternative.count and self._choose(
+                claim_index, request, alternative, free, 0, alternative.count, slot_index
+            ):
+                return True
+        return False
+
+    def _take_all(
+        self,
+        claim_index: int,
+        request: CompiledRequest,
+        alternative: RequestAlternative,
+        devices: list[DeviceEntry],
+        slot_index: int,
+    ) -> bool:
+        saved = [list(self.intersections[claim_index])]
+        for device in devices:
+            if not self._constrain(claim_index, request.name, alternative, device):
+                self.intersections[claim_index] = saved[0]
+                return False
+        for device in devices:
+            self._push(claim_index, alternative, device)
+        if self.place(slot_index + 1):
+            return True
+        for device in devices:
+            self._pop(claim_index, device)
+        self.intersections[claim_index] = saved[0]
+        return False
+
+    def _choose(
+        self,
+        claim_index: int,
+        request: CompiledRequest,
+        alternative: RequestAlternative,
+        free: list[DeviceEntry],
+        start: int,
+        remaining: int,
+        slot_index: int,
+    ) -> bool:
+        if remaining == 0:
+            return self.place(slot_index + 1)
+        for position in range(start, len(free) - remaining + 1):
+            self.steps += 1
+            if self.steps > self.allocator.max_steps:
+                raise _BudgetExceeded
+            device = free[position]
+            saved = list(self.intersections[claim_index])
+            if not self._constrain(claim_index, request.name, alternative, device):
+                self.intersections[claim_index] = saved
+                continue
+            self._push(claim_index, alternative, device)
+            if self._choose(claim_index, request, alternative, free, position + 1, remaining - 1, slot_index):
+                return True
+            self._pop(claim_index, device)
+            self.intersections[claim_index] = saved
+        return False
+
+    def _constrain(
+        self, claim_index: int, request_name: str, alternative: RequestAlternative, device: DeviceEntry
+    ) -> bool:
+        """Narrow every constraint that covers this request by the device's values; False if one empties."""
+        intersections = self.intersections[claim_index]
+        for index, constraint in enumerate(self.claims[claim_index].constraints):
+            if not (constraint.applies_to(request_name) or constraint.applies_to(alternative.result_name)):
+                continue
+            values = device.attribute_set(constraint.attribute, self.list_types)
+            if values is None:
+                return False
+            current = intersections[index]
+            narrowed = values if current is None else current & values
+            if not narrowed:
+                return False
+            intersections[index] = narrowed
+        return True
+
+    def _push(self, claim_index: int, alternative: RequestAlternative, device: DeviceEntry) -> None:
+        self.picks[claim_index].append((alternative, device))
+        self.chosen.add(device.id)
+
+    def _pop(self, claim_index: int, device: DeviceEntry) -> None:
+        self.picks[claim_index].pop()
+        self.chosen.discard(device.id)

@@ -1,0 +1,244 @@
+"""The devices ResourceSlices publish, indexed by node, with per-device caches.
+
+Only complete pools of their newest generation count: a pool whose slices of the newest generation are
+fewer than ``resourceSliceCount`` is skipped until the driver has published the rest, and slices of
+older generations are ignored. Every device is a :class:`DeviceEntry` built once per slice
+resourceVersion; it carries its CEL activation and the memoized results of the selectors evaluated
+against it, so a selector runs once per (expression, device, slice version) however many pods ask.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from lockstep.api.resource import DeviceAttribute, NodeSelector, ResourceSlice
+from lockstep.dra.cel import CELError, Selector, device_activation, qualify
+from lockstep.dra.k8s_types import Quantity, SemverError, parse_semver
+from lockstep.dra.node_selector import node_selector_matches
+
+DeviceID = tuple[str, str, str]  # (driver, pool, device)
+AttributeSet = frozenset[tuple[str, Any]]
+
+_SCALAR_KINDS = (("int_value", "int"), ("bool_value", "bool"), ("string_value", "string"))
+_LIST_KINDS = (("int_values", "int"), ("bool_values", "bool"), ("string_values", "string"))
+
+
+def attribute_set(attribute: DeviceAttribute, list_type_attributes: bool) -> AttributeSet | None:
+    """The values of an attribute as a typed set for matchAttribute; a scalar is a one-element set.
+
+    None when the attribute cannot take part: a list attribute while list types are off, or an
+    unparsable version.
+    """
+    try:
+        for field, kind in _SCALAR_KINDS:
+            value = getattr(attribute, field)
+            if value is not None:
+                return frozenset({(kind, value)})
+        if attribute.version_value is not None:
+            return frozenset({("version", parse_semver(attribute.version_value))})
+        if not list_type_attributes:
+            return None
+        for field, kind in _LIST_KINDS:
+            values = getattr(attribute, field)
+            if values is not None:
+                return frozenset((kind, v) for v in values)
+        if attribute.version_values is not None:
+            return frozenset(("version", parse_semver(v)) for v in attribute.version_values)
+    except SemverError:
+        return None
+    return None
+
+
+class DeviceEntry:
+    """One published device plus its caches (valid for one resourceVersion of its slice)."""
+
+    __slots__ = (
+        "_activations",
+        "_attribute_sets",
+        "_results",
+        "all_nodes",
+        "allow_multiple_allocations",
+        "attributes",
+        "capacity",
+        "driver",
+        "id",
+        "name",
+        "node_name",
+        "node_selector",
+        "pool",
+    )
+
+    def __init__(
+        self,
+        driver: str,
+        pool: str,
+        name: str,
+        attributes: Mapping[str, DeviceAttribute],
+        capacity: Mapping[str, Quantity],
+        node_name: str | None,
+        node_selector: NodeSelector | None,
+        all_nodes: bool,
+        allow_multiple_allocations: bool = False,
+    ) -> None:
+        self.driver, self.pool, self.name = driver, pool, name
+        self.id: DeviceID = (driver, pool, name)
+        # Fully qualified attribute names ("domain/id"); unqualified names get the driver as domain.
+        self.attributes = {"/".join(qualify(key, driver)): value for key, value in attributes.items()}
+        self.capacity = dict(capacity)
+        self.node_name = node_name
+        self.node_selector = node_selector
+        self.all_nodes = all_nodes
+        self.allow_multiple_allocations = allow_multiple_allocations
+        self._activations: dict[bool, dict[str, Any] | CELError] = {}
+        self._results: dict[tuple[str, bool], bool | CELError] = {}
+        self._attribute_sets: dict[tuple[str, bool], AttributeSet | None] = {}
+
+    def __repr__(self) -> str:
+        return f"DeviceEntry({'/'.join(self.id)})"
+
+    def available_on(self, node_name: str, labels: Mapping[str, str]) -> bool:
+        if self.node_name is not None:
+            return self.node_name == node_name
+        if self.node_selector is not None:
+            return node_selector_matches(self.node_selector, node_name, labels)
+        return self.all_nodes
+
+    def _activation(self, list_type_attributes: bool, expression: str) -> dict[str, Any]:
+        activation = self._activations.get(list_type_attributes)
+        if activation is None:
+            try:
+                activation = device_activation(
+                    self.driver,
+                    {key: value.as_api() for key, value in self.attributes.items()},
+                    self.capacity,
+                    list_type_attributes,
+                    self.allow_multiple_allocations,
+                )
+            except (ValueError, SemverError) as exc:
+                activation = CELError(expression, f"device {'/'.join(self.id)} has a bad attribute: {exc}")
+            self._activations[list_type_attributes] = activation
+        if isinstance(activation, CELError):
+            raise CELError(expression, activation.problem)
+        return activation
+
+    def matches(self, selector: Selector, list_type_attributes: bool) -> bool:
+        """The selector's verdict on this device, evaluated once; raises CELError (also memoized)."""
+        key = (selector.expression, list_type_attributes)
+        result = self._results.get(key)
+        if result is None:
+            try:
+                result = selector.matches(self._activation(list_type_attributes, selector.expression))
+            except CELError as exc:
+                result = exc
+            self._results[key] = result
+        if isinstance(result, CELError):
+            raise result
+        return result
+
+    def attribute_set(self, qualified_name: str, list_type_attributes: bool) -> AttributeSet | None:
+        key = (qualified_name, list_type_attributes)
+        if key not in self._attribute_sets:
+            attribute = self.attributes.get(qualified_name)
+            self._attribute_sets[key] = (
+                attribute_set(attribute, list_type_attributes) if attribute is not None else None
+            )
+        return self._attribute_sets[key]
+
+
+def _slice_entries(resource_slice: ResourceSlice) -> list[DeviceEntry]:
+    spec = resource_slice.spec
+    entries = []
+    for device in spec.devices:
+        if spec.per_device_node_selection:
+            node_name, node_selector, all_nodes = (
+                device.node_name,
+                device.node_selector,
+                bool(device.all_nodes),
+            )
+        else:
+            node_name, node_selector, all_nodes = spec.node_name, spec.node_selector, bool(spec.all_nodes)
+        entries.append(
+            DeviceEntry(
+                spec.driver,
+                spec.pool.name,
+                device.name,
+                device.attributes,
+                {key: value.quantity for key, value in device.capacity.items()},
+                node_name or None,
+                node_selector,
+                all_nodes,
+                bool(device.allow_multiple_allocations),
+            )
+        )
+    return entries
+
+
+class DeviceInventory:
+    """All usable devices; ``version`` changes whenever the set of usable devices may have changed."""
+
+    __slots__ = ("_by_node", "_dirty", "_entries", "_non_local", "_slices", "version")
+
+    def __init__(self) -> None:
+        self._slices: dict[str, ResourceSlice] = {}
+        self._entries: dict[str, tuple[str, list[DeviceEntry]]] = {}  # slice name -> (rv, entries)
+        self._by_node: dict[str, list[DeviceEntry]] = {}
+        self._non_local: list[DeviceEntry] = []
+        self._dirty = False
+        self.version = 0
+
+    def update_slice(self, resource_slice: ResourceSlice) -> None:
+        self._slices[resource_slice.metadata.name] = resource_slice
+        self._dirty = True
+        self.version += 1
+
+    def delete_slice(self, name: str) -> None:
+        if self._slices.pop(name, None) is not None:
+            self._entries.pop(name, None)
+            self._dirty = True
+            self.version += 1
+
+    def _entries_of(self, resource_slice: ResourceSlice) -> list[DeviceEntry]:
+        name, rv = resource_slice.metadata.name, resource_slice.metadata.resource_version
+        cached = self._entries.get(name)
+        if cached is None or cached[0] != rv or not rv:
+            cached = (rv, _slice_entries(resource_slice))
+            self._entries[name] = cached
+        return cached[1]
+
+    def _rebuild(self) -> None:
+        pools: dict[tuple[str, str], list[ResourceSlice]] = defaultdict(list)
+        for resource_slice in self._slices.values():
+            pools[(resource_slice.spec.driver, resource_slice.spec.pool.name)].append(resource_slice)
+        by_node: dict[str, list[DeviceEntry]] = defaultdict(list)
+        non_local: list[DeviceEntry] = []
+        for slices in pools.values():
+            newest = max(s.spec.pool.generation for s in slices)
+            current = [s for s in slices if s.spec.pool.generation == newest]
+            if len(current) < max(s.spec.pool.resource_slice_count for s in current):
+                continue  # incomplete pool: the driver has not published all slices yet
+            for resource_slice in sorted(current, key=lambda s: s.metadata.name):
+                for entry in self._entries_of(resource_slice):
+                    if entry.node_name is not None:
+                        by_node[entry.node_name].append(entry)
+                    else:
+                        non_local.append(entry)
+        self._by_node, self._non_local = dict(by_node), non_local
+        self._dirty = False
+
+    def node_local_devices(self, node_name: str) -> list[DeviceEntry]:
+        if self._dirty:
+            self._rebuild()
+        return self._by_node.get(node_name, [])
+
+    def shared_devices(self) -> list[DeviceEntry]:
+        """Devices of slices with a nodeSelector or allNodes: check ``available_on`` per node."""
+        if self._dirty:
+            self._rebuild()
+        return self._non_local
+
+    def all_devices(self) -> list[DeviceEntry]:
+        if self._dirty:
+            self._rebuild()
+        return [entry for entries in self._by_node.values() for entry in entries] + self._non_local
