@@ -7,12 +7,10 @@ precondition and is only used where last-writer-wins is right (event counts, lea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
-from lockstep.kube.client import PODS, ApiError, KubeClient, PatchType, ResourceKind
+from lockstep.kube.client import PODS, KubeClient, PatchType, ResourceKind
 
 
 def now_rfc3339() -> str:
@@ -53,100 +51,34 @@ async def loose_merge_patch(
     return await client.patch(kind, namespace, name, patch, PatchType.MERGE, subresource=subresource)
 
 
-class ConditionWrite(StrEnum):
-    WRITTEN = "written"
-    POD_BOUND = "pod-bound"  # spec.nodeName is set: the False condition must not be written
-    POD_GONE = "pod-gone"
-    NOT_OURS = "not-ours"
+async def patch_pod_scheduled_false(
+    client: KubeClient, namespace: str, name: str, resource_version: str, reason: str, message: str
+) -> dict[str, Any]:
+    """Strict strategic-merge patch of pods/status setting ``PodScheduled=False``.
 
-
-@dataclass(frozen=True, slots=True)
-class PodSchedulingFailure:
-    reason: str  # Unschedulable, SchedulerError, ...
-    message: str
-
-
-async def patch_pod_unschedulable(
-    client: KubeClient,
-    namespace: str,
-    name: str,
-    resource_version: str,
-    failure: PodSchedulingFailure,
-    *,
-    scheduler_name: str,
-    attempts: int = 3,
-) -> ConditionWrite:
-    """Write ``PodScheduled=False`` to a pending pod (behaviour 3).
-
-    The patch is strict. On 409 the pod is re-read: if it has ``spec.nodeName`` now, nothing is
-    written (the binding won the race and the node name is the truth); otherwise the write is tried
-    again at the new resourceVersion.
+    The resourceVersion precondition makes the API answer 409 when the pod changed since the
+    scheduler looked, e.g. because a binding landed meanwhile; the caller then re-reads the pod and
+    never writes False to a pod whose ``spec.nodeName`` is set (DESIGN.md behaviour 3).
     """
-    version = resource_version
-    for _ in range(attempts):
-        if version:
-            condition = {
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": failure.reason,
-                "message": failure.message[:1024],
-                "lastTransitionTime": now_rfc3339(),
-            }
-            body = {"metadata": {"resourceVersion": version}, "status": {"conditions": [condition]}}
-            try:
-                await client.patch(PODS, namespace, name, body, PatchType.STRATEGIC, subresource="status")
-                return ConditionWrite.WRITTEN
-            except ApiError as exc:
-                if exc.not_found:
-                    return ConditionWrite.POD_GONE
-                if not exc.conflict:
-                    raise
-        try:
-            pod = await client.get(PODS, namespace, name)
-        except ApiError as exc:
-            if exc.not_found:
-                return ConditionWrite.POD_GONE
-            raise
-        spec = pod.get("spec", {})
-        if spec.get("nodeName"):
-            return ConditionWrite.POD_BOUND
-        if spec.get("schedulerName") != scheduler_name:
-            return ConditionWrite.NOT_OURS
-        if pod.get("metadata", {}).get("deletionTimestamp"):
-            return ConditionWrite.POD_GONE
-        version = str(pod.get("metadata", {}).get("resourceVersion", ""))
-    raise ApiError(
-        409,
-        "Conflict",
-        f"still conflicting after {attempts} attempts",
-        f"PATCH pods/status {namespace}/{name}",
-    )
+    if not resource_version:
+        raise ValueError(f"PodScheduled=False patch of pod {namespace}/{name} needs a resourceVersion")
+    condition = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": reason,
+        "message": message[:1024],
+        "lastTransitionTime": now_rfc3339(),
+    }
+    body = {"metadata": {"resourceVersion": resource_version}, "status": {"conditions": [condition]}}
+    return await client.patch(PODS, namespace, name, body, PatchType.STRATEGIC, subresource="status")
 
 
-class BindOutcome(StrEnum):
-    BOUND = "bound"
-    ALREADY_BOUND_HERE = "already-bound-here"  # an earlier POST succeeded but its answer was lost
-
-
-async def bind_pod(client: KubeClient, namespace: str, name: str, uid: str, node_name: str) -> BindOutcome:
-    """POST pods/binding. A 409 whose pod already sits on ``node_name`` counts as success; any other
-    failure raises :class:`ApiError`."""
+async def post_binding(client: KubeClient, namespace: str, name: str, uid: str, node_name: str) -> None:
+    """POST pods/binding, with the pod's UID as precondition; failures raise :class:`ApiError`."""
     binding = {
         "apiVersion": "v1",
         "kind": "Binding",
         "metadata": {"name": name, "namespace": namespace, "uid": uid},
         "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
     }
-    try:
-        await client.create(PODS, namespace, binding, name=name, subresource="binding")
-        return BindOutcome.BOUND
-    except ApiError as exc:
-        if not exc.conflict:
-            raise
-        try:
-            pod = await client.get(PODS, namespace, name)
-        except ApiError:
-            raise exc from None
-        if pod.get("spec", {}).get("nodeName") == node_name and pod.get("metadata", {}).get("uid") == uid:
-            return BindOutcome.ALREADY_BOUND_HERE
-        raise
+    await client.create(PODS, namespace, binding, name=name, subresource="binding")
