@@ -1,0 +1,705 @@
+"""Chaos soak: lockstep under API faults and SIGKILLs, with the invariants checked all the way through.
+
+    python bench/soak.py                      # full soak: ~2,000 pods, 10 kills, then 2 replicas
+    python bench/soak.py --pods 200 --kills 2 --max-seconds 60 --replicas 1   # the CI form
+
+The emulator (``lockstep sim``) and every operator incarnation (``lockstep run``) are separate
+processes. The soak creates a mixed workload (gangs and basic groups, with and without ResourceClaims,
+a few groups that can never fit), makes the emulator fail 5% of writes with 500 and 5% with 409, delay
+every request 50-200 ms, drop watch streams every 10 s and answer resumed watches with 410, and kills
+the operator with SIGKILL at random moments, restarting it each time. Meanwhile the invariants of
+:mod:`lockstep.sim.invariants` are checked every couple of seconds; a pod watch records bindings so a
+pod bound twice is caught. At the end:
+
+- every group that can fit is bound (at least minCount members on nodes) and every group that cannot
+  has 0 members bound and a PodGroupScheduled=False condition with a reason;
+- no invariant is violated (transient ones such as a gang mid-binding count only if they persist);
+- no in-flight allocation survives its pods (no claim allocated without a consumer, the operator's
+  ``lockstep_inflight_claim_allocations`` gauge at 0);
+- every ERROR line in the operator logs is explained by an injected fault.
+
+With ``--replicas 2`` a second phase runs two operators with leader election under the same faults,
+kills the leader, and checks that the other takes over within the lease duration (plus its polling
+period) and that no pod is ever bound twice.
+
+The report is printed and written as JSON (``--report``); the exit code is 0 only if every check
+passed, 1 if one failed, 3 if lockstep cannot be started at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from harness.api import load_kubeconfig
+from harness.procs import Child, ProcessFailed, free_port, start_sim
+from lockstep.sim.invariants import (
+    BindingHistory,
+    ClusterState,
+    Violation,
+    ViolationTracker,
+    check_state,
+    fetch_cluster_state,
+)
+from lockstep.sim.watching import ApiError, Informer, KubeHttp, new_session
+
+NAMESPACE = "soak"
+LEASE_NAMESPACE = "lockstep-system"
+SCHEDULER_NAME = "lockstep"
+POD_GROUP_LABEL = "scheduling.lockstep.dev/pod-group"
+PODGROUPS = f"/apis/scheduling.lockstep.dev/v1alpha1/namespaces/{NAMESPACE}/podgroups"
+PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
+CLAIMS = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims"
+DEVICE_CLASS = "gpu.sim.lockstep.dev"
+# A pod asking for more than any node has: its group can never fit.
+OVERSIZED_CPU_MILLIS = 64_000
+EXIT_FAILED = 1
+EXIT_NOT_AVAILABLE = 3
+
+# How long a transient violation (gang mid-binding, claim reserved just before its Bind) may last.
+TRANSIENT_GRACE_SECONDS = 30.0
+CHECK_INTERVAL_SECONDS = 2.0
+# Substrings that explain an operator ERROR line: the emulator's injected failures and their effects.
+EXPLAINED_ERRORS = (
+    "injected",
+    "HTTP 500",
+    "HTTP 409",
+    "HTTP 410",
+    "HTTP 429",
+    "status=500",
+    "status=409",
+    "status=410",
+    "InternalError",
+    "Conflict",
+    "Expired",
+    "ServerDisconnectedError",
+    "ClientPayloadError",
+    "Connection reset",
+    "ClientConnectorError",
+)
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    name: str
+    policy: str  # "gang" | "basic"
+    pods: int
+    min_count: int
+    cpu_millis: int
+    memory_mib: int
+    claims: str  # "none" | "per-pod" | "shared"
+    fits: bool
+
+    def pod_name(self, index: int) -> str:
+        return f"{self.name}-{index}"
+
+
+def plan_workload(total_pods: int, rng: random.Random) -> list[GroupPlan]:
+    """Mixed groups adding up to about ``total_pods``; about 1 in 20 groups can never fit."""
+    groups: list[GroupPlan] = []
+    created = 0
+    while created < total_pods:
+        index = len(groups)
+        roll = rng.random()
+        size = rng.randint(2, 12)
+        cpu = rng.choice((100, 200, 250, 500))
+        memory = rng.choice((64, 128, 256))
+        if roll < 0.05:
+            too_few = rng.random() < 0.5
+            # Either a member larger than any node, or fewer pods than minCount.
+            plan = GroupPlan(
+                f"never-{index}",
+                "gang",
+                size,
+                size + 2 if too_few else size,
+                cpu if too_few else OVERSIZED_CPU_MILLIS,
+                memory,
+                "none",
+                False,
+            )
+        elif roll < 0.25:
+            plan = GroupPlan(f"basic-{index}", "basic", size, 1, cpu, memory, "none", True)
+        elif roll < 0.37:
+            plan = GroupPlan(
+                f"claims-{index}", "gang", min(size, 4), min(size, 4), cpu, memory, "per-pod", True
+            )
+        elif roll < 0.45:
+            plan = GroupPlan(
+                f"shared-{index}", "gang", min(size, 6), min(size, 6), cpu, memory, "shared", True
+            )
+        else:
+            min_count = size if rng.random() < 0.7 else max(2, size - rng.randint(1, 2))
+            plan = GroupPlan(f"gang-{index}", "gang", size, min_count, cpu, memory, "none", True)
+        groups.append(plan)
+        created += plan.pods
+    return groups
+
+
+def podgroup_manifest(plan: GroupPlan) -> dict[str, Any]:
+    policy: dict[str, Any] = (
+        {"gang": {"minCount": plan.min_count}} if plan.policy == "gang" else {"basic": {}}
+    )
+    return {
+        "apiVersion": "scheduling.lockstep.dev/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": plan.name, "namespace": NAMESPACE},
+        "spec": {"schedulingPolicy": policy, "scheduleTimeoutSeconds": 60},
+    }
+
+
+def claim_name(plan: GroupPlan, index: int) -> str:
+    return f"{plan.name}-shared" if plan.claims == "shared" else f"{plan.pod_name(index)}-gpu"
+
+
+def claim_manifest(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DEVICE_CLASS}}]}},
+    }
+
+
+def pod_manifest(plan: GroupPlan, index: int) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": "main",
+        "image": "registry.k8s.io/pause:3.10",
+        "resources": {"requests": {"cpu": f"{plan.cpu_millis}m", "memory": f"{plan.memory_mib}Mi"}},
+    }
+    spec: dict[str, Any] = {"schedulerName": SCHEDULER_NAME, "containers": [container]}
+    if plan.claims != "none":
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name(plan, index)}]
+        container["resources"]["claims"] = [{"name": "gpu"}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": plan.pod_name(index),
+            "namespace": NAMESPACE,
+            "labels": {POD_GROUP_LABEL: plan.name},
+        },
+        "spec": spec,
+    }
+
+
+def claim_names(plan: GroupPlan) -> list[str]:
+    if plan.claims == "none":
+        return []
+    return sorted({claim_name(plan, i) for i in range(plan.pods)})
+
+
+# --- talking to the emulator through its own faults ---------------------------------------------------
+
+
+async def persist(action: Callable[[], Awaitable[Any]], what: str, attempts: int = 40) -> Any:
+    """Retry a driver-side request through injected faults; 409 AlreadyExists / 404 count as done."""
+    for attempt in range(attempts):
+        try:
+            return await action()
+        except ApiError as exc:
+            if exc.status in (404, 409) and exc.reason in ("AlreadyExists", "NotFound"):
+                return None
+            if exc.status < 500 and exc.status not in (409, 429):
+                raise
+        except (aiohttp.ClientError, TimeoutError):
+            pass
+        await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
+    raise RuntimeError(f"soak driver could not {what} through the injected faults")
+
+
+async def set_faults(http: KubeHttp, faults: dict[str, Any]) -> None:
+    await http.request("PUT", "/__sim/faults", body=faults)
+
+
+def chaos_faults() -> dict[str, Any]:
+    return {
+        "writeErrorRates": {"500": 0.05, "409": 0.05},
+        "latencyMs": [50, 200],
+        "dropWatchesEverySeconds": 10,
+        "expireOnResume": True,
+    }
+
+
+async def create_workload(http: KubeHttp, plans: list[GroupPlan]) -> None:
+    semaphore = asyncio.Semaphore(32)
+
+    async def create(path: str, body: dict[str, Any]) -> None:
+        async with semaphore:
+            await persist(lambda: http.create(path, body), f"create {path}/{body['metadata']['name']}")
+
+    for plan in plans:
+        await create(PODGROUPS, podgroup_manifest(plan))
+        await asyncio.gather(*(create(CLAIMS, claim_manifest(name)) for name in claim_names(plan)))
+        await asyncio.gather(*(create(PODS, pod_manifest(plan, i)) for i in range(plan.pods)))
+
+
+async def delete_group(http: KubeHttp, plan: GroupPlan) -> None:
+    async def delete_pod(name: str) -> None:
+        await persist(lambda: http.delete(f"{PODS}/{name}", {"gracePeriodSeconds": 0}), f"delete pod {name}")
+
+    await asyncio.gather(*(delete_pod(plan.pod_name(i)) for i in range(plan.pods)))
+    await persist(lambda: http.delete(f"{PODGROUPS}/{plan.name}"), f"delete podgroup {plan.name}")
+
+
+# --- operator incarnations ---------------------------------------------------------------------------
+
+
+class Operator:
+    """One replica of ``lockstep run``; every (re)start is a fresh process with its own log file."""
+
+    def __init__(
+        self,
+        name: str,
+        kubeconfig: Path,
+        workdir: Path,
+        leader_elect: bool,
+        lease: tuple[float, float, float],
+    ):
+        self.name = name
+        self.kubeconfig = kubeconfig
+        self.workdir = workdir
+        self.leader_elect = leader_elect
+        self.lease = lease
+        self.child: Child | None = None
+        self.logs: list[Path] = []
+        self.metrics_port = 0
+
+    def start(self) -> None:
+        self.metrics_port = free_port()
+        log = self.workdir / f"{self.name}-{len(self.logs) + 1}.log"
+        duration, deadline, retry = self.lease
+        argv = [
+            sys.executable,
+            "-m",
+            "lockstep",
+            "run",
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--leader-elect" if self.leader_elect else "--no-leader-elect",
+            "--lease-namespace",
+            LEASE_NAMESPACE,
+            "--lease-duration-seconds",
+            str(duration),
+            "--renew-deadline-seconds",
+            str(deadline),
+            "--retry-period-seconds",
+            str(retry),
+            "--metrics-bind-address",
+            f"127.0.0.1:{self.metrics_port}",
+            "--health-bind-address",
+            f"127.0.0.1:{free_port()}",
+            "--log-format",
+            "json",
+            "--log-level",
+            "info",
+        ]
+        self.child = Child(f"lockstep run ({self.name})", argv, log)
+        self.logs.append(log)
+
+    def kill(self) -> float:
+        """SIGKILL, as a node failure would; returns when it happened (monotonic)."""
+        assert self.child is not None
+        self.child.process.kill()
+        killed_at = time.monotonic()
+        self.child.process.wait()
+        self.child.stop()
+        return killed_at
+
+    def running(self) -> bool:
+        return self.child is not None and self.child.process.poll() is None
+
+    def stop(self) -> None:
+        if self.child is not None:
+            self.child.stop()
+
+    def became_leader(self) -> bool:
+        return any("became leader" in line for line in self.log_lines(only_current=True))
+
+    def log_lines(self, only_current: bool = False) -> list[str]:
+        paths = self.logs[-1:] if only_current else self.logs
+        return [
+            line for path in paths if path.exists() for line in path.read_text(errors="replace").splitlines()
+        ]
+
+    async def inflight_allocations(self, session: aiohttp.ClientSession) -> float | None:
+        """The ``lockstep_inflight_claim_allocations`` gauge, or None if /metrics does not answer."""
+        try:
+            async with session.get(f"http://127.0.0.1:{self.metrics_port}/metrics") as response:
+                text = await response.text()
+        except aiohttp.ClientError:
+            return None
+        for line in text.splitlines():
+            if line.startswith("lockstep_inflight_claim_allocations"):
+                return float(line.split()[-1])
+        return None
+
+
+def unexplained_errors(lines: Iterable[str]) -> list[str]:
+    """ERROR (or worse) log lines that no injected fault explains; a Python traceback always counts."""
+    unexplained = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            if line.startswith("Traceback") or "Error" in line:
+                unexplained.append(line)
+            continue
+        if not isinstance(record, dict) or str(record.get("level", "")).lower() not in ("error", "critical"):
+            continue
+        if not any(marker in line for marker in EXPLAINED_ERRORS):
+            unexplained.append(line)
+    return unexplained
+
+
+# --- the soak -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    pods: int = 0
+    groups: int = 0
+    groups_that_fit: int = 0
+    kills: int = 0
+    seconds_to_settle: float | None = None
+    checks: int = 0
+    violations: list[str] = field(default_factory=list)
+    unbound_groups_that_fit: list[str] = field(default_factory=list)
+    bound_groups_that_cannot_fit: list[str] = field(default_factory=list)
+    groups_without_clear_condition: list[str] = field(default_factory=list)
+    pods_bound_twice: list[str] = field(default_factory=list)
+    leaked_inflight_allocations: float | None = None
+    unexplained_error_lines: list[str] = field(default_factory=list)
+    takeover_seconds: float | None = None
+    takeover_limit_seconds: float | None = None
+    failures: list[str] = field(default_factory=list)
+
+    def fail(self, message: str) -> None:
+        self.failures.append(message)
+
+
+class InvariantWatch:
+    """Continuous checking: a pod watch for bindings and periodic snapshots through a tracker."""
+
+    def __init__(self, http: KubeHttp, report: Report) -> None:
+        self.http = http
+        self.report = report
+        self.history = BindingHistory()
+        self.tracker = ViolationTracker(TRANSIENT_GRACE_SECONDS)
+        self.pods = Informer(http, PODS)
+        self.pods.add_handler(lambda _type, pod: self.history.observe(pod))
+        self._tasks: list[asyncio.Task[None]] = []
+        self.last_state = ClusterState()
+
+    async def start(self) -> None:
+        self._tasks = [asyncio.create_task(self.pods.run()), asyncio.create_task(self._check_forever())]
+        await self.pods.synced.wait()
+
+    async def check_once(self) -> list[Violation]:
+        try:
+            self.last_state = await fetch_cluster_state(self.http.session, self.http.base_url)
+        except (aiohttp.ClientError, TimeoutError):
+            return []  # a listing that hit an injected fault; the next round will look again
+        violations = check_state(self.last_state) + self.history.violations()
+        self.report.checks += 1
+        for confirmed in self.tracker.update(violations):
+            self.report.violations.append(str(confirmed))
+            print(f"  VIOLATION {confirmed}", flush=True)
+        return violations
+
+    async def _check_forever(self) -> None:
+        while True:
+            await self.check_once()
+            await asyncio.sleep(CHECK_INTERVAL_SECONDS)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def bound_members(state: ClusterState, plan: GroupPlan) -> int:
+    return sum(
+        1
+        for pod in state.pods
+        if (pod.get("metadata") or {}).get("labels", {}).get(POD_GROUP_LABEL) == plan.name
+        and (pod.get("spec") or {}).get("nodeName")
+    )
+
+
+def settled(state: ClusterState, plans: Iterable[GroupPlan]) -> bool:
+    return all(
+        bound_members(state, plan) >= (plan.min_count if plan.policy == "gang" else plan.pods)
+        for plan in plans
+        if plan.fits
+    )
+
+
+def has_clear_unschedulable_condition(state: ClusterState, plan: GroupPlan) -> bool:
+    for podgroup in state.podgroups:
+        if podgroup.get("metadata", {}).get("name") != plan.name:
+            continue
+        for condition in (podgroup.get("status") or {}).get("conditions") or []:
+            if condition.get("type") == "PodGroupScheduled" and condition.get("status") == "False":
+                return bool(condition.get("reason")) and bool(condition.get("message"))
+    return False
+
+
+async def run_chaos_phase(
+    args: argparse.Namespace, http: KubeHttp, kubeconfig: Path, workdir: Path, report: Report
+) -> None:
+    rng = random.Random(args.seed)
+    plans = plan_workload(args.pods, rng)
+    report.pods = sum(plan.pods for plan in plans)
+    report.groups = len(plans)
+    report.groups_that_fit = sum(1 for plan in plans if plan.fits)
+    print(
+        f"soak: {report.pods} pods in {report.groups} groups ({report.groups_that_fit} can fit)", flush=True
+    )
+
+    watch = InvariantWatch(http, report)
+    await watch.start()
+    operator = Operator("operator", kubeconfig, workdir, leader_elect=False, lease=(15.0, 10.0, 2.0))
+    operator.start()
+    started = time.monotonic()
+    deadline = started + args.max_seconds
+    await set_faults(http, chaos_faults())
+    creation = asyncio.create_task(create_workload(http, plans))
+    kill_times = sorted(rng.uniform(2.0, args.max_seconds * 0.6) for _ in range(args.kills))
+    churned: set[str] = set()
+    try:
+        for kill_at in kill_times:
+            await asyncio.sleep(max(0.0, started + kill_at - time.monotonic()))
+            if not operator.running():
+                report.fail(f"the operator exited by itself before kill {report.kills + 1}")
+                operator.start()
+                continue
+            operator.kill()
+            report.kills += 1
+            print(f"  t={time.monotonic() - started:5.1f}s SIGKILL #{report.kills}", flush=True)
+            await asyncio.sleep(rng.uniform(0.2, 2.0))
+            operator.start()
+        await creation
+        # Churn: delete a few groups that got bound, with their pods; their claims must be released.
+        for plan in [p for p in plans if p.fits and p.claims != "none"][: max(1, len(plans) // 40)]:
+            await delete_group(http, plan)
+            churned.add(plan.name)
+        remaining = [p for p in plans if p.name not in churned]
+        while time.monotonic() < deadline:
+            await watch.check_once()
+            if settled(watch.last_state, remaining):
+                report.seconds_to_settle = round(time.monotonic() - started, 1)
+                break
+            if not operator.running():
+                report.fail("the operator exited by itself")
+                operator.start()
+            await asyncio.sleep(1.0)
+        # Final judgement without faults, so what we read is not an injected error.
+        await set_faults(http, {})
+        await asyncio.sleep(TRANSIENT_GRACE_SECONDS if report.seconds_to_settle is None else 3.0)
+        await watch.check_once()
+        final = check_state(watch.last_state)
+        for violation in final:
+            text = f"at end: {violation}"
+            if text not in report.violations and str(violation) not in report.violations:
+                report.violations.append(text)
+        for plan in remaining:
+            bound = bound_members(watch.last_state, plan)
+            if plan.fits and bound < (plan.min_count if plan.policy == "gang" else plan.pods):
+                report.unbound_groups_that_fit.append(
+                    f"{plan.name}: {bound}/{plan.pods} bound, minCount {plan.min_count}"
+                )
+            if not plan.fits:
+                if bound:
+                    report.bound_groups_that_cannot_fit.append(f"{plan.name}: {bound} bound")
+                if not has_clear_unschedulable_condition(watch.last_state, plan):
+                    report.groups_without_clear_condition.append(plan.name)
+        report.pods_bound_twice = [str(v) for v in watch.history.violations()]
+        async with aiohttp.ClientSession() as session:
+            report.leaked_inflight_allocations = await operator.inflight_allocations(session)
+    finally:
+        operator.stop()
+        await watch.stop()
+        creation.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await creation
+    report.unexplained_error_lines = unexplained_errors(operator.log_lines())[:20]
+
+
+async def run_replica_phase(
+    args: argparse.Namespace, http: KubeHttp, kubeconfig: Path, workdir: Path, report: Report
+) -> None:
+    """Two replicas with leader election under the same faults; kill the leader, time the takeover."""
+    duration, deadline, retry = args.lease_duration, args.lease_duration * 2 / 3, args.lease_duration / 5
+    replicas = [
+        Operator(f"replica-{i}", kubeconfig, workdir, True, (duration, deadline, retry)) for i in range(2)
+    ]
+    await persist(
+        lambda: http.create(
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LEASE_NAMESPACE}},
+        ),
+        "create the lease namespace",
+    )
+    rng = random.Random(args.seed + 1)
+    plans = [p for p in plan_workload(max(20, args.pods // 10), rng) if p.fits]
+    plans = [
+        GroupPlan(f"ha-{p.name}", p.policy, p.pods, p.min_count, p.cpu_millis, p.memory_mib, "none", True)
+        for p in plans
+    ]
+    watch = InvariantWatch(http, report)
+    await watch.start()
+    await set_faults(http, chaos_faults())
+    for replica in replicas:
+        replica.start()
+    try:
+        leader = None
+        wait_until = time.monotonic() + duration * 3 + 30
+        while leader is None and time.monotonic() < wait_until:
+            leader = next((r for r in replicas if r.became_leader()), None)
+            await asyncio.sleep(0.2)
+        if leader is None:
+            report.fail("no replica became leader")
+            return
+        await create_workload(http, plans[: len(plans) // 2])
+        await asyncio.sleep(2.0)
+        follower = next(r for r in replicas if r is not leader)
+        killed_at = leader.kill()
+        report.kills += 1
+        # The state lives in another process's log, so poll it.
+        while not follower.became_leader() and time.monotonic() < killed_at + duration * 4:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        if follower.became_leader():
+            report.takeover_seconds = round(time.monotonic() - killed_at, 2)
+        report.takeover_limit_seconds = round(duration + 2 * retry + 1.0, 2)
+        if report.takeover_seconds is None or report.takeover_seconds > report.takeover_limit_seconds:
+            report.fail(f"takeover took {report.takeover_seconds}s, limit {report.takeover_limit_seconds}s")
+        leader.start()  # the killed replica comes back as a follower
+        await create_workload(http, plans[len(plans) // 2 :])
+        end = time.monotonic() + args.max_seconds
+        while time.monotonic() < end:
+            await watch.check_once()
+            if settled(watch.last_state, plans):
+                break
+            await asyncio.sleep(1.0)
+        else:
+            report.fail("two-replica phase: not every group was bound in time")
+        await set_faults(http, {})
+        await asyncio.sleep(3.0)
+        await watch.check_once()
+        report.pods_bound_twice += [str(v) for v in watch.history.violations()]
+    finally:
+        for replica in replicas:
+            replica.stop()
+        await watch.stop()
+    report.unexplained_error_lines += unexplained_errors(line for r in replicas for line in r.log_lines())[
+        :20
+    ]
+
+
+def judge(report: Report) -> None:
+    for label, items in (
+        ("invariant violations", report.violations),
+        ("groups that fit but were not bound", report.unbound_groups_that_fit),
+        ("groups that cannot fit but have members bound", report.bound_groups_that_cannot_fit),
+        (
+            "unschedulable groups without a clear PodGroupScheduled=False condition",
+            report.groups_without_clear_condition,
+        ),
+        ("pods bound twice", report.pods_bound_twice),
+        ("unexplained ERROR log lines", report.unexplained_error_lines),
+    ):
+        if items:
+            report.fail(f"{len(items)} {label}")
+    if report.leaked_inflight_allocations:
+        report.fail(
+            f"{report.leaked_inflight_allocations:g} in-flight claim allocations left in the operator"
+        )
+
+
+async def main_async(args: argparse.Namespace, workdir: Path, report: Report) -> int:
+    try:
+        sim = await start_sim(args.nodes, args.devices_per_node, workdir)
+    except ProcessFailed as exc:
+        print(f"soak: the emulator could not be started: {exc}", file=sys.stderr)
+        return EXIT_NOT_AVAILABLE
+    kubeconfig = workdir / "kubeconfig"
+    session = new_session()
+    http = KubeHttp(load_kubeconfig(kubeconfig).server, session)
+    try:
+        await persist(
+            lambda: http.create(
+                "/api/v1/namespaces",
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+            ),
+            "create the soak namespace",
+        )
+        await run_chaos_phase(args, http, kubeconfig, workdir, report)
+        if args.replicas == 2:
+            await run_replica_phase(args, http, kubeconfig, workdir, report)
+    finally:
+        await session.close()
+        sim.stop()
+    judge(report)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pods", type=int, default=2000, help="pods in the chaos phase (default 2000)")
+    parser.add_argument("--kills", type=int, default=10, help="SIGKILLs of the operator (default 10)")
+    parser.add_argument("--max-seconds", type=float, default=300.0, help="time limit per phase (default 300)")
+    parser.add_argument(
+        "--replicas", type=int, choices=(1, 2), default=2, help="2 adds the leader-election phase"
+    )
+    parser.add_argument(
+        "--lease-duration", type=float, default=6.0, help="lease duration of the 2-replica phase"
+    )
+    parser.add_argument("--nodes", type=int, default=40, help="simulated nodes (default 40)")
+    parser.add_argument("--devices-per-node", type=int, default=8, help="simulated GPUs per node (default 8)")
+    parser.add_argument("--seed", type=int, default=9, help="random seed of workload and kill times")
+    parser.add_argument(
+        "--workdir", default=None, help="logs and kubeconfig go here (default: a new temp dir)"
+    )
+    parser.add_argument("--report", default=None, help="also write the JSON report here")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    for name in ("pods", "kills", "nodes"):
+        if getattr(args, name) < (0 if name == "kills" else 1):
+            print(f"soak: --{name} must be positive", file=sys.stderr)
+            return 2
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="lockstep-soak-")).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    print(f"soak: logs in {workdir}", flush=True)
+    report = Report()
+    code = asyncio.run(main_async(args, workdir, report))
+    if code:
+        return code
+    text = json.dumps(asdict(report), indent=2)
+    print(text)
+    if args.report:
+        Path(args.report).write_text(text + "\n")
+    print(
+        "soak: PASSED" if not report.failures else f"soak: FAILED: {'; '.join(report.failures)}", flush=True
+    )
+    return 0 if not report.failures else EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
