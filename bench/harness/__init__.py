@@ -1,0 +1,1 @@
+"""Benchmarks through the API: load generator, completion watcher, ceiling client, results, plot."""

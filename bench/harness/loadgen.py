@@ -1,0 +1,201 @@
+"""Load generator, completion watcher and the ceiling client that binds pods to pre-decided nodes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Awaitable, Callable, Sequence
+
+from harness.api import ApiClient, ApiError
+from harness.tracker import Tracker
+from harness.workloads import (
+    NAMESPACE,
+    PODGROUP_API_VERSION,
+    GangSpec,
+    NodeShape,
+    Workload,
+    namespace_manifest,
+    pod_manifest,
+    pod_name,
+    podgroup_manifest,
+    replacement,
+)
+
+PODS_PATH = f"/api/v1/namespaces/{NAMESPACE}/pods"
+PODGROUPS_PATH = f"/apis/{PODGROUP_API_VERSION}/namespaces/{NAMESPACE}/podgroups"
+GANGS_IN_FLIGHT = 8
+
+# Called after a pod's create was answered; the ceiling client binds it there.
+AfterCreate = Callable[[GangSpec, int], Awaitable[None]]
+
+
+def setup_path(manifest: dict[str, object]) -> str:
+    """Collection path of a setup object (namespace, DeviceClass, ResourceClaimTemplate, ...)."""
+    kind = manifest["kind"]
+    paths = {
+        "Namespace": "/api/v1/namespaces",
+        "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses",
+        "ResourceClaimTemplate": f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaimtemplates",
+        "ResourceClaim": f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims",
+    }
+    if kind not in paths:
+        raise ValueError(f"setup object of kind {kind!r} is not supported by the load generator")
+    return paths[str(kind)]
+
+
+async def create_setup(client: ApiClient, workload: Workload) -> None:
+    for manifest in (namespace_manifest(), *workload.setup):
+        try:
+            await client.create(setup_path(manifest), manifest)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+
+
+class LoadGenerator:
+    """Creates each gang's PodGroup, then its pods concurrently; a few gangs are in flight at once."""
+
+    def __init__(
+        self,
+        client: ApiClient,
+        tracker: Tracker,
+        shape: NodeShape,
+        after_create: AfterCreate | None = None,
+    ) -> None:
+        self.client = client
+        self.tracker = tracker
+        self.shape = shape
+        self.after_create = after_create
+        self.created_gangs: list[GangSpec] = []
+
+    async def create_gang(self, gang: GangSpec) -> None:
+        self.tracker.add_gang(gang)
+        await self.client.create(PODGROUPS_PATH, podgroup_manifest(gang))
+        await asyncio.gather(*(self._create_pod(gang, i) for i in range(gang.pods)))
+        self.created_gangs.append(gang)
+
+    async def _create_pod(self, gang: GangSpec, index: int) -> None:
+        manifest = pod_manifest(gang, index, self.shape)
+        try:
+            await self.client.create(PODS_PATH, manifest)
+        except ApiError as exc:
+            raise ApiError(
+                "POST", f"{PODS_PATH} (pod {pod_name(gang, index)})", exc.status, exc.body
+            ) from None
+        self.tracker.created(pod_name(gang, index))
+        if self.after_create is not None:
+            await self.after_create(gang, index)
+
+    async def delete_gang(self, gang: GangSpec) -> None:
+        self.tracker.remove_gang(gang)
+        self.created_gangs.remove(gang)
+        await asyncio.gather(
+            *(self.client.delete(f"{PODS_PATH}/{pod_name(gang, i)}") for i in range(gang.pods))
+        )
+        await self.client.delete(f"{PODGROUPS_PATH}/{gang.name}")
+
+    async def run(self, gangs: Sequence[GangSpec]) -> None:
+        queue: asyncio.Queue[GangSpec] = asyncio.Queue()
+        for gang in gangs:
+            queue.put_nowait(gang)
+
+        async def worker() -> None:
+            while not queue.empty():
+                await self.create_gang(queue.get_nowait())
+
+        await asyncio.gather(*(worker() for _ in range(min(GANGS_IN_FLIGHT, len(gangs)))))
+
+
+async def churn(generator: LoadGenerator, workload: Workload, creation: asyncio.Task[None]) -> int:
+    """Replace whole gangs while scheduling: delete a created gang, create a new one in its place.
+
+    Returns how many gangs were replaced; at least one replacement starts even if creation was quick.
+    """
+    spec = workload.churn
+    if spec is None:
+        return 0
+    rng = random.Random(spec.seed)
+    replaced = 0
+    while replaced < spec.gangs:
+        await asyncio.sleep(spec.interval_seconds)
+        candidates = [g for g in generator.created_gangs if g.counted]
+        if not candidates:
+            if creation.done():
+                break
+            continue
+        victim = rng.choice(candidates)
+        await generator.delete_gang(victim)
+        await generator.create_gang(replacement(victim, replaced + 1))
+        replaced += 1
+    return replaced
+
+
+class CompletionWatcher:
+    """Watches the benchmark namespace's pods and marks each pod bound when spec.nodeName appears."""
+
+    def __init__(self, client: ApiClient, tracker: Tracker) -> None:
+        self.client = client
+        self.tracker = tracker
+        self.resource_version = ""
+        self.events = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        listing = await self.client.get(PODS_PATH)
+        self.resource_version = str(listing.get("metadata", {}).get("resourceVersion", ""))
+        for pod in listing.get("items", []):
+            self._see(pod)
+        self._task = asyncio.create_task(self._run(), name="bench-completion-watch")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def _see(self, pod: dict[str, object]) -> None:
+        spec = pod.get("spec")
+        if isinstance(spec, dict) and spec.get("nodeName"):
+            metadata = pod.get("metadata")
+            if isinstance(metadata, dict):
+                self.tracker.bound(str(metadata.get("name", "")))
+
+    async def _run(self) -> None:
+        while True:
+            async for event_type, obj in self.client.watch(PODS_PATH, self.resource_version):
+                self.events += 1
+                if event_type == "ERROR":
+                    raise ApiError("GET", f"{PODS_PATH}?watch=true", int(obj.get("code", 500)), obj)
+                self.resource_version = str(
+                    obj.get("metadata", {}).get("resourceVersion", self.resource_version)
+                )
+                if event_type in ("ADDED", "MODIFIED"):
+                    self._see(obj)
+
+
+class CeilingBinder:
+    """The ceiling: binds each pod right after its create, to a node decided up front, nothing else.
+
+    Nodes are taken round-robin; only the workload's counted pods are bound, and where capacity limits
+    the workload (fewer pods expected than counted) only that many, so it does the binding work
+    lockstep has to do and no scheduling.
+    """
+
+    def __init__(self, client: ApiClient, nodes: Sequence[str], workload: Workload) -> None:
+        if not nodes:
+            raise ValueError("CeilingBinder needs at least one node to bind to")
+        self.client = client
+        self.nodes = list(nodes)
+        counted = sum(g.pods for g in workload.gangs if g.counted)
+        self.budget: int | None = workload.pods_expected if workload.pods_expected < counted else None
+        self._next = 0
+
+    async def __call__(self, gang: GangSpec, index: int) -> None:
+        if not gang.counted or self.budget == 0:
+            return
+        if self.budget is not None:
+            self.budget -= 1
+        node = self.nodes[self._next % len(self.nodes)]
+        self._next += 1
+        await self.client.bind(NAMESPACE, pod_name(gang, index), node)

@@ -1,0 +1,225 @@
+"""One run of one workload: the ceiling phase, the lockstep phase and, for mixed, the baseline phase.
+
+Each phase gets a fresh ``lockstep sim`` process; the lockstep phases also get a fresh ``lockstep run``
+process. The figures of all phases come from the same invocation, so the ceiling ratio compares
+measurements taken under the same machine load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import os
+import platform
+import time
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from harness.api import ApiClient, ApiError, load_kubeconfig
+from harness.loadgen import CeilingBinder, CompletionWatcher, LoadGenerator, churn, create_setup
+from harness.procs import Child, ProcessFailed, start_operator, start_sim
+from harness.results import PhaseResult, WorkloadRun, requests_per_pod, summarize_phase, writes_per_pod
+from harness.tracker import Tracker
+from harness.workloads import (
+    POD_GROUP_LABEL,
+    DeviceDriver,
+    GangSpec,
+    NodeShape,
+    Workload,
+    build,
+    cluster_size,
+    pod_manifest,
+    podgroup_manifest,
+)
+from lockstep.api.quantity import to_milli, to_units
+from lockstep.sim.dra_driver import DEVICE_CLASS_NAME, DEVICE_MODEL, DRIVER_NAME
+
+log = structlog.get_logger("bench")
+
+DRIVER = DeviceDriver(
+    device_class=DEVICE_CLASS_NAME,
+    selector=f'device.attributes["{DRIVER_NAME}"].model == "{DEVICE_MODEL}"',
+)
+WARMUP_NAMESPACE = "bench-warmup"
+WARMUP_TIMEOUT_SECONDS = 60.0
+PHASES = ("ceiling", "lockstep")
+
+
+def phase_timeout(workload: Workload) -> float:
+    """Generous: a scheduler slower than 25 pods/s on top of a minute has failed the benchmark anyway."""
+    return 60.0 + workload.pods_total / 25
+
+
+def node_shape(node: Mapping[str, Any]) -> NodeShape:
+    name = node.get("metadata", {}).get("name", "?")
+    allocatable = node.get("status", {}).get("allocatable") or {}
+    try:
+        return NodeShape(
+            cpu_millis=to_milli(allocatable["cpu"]),
+            memory_mib=to_units(allocatable["memory"]) // 2**20,
+            pods=to_units(allocatable["pods"]),
+        )
+    except (KeyError, ValueError) as exc:
+        raise ValueError(f"Node {name}: status.allocatable is not usable for the benchmark: {exc}") from None
+
+
+def server_counts(stats: Mapping[str, Any]) -> dict[tuple[str, str], int]:
+    """(verb, resource) -> requests from the emulator's ``/__sim/stats``."""
+    requests = stats.get("requests")
+    if not isinstance(requests, Mapping):
+        raise ValueError(f"/__sim/stats: expected a 'requests' mapping, got keys {sorted(stats)}")
+    counts: dict[tuple[str, str], int] = {}
+    for key, value in requests.items():
+        verb, _, resource = str(key).partition(" ")
+        if not resource or not isinstance(value, int):
+            raise ValueError(f"/__sim/stats requests: cannot read entry {key!r}: {value!r}")
+        counts[(verb, resource)] = value
+    return counts
+
+
+async def warm_up(client: ApiClient, operator: Child) -> None:
+    """Wait until the operator binds a one-pod gang, so its start-up is not part of the measurement."""
+    gang = GangSpec("warmup", pods=1, min_count=1, cpu_millis=10)
+    for path, body in (
+        (
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": WARMUP_NAMESPACE}},
+        ),
+        (
+            f"/apis/scheduling.lockstep.dev/v1alpha1/namespaces/{WARMUP_NAMESPACE}/podgroups",
+            podgroup_manifest(gang, WARMUP_NAMESPACE),
+        ),
+        (
+            f"/api/v1/namespaces/{WARMUP_NAMESPACE}/pods",
+            pod_manifest(gang, 0, NodeShape(cpu_millis=1000, memory_mib=1024, pods=1), WARMUP_NAMESPACE),
+        ),
+    ):
+        await client.create(path, body)
+    deadline = time.monotonic() + WARMUP_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        operator.check_alive()
+        pod = await client.get(f"/api/v1/namespaces/{WARMUP_NAMESPACE}/pods/warmup-0")
+        if pod.get("spec", {}).get("nodeName"):
+            return
+        await asyncio.sleep(0.2)
+    raise ProcessFailed(
+        f"lockstep run did not bind the warm-up pod {WARMUP_NAMESPACE}/warmup-0 (label {POD_GROUP_LABEL}="
+        f"warmup, minCount 1) within {WARMUP_TIMEOUT_SECONDS:.0f} s: the operator is not scheduling. "
+        f"Its log is {operator.log}."
+    )
+
+
+async def measure(
+    client: ApiClient,
+    workload: Workload,
+    shape: NodeShape,
+    phase: str,
+    operator: Child | None,
+    node_names: list[str],
+) -> PhaseResult:
+    tracker = Tracker(workload.pods_expected)
+    watcher = CompletionWatcher(client, tracker)
+    await watcher.start()
+    binder = CeilingBinder(client, node_names, workload) if operator is None else None
+    generator = LoadGenerator(client, tracker, shape, after_create=binder)
+    stats_before = server_counts(await client.admin("/__sim/stats"))
+    sent_before = Counter(client.sent)
+    usage_before = operator.usage() if operator is not None else None
+    start = time.monotonic()
+    timed_out = False
+    try:
+        creation = asyncio.create_task(generator.run(workload.gangs), name="bench-load")
+        replaced = await churn(generator, workload, creation)
+        await creation
+        create_done = time.monotonic()
+        tracker.creation_finished()
+        deadline = start + phase_timeout(workload)
+        while not tracker.complete.is_set():
+            if operator is not None:
+                operator.check_alive()
+            if time.monotonic() > deadline:
+                timed_out = True
+                break
+            try:
+                await asyncio.wait_for(tracker.complete.wait(), 1.0)
+            except TimeoutError:
+                continue
+    finally:
+        await watcher.stop()
+    usage_after = operator.usage() if operator is not None else None
+    stats_after = server_counts(await client.admin("/__sim/stats"))
+    own = client.sent - sent_before
+    result = summarize_phase(phase, tracker.pods, tracker.counted, start, create_done)
+    result.pods_expected = workload.pods_expected
+    if result.pods_bound:
+        result.requests_per_pod = requests_per_pod(stats_before, stats_after, own, result.pods_bound)
+        result.writes_per_pod = writes_per_pod(result.requests_per_pod)
+    if usage_before is not None and usage_after is not None:
+        result.operator_cpu_seconds = round(usage_after.cpu_seconds - usage_before.cpu_seconds, 2)
+        result.operator_rss_peak_mb = round(usage_after.rss_peak_mb, 1)
+    result.load_average = round(os.getloadavg()[0], 2)
+    result.extra = {"watch_events": float(watcher.events), "gangs_replaced": float(replaced)}
+    if timed_out:
+        result.extra["timed_out"] = 1.0
+        log.warning(
+            "phase timed out",
+            workload=workload.name,
+            phase=phase,
+            bound=tracker.counted_bound,
+            expected=workload.pods_expected,
+        )
+    return result
+
+
+async def run_phase(name: str, scale: float, phase: str, workdir: Path) -> PhaseResult:
+    nodes, devices = cluster_size(name, scale)
+    phase_dir = workdir / phase
+    phase_dir.mkdir(parents=True, exist_ok=True)
+    sim = await start_sim(nodes, devices, phase_dir)
+    operator: Child | None = None
+    try:
+        async with ApiClient(load_kubeconfig(phase_dir / "kubeconfig")) as client:
+            listing = await client.get("/api/v1/nodes")
+            node_list = listing.get("items", [])
+            shape = node_shape(node_list[0])
+            workload = build(name, scale, shape, DRIVER)
+            if phase == "baseline":
+                workload = workload.counted_only()
+            await create_setup(client, workload)
+            if phase != "ceiling":
+                operator = start_operator(phase_dir / "kubeconfig", phase_dir)
+                await warm_up(client, operator)
+            node_names = sorted(n["metadata"]["name"] for n in node_list)
+            log.info("measuring", workload=name, phase=phase, pods=workload.pods_total, nodes=nodes)
+            return await measure(client, workload, shape, phase, operator, node_names)
+    finally:
+        if operator is not None:
+            operator.stop()
+        sim.stop()
+
+
+def machine_info() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "load_average_at_start": round(os.getloadavg()[0], 2),
+    }
+
+
+async def run_workload(name: str, scale: float, run: int, workdir: Path) -> WorkloadRun:
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    machine = machine_info()
+    probe = build(name, scale, NodeShape(cpu_millis=1000, memory_mib=1024, pods=110), DRIVER)
+    phases = (*PHASES, "baseline") if probe.baseline else PHASES
+    results: dict[str, PhaseResult] = {}
+    for phase in phases:
+        try:
+            results[phase] = await run_phase(name, scale, phase, workdir / f"{name}-run{run}")
+        except (ApiError, ProcessFailed, ValueError) as exc:
+            raise ProcessFailed(f"workload {name}, phase {phase}: {exc}") from exc
+    return WorkloadRun(workload=name, run=run, scale=scale, phases=results, started=started, machine=machine)

@@ -1,0 +1,333 @@
+"""The five workloads, mirroring scheduler_perf, as plain data: gangs, their pods and setup objects.
+
+A workload is generated from its name, a scale factor (1.0 is the published size; tests use tiny
+ones) and the shape of the simulated nodes, read from the cluster, so capacity-sensitive workloads
+(mixed) stay tight whatever the emulator's node size is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+NAMESPACE = "bench"
+SCHEDULER_NAME = "lockstep"
+POD_GROUP_LABEL = "scheduling.lockstep.dev/pod-group"
+PODGROUP_API_VERSION = "scheduling.lockstep.dev/v1alpha1"
+RESOURCE_API_VERSION = "resource.k8s.io/v1"
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+CLAIM_NAME = "gpu"
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """Allocatable of one simulated node (all nodes of the emulator are alike)."""
+
+    cpu_millis: int
+    memory_mib: int
+    pods: int
+
+
+@dataclass(frozen=True)
+class DeviceDriver:
+    """What the emulator's DRA driver publishes: its DeviceClass and a CEL selector for its devices."""
+
+    device_class: str
+    selector: str
+
+
+@dataclass(frozen=True)
+class GangSpec:
+    """One PodGroup and its pods. ``counted`` gangs are the ones whose binding the phase measures."""
+
+    name: str
+    pods: int
+    min_count: int
+    cpu_millis: int
+    memory_mib: int = 64
+    oversized_members: int = 0
+    claim: str | None = None  # "template": one claim per pod from the template; "group": one shared claim
+    counted: bool = True
+
+
+@dataclass(frozen=True)
+class ChurnSpec:
+    """While scheduling, delete ``gangs`` whole gangs (pods and PodGroup) and create replacements."""
+
+    gangs: int
+    interval_seconds: float
+    seed: int = 8
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    nodes: int
+    devices_per_node: int
+    gangs: tuple[GangSpec, ...]
+    pods_expected: int
+    setup: tuple[dict[str, Any], ...] = ()
+    churn: ChurnSpec | None = None
+    baseline: bool = False
+
+    @property
+    def pods_total(self) -> int:
+        return sum(g.pods for g in self.gangs)
+
+    def counted_only(self) -> Workload:
+        """The same workload with only its counted gangs: the "same gangs alone" baseline of mixed."""
+        gangs = tuple(g for g in self.gangs if g.counted)
+        return Workload(
+            name=self.name,
+            description=self.description + " (counted gangs alone)",
+            nodes=self.nodes,
+            devices_per_node=self.devices_per_node,
+            gangs=gangs,
+            pods_expected=self.pods_expected,
+            setup=self.setup,
+        )
+
+
+def pod_name(gang: GangSpec, index: int) -> str:
+    return f"{gang.name}-{index}"
+
+
+def pod_manifest(gang: GangSpec, index: int, shape: NodeShape, namespace: str = NAMESPACE) -> dict[str, Any]:
+    oversized = index >= gang.pods - gang.oversized_members
+    cpu = shape.cpu_millis * 2 if oversized else gang.cpu_millis
+    container: dict[str, Any] = {
+        "name": "app",
+        "image": PAUSE_IMAGE,
+        "resources": {"requests": {"cpu": f"{cpu}m", "memory": f"{gang.memory_mib}Mi"}},
+    }
+    spec: dict[str, Any] = {
+        "schedulerName": SCHEDULER_NAME,
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": 0,
+        "containers": [container],
+    }
+    if gang.claim == "template":
+        spec["resourceClaims"] = [{"name": CLAIM_NAME, "resourceClaimTemplateName": template_name()}]
+        container["resources"]["claims"] = [{"name": CLAIM_NAME}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(gang, index),
+            "namespace": namespace,
+            "labels": {POD_GROUP_LABEL: gang.name},
+        },
+        "spec": spec,
+    }
+
+
+def podgroup_manifest(gang: GangSpec, namespace: str = NAMESPACE) -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": gang.min_count}}}
+    if gang.claim == "group":
+        spec["resourceClaims"] = [{"name": CLAIM_NAME, "resourceClaimTemplateName": template_name()}]
+    return {
+        "apiVersion": PODGROUP_API_VERSION,
+        "kind": "PodGroup",
+        "metadata": {"name": gang.name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def template_name() -> str:
+    return "bench-gpu"
+
+
+def claim_template_manifest(driver: DeviceDriver, namespace: str = NAMESPACE) -> dict[str, Any]:
+    request = {
+        "name": "gpu",
+        "exactly": {
+            "deviceClassName": driver.device_class,
+            "selectors": [{"cel": {"expression": driver.selector}}],
+        },
+    }
+    return {
+        "apiVersion": RESOURCE_API_VERSION,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": template_name(), "namespace": namespace},
+        "spec": {"spec": {"devices": {"requests": [request]}}},
+    }
+
+
+def namespace_manifest(namespace: str = NAMESPACE) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+
+
+def _scaled(count: int, scale: float, multiple: int = 1) -> int:
+    """``count * scale`` rounded to a positive multiple of ``multiple``."""
+    return max(multiple, round(count * scale / multiple) * multiple)
+
+
+# Nodes and DRA devices per node of each workload at scale 1.0.
+CLUSTER: dict[str, tuple[int, int]] = {
+    "basic": (5000, 0),
+    "claim-template": (500, 8),
+    "shared-claim": (100, 8),
+    "mixed": (1000, 0),
+    "churn": (1000, 0),
+}
+
+
+def cluster_size(name: str, scale: float) -> tuple[int, int]:
+    """(nodes, devices per node) the emulator must start with; the node shape is read from it after."""
+    if name not in CLUSTER:
+        raise ValueError(f"unknown workload {name!r}; known: {', '.join(CLUSTER)}")
+    nodes, devices = CLUSTER[name]
+    return _scaled(nodes, scale), devices
+
+
+def basic(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
+    nodes, _ = cluster_size("basic", scale)
+    pods = _scaled(10000, scale, 8)
+    gangs = tuple(GangSpec(f"basic-{i}", pods=8, min_count=8, cpu_millis=100) for i in range(pods // 8))
+    return Workload(
+        name="basic",
+        description=f"{nodes:,} nodes, {pods:,} pods in gangs of 8 (minCount 8)",
+        nodes=nodes,
+        devices_per_node=0,
+        gangs=gangs,
+        pods_expected=pods,
+    )
+
+
+def claim_template(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
+    nodes, devices_per_node = cluster_size("claim-template", scale)
+    pods = _scaled(5000, scale, 4)
+    gangs = tuple(
+        GangSpec(f"claims-{i}", pods=4, min_count=4, cpu_millis=100, claim="template")
+        for i in range(pods // 4)
+    )
+    # 8 devices per node give fewer devices than pods: whole gangs up to the device count can bind.
+    capacity = nodes * devices_per_node
+    expected = min(pods, capacity // 4 * 4)
+    return Workload(
+        name="claim-template",
+        description=(
+            f"{nodes:,} nodes x {devices_per_node} devices, {pods:,} pods each with one claim from a "
+            f"template with a CEL selector, gangs of 4; {expected:,} fit the devices"
+        ),
+        nodes=nodes,
+        devices_per_node=devices_per_node,
+        gangs=gangs,
+        pods_expected=expected,
+        setup=(claim_template_manifest(driver),),
+    )
+
+
+def shared_claim(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
+    pods = _scaled(1000, scale)
+    nodes, devices_per_node = cluster_size("shared-claim", scale)
+    gang = GangSpec("shared", pods=pods, min_count=pods, cpu_millis=100, claim="group")
+    return Workload(
+        name="shared-claim",
+        description=f"one PodGroup of {pods:,} pods sharing one claim, {nodes:,} nodes (kubernetes #140263)",
+        nodes=nodes,
+        devices_per_node=devices_per_node,
+        gangs=(gang,),
+        pods_expected=pods,
+        setup=(claim_template_manifest(driver),),
+    )
+
+
+def mixed(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
+    """Feasible gangs fill 3/4 of the cluster; infeasible ones interleaved would take far more if held.
+
+    Each pod takes a quarter of a node's CPU. "oversized" gangs have one member that fits no node, and
+    "short" gangs have fewer pods than minCount: a scheduler that held their partial placements would
+    leave the feasible gangs without room.
+    """
+    nodes, _ = cluster_size("mixed", scale)
+    slots = nodes * 4
+    cpu = shape.cpu_millis // 4
+    feasible = max(1, slots * 3 // 4 // 8)
+    infeasible = max(1, feasible // 2)
+    gangs: list[GangSpec] = []
+    for i in range(max(feasible, infeasible)):
+        if i < feasible:
+            gangs.append(GangSpec(f"fits-{i}", pods=8, min_count=8, cpu_millis=cpu))
+        if i < infeasible:
+            if i % 2 == 0:
+                gangs.append(
+                    GangSpec(
+                        f"oversized-{i}",
+                        pods=8,
+                        min_count=8,
+                        cpu_millis=cpu,
+                        oversized_members=1,
+                        counted=False,
+                    )
+                )
+            else:
+                gangs.append(GangSpec(f"short-{i}", pods=6, min_count=8, cpu_millis=cpu, counted=False))
+    return Workload(
+        name="mixed",
+        description=(
+            f"{nodes:,} nodes, {feasible:,} feasible gangs of 8 interleaved with {infeasible:,} that cannot "
+            "fit (one oversized member, or fewer pods than minCount)"
+        ),
+        nodes=nodes,
+        devices_per_node=0,
+        gangs=tuple(gangs),
+        pods_expected=feasible * 8,
+        baseline=True,
+    )
+
+
+def churn(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
+    nodes, _ = cluster_size("churn", scale)
+    pods = _scaled(5000, scale, 8)
+    gang_count = pods // 8
+    gangs = tuple(GangSpec(f"churn-{i}", pods=8, min_count=8, cpu_millis=100) for i in range(gang_count))
+    replaced = max(1, gang_count // 10)
+    return Workload(
+        name="churn",
+        description=f"{nodes:,} nodes, {pods:,} pods in gangs of 8; {replaced:,} gangs deleted and recreated "
+        "while scheduling",
+        nodes=nodes,
+        devices_per_node=0,
+        gangs=gangs,
+        pods_expected=pods,
+        churn=ChurnSpec(gangs=replaced, interval_seconds=0.05),
+    )
+
+
+BUILDERS: dict[str, Callable[[float, NodeShape, DeviceDriver], Workload]] = {
+    "basic": basic,
+    "claim-template": claim_template,
+    "shared-claim": shared_claim,
+    "mixed": mixed,
+    "churn": churn,
+}
+
+
+def build(name: str, scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
+    if name not in BUILDERS:
+        raise ValueError(f"unknown workload {name!r}; known: {', '.join(BUILDERS)}")
+    if scale <= 0:
+        raise ValueError(f"workload {name}: scale must be positive, got {scale}")
+    return BUILDERS[name](scale, shape, driver)
+
+
+def replacement(gang: GangSpec, generation: int) -> GangSpec:
+    """The gang created in place of a deleted one: same shape, new name (new PodGroup and pods)."""
+    return GangSpec(
+        name=f"{gang.name}-r{generation}",
+        pods=gang.pods,
+        min_count=gang.min_count,
+        cpu_millis=gang.cpu_millis,
+        memory_mib=gang.memory_mib,
+        oversized_members=gang.oversized_members,
+        claim=gang.claim,
+        counted=gang.counted,
+    )
+
+
+def iter_pods(gang: GangSpec, shape: NodeShape, namespace: str = NAMESPACE) -> Iterator[dict[str, Any]]:
+    for index in range(gang.pods):
+        yield pod_manifest(gang, index, shape, namespace)

@@ -1,0 +1,163 @@
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from harness.api import classify, load_kubeconfig
+from harness.procs import parse_cpu_seconds, parse_rss_peak_mb
+from harness.tracker import Tracker
+from harness.workloads import GangSpec
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "params", "expected"),
+    [
+        ("POST", "/api/v1/namespaces/bench/pods", None, ("create", "pods")),
+        ("POST", "/api/v1/namespaces/bench/pods/p-0/binding", None, ("create", "pods/binding")),
+        ("PATCH", "/api/v1/namespaces/bench/pods/p-0/status", None, ("patch", "pods/status")),
+        ("GET", "/api/v1/namespaces/bench/pods", {"watch": "true"}, ("watch", "pods")),
+        ("GET", "/api/v1/pods", None, ("list", "pods")),
+        ("GET", "/api/v1/nodes/node-1", None, ("get", "nodes")),
+        (
+            "DELETE",
+            "/apis/scheduling.lockstep.dev/v1alpha1/namespaces/bench/podgroups/g",
+            None,
+            ("delete", "podgroups"),
+        ),
+        (
+            "PUT",
+            "/apis/resource.k8s.io/v1/namespaces/bench/resourceclaims/c/status",
+            None,
+            ("update", "resourceclaims/status"),
+        ),
+        ("POST", "/api/v1/namespaces", None, ("create", "namespaces")),
+        ("GET", "/api/v1/namespaces/bench", None, ("get", "namespaces")),
+    ],
+)
+def test_requests_are_classified_like_the_apiserver_request_info(
+    method: str, path: str, params: dict[str, str] | None, expected: tuple[str, str]
+) -> None:
+    assert classify(method, path, params) == expected
+
+
+def test_classify_rejects_non_resource_paths() -> None:
+    with pytest.raises(ValueError, match="not a Kubernetes resource path: /__sim/stats"):
+        classify("GET", "/__sim/stats")
+
+
+def test_kubeconfig_current_context_server_and_token(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: sim\n"
+        "clusters:\n- name: other\n  cluster: {server: 'http://127.0.0.1:1'}\n"
+        "- name: simc\n  cluster: {server: 'http://127.0.0.1:6443/'}\n"
+        "contexts:\n- name: sim\n  context: {cluster: simc, user: admin}\n"
+        "users:\n- name: admin\n  user: {token: abc}\n"
+    )
+    target = load_kubeconfig(path)
+    assert (target.server, target.token, target.ssl_context) == ("http://127.0.0.1:6443", "abc", None)
+
+
+def test_kubeconfig_with_https_and_insecure_skip_verify(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "current-context: c\nclusters:\n- name: k\n"
+        "  cluster: {server: 'https://h:1', insecure-skip-tls-verify: true}\n"
+        "contexts:\n- name: c\n  context: {cluster: k}\n"
+    )
+    target = load_kubeconfig(path)
+    assert target.ssl_context is not None and not target.ssl_context.check_hostname
+
+
+def test_kubeconfig_errors_name_the_file_and_field(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text("clusters:\n- name: k\n  cluster: {}\ncontexts:\n- name: c\n  context: {cluster: k}\n")
+    with pytest.raises(ValueError, match=r"clusters\[k\]\.server is missing"):
+        load_kubeconfig(path)
+    with pytest.raises(ValueError, match="cannot read"):
+        load_kubeconfig(tmp_path / "missing")
+
+
+def test_proc_stat_cpu_seconds_survive_spaces_and_parens_in_the_command() -> None:
+    line = "1234 (python (x) y) S 1 1234 1234 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 4 0 100 0 0"
+    assert parse_cpu_seconds(line, 100) == pytest.approx(3.0)
+
+
+def test_proc_status_peak_rss_is_vmhwm() -> None:
+    status = "Name:\tpython\nVmPeak:\t  900000 kB\nVmHWM:\t  204800 kB\nVmRSS:\t 100 kB\n"
+    assert parse_rss_peak_mb(status) == pytest.approx(209.7152)
+    with pytest.raises(ValueError, match="VmHWM"):
+        parse_rss_peak_mb("Name:\tx\n")
+
+
+def test_process_usage_of_this_process_is_plausible() -> None:
+    import os
+
+    from harness.procs import process_usage
+
+    usage = process_usage(os.getpid())
+    assert usage.cpu_seconds > 0
+    assert 10 < usage.rss_peak_mb < 5000
+
+
+async def test_tracker_completes_when_counted_pods_are_bound_and_creation_finished() -> None:
+    clock = FakeClock()
+    tracker = Tracker(target=2, clock=clock)
+    counted = GangSpec("a", pods=2, min_count=2, cpu_millis=1)
+    other = GangSpec("b", pods=1, min_count=2, cpu_millis=1, counted=False)
+    tracker.add_gang(counted)
+    tracker.add_gang(other)
+    clock.now = 1.0
+    tracker.created("a-0")
+    tracker.created("a-1")
+    tracker.bound("b-0")
+    tracker.bound("a-0")
+    clock.now = 2.0
+    tracker.bound("a-0")
+    tracker.bound("a-1")
+    tracker.bound("unknown-pod")
+    assert tracker.pods["a-0"].bound_at == 1.0
+    assert tracker.counted_bound == 2
+    assert not tracker.complete.is_set(), "not complete while the load generator is still creating"
+    tracker.creation_finished()
+    assert tracker.complete.is_set()
+    assert tracker.bound_total == 3
+
+
+def test_tracker_drops_deleted_gangs_from_the_count() -> None:
+    tracker = Tracker(target=2)
+    gang = GangSpec("a", pods=2, min_count=2, cpu_millis=1)
+    tracker.add_gang(gang)
+    tracker.bound("a-0")
+    tracker.remove_gang(gang)
+    assert tracker.counted_bound == 0 and not tracker.pods
+    tracker.creation_finished()
+    assert not tracker.complete.is_set()
+    with pytest.raises(ValueError, match="at least 1 pod"):
+        Tracker(target=0)
+    tracker.add_gang(gang)
+    with pytest.raises(ValueError, match="pod a-0 of gang a is already tracked"):
+        tracker.add_gang(gang)
+
+
+def test_bench_command_reports_a_missing_checkout(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from lockstep import benchmarks
+
+    monkeypatch.setattr(benchmarks, "bench_script", lambda: tmp_path / "bench" / "run.py")
+    assert benchmarks.bench_command(argparse.Namespace(workloads=[])) == benchmarks.NOT_A_CHECKOUT_EXIT
+
+
+def test_bench_command_finds_this_checkouts_run_script() -> None:
+    from lockstep import benchmarks
+
+    assert benchmarks.bench_script() == Path(__file__).resolve().parents[3] / "bench" / "run.py"

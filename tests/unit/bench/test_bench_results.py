@@ -1,0 +1,171 @@
+from __future__ import annotations
+
+import pytest
+
+from harness.results import (
+    PhaseResult,
+    PodTimes,
+    WorkloadRun,
+    bound_timeline,
+    check_targets,
+    gang_latencies,
+    markdown_table,
+    percentile,
+    requests_per_pod,
+    summarize_phase,
+    summarize_runs,
+    writes_per_pod,
+)
+
+
+@pytest.mark.parametrize(
+    ("values", "q", "expected"),
+    [
+        ([5.0], 50, 5.0),
+        ([1.0, 2.0, 3.0, 4.0], 50, 2.5),
+        ([1.0, 2.0, 3.0, 4.0], 0, 1.0),
+        ([1.0, 2.0, 3.0, 4.0], 100, 4.0),
+        (list(range(1, 101)), 99, 99.01),
+        ([10.0, 0.0, 20.0], 75, 15.0),
+    ],
+)
+def test_percentile_interpolates_between_ranks_like_numpy(
+    values: list[float], q: float, expected: float
+) -> None:
+    assert percentile(values, q) == pytest.approx(expected)
+
+
+def test_percentile_rejects_empty_and_out_of_range() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        percentile([], 50)
+    with pytest.raises(ValueError, match=r"0\.\.100"):
+        percentile([1.0], 101)
+
+
+def test_gang_latency_is_last_bind_minus_last_create_and_skips_incomplete_gangs() -> None:
+    pods = {
+        "a-0": PodTimes("a", created_at=1.0, bound_at=2.5),
+        "a-1": PodTimes("a", created_at=1.5, bound_at=3.0),
+        "b-0": PodTimes("b", created_at=1.0, bound_at=1.2),
+        "b-1": PodTimes("b", created_at=2.0, bound_at=None),
+        "c-0": PodTimes("c", created_at=None, bound_at=4.0),
+    }
+    assert gang_latencies(pods) == [pytest.approx(1.5)]
+
+
+def test_bound_timeline_is_cumulative_downsampled_and_ends_at_the_last_bind() -> None:
+    timeline = bound_timeline([10.0 + i / 100 for i in range(1000)], origin=10.0, points=100)
+    assert timeline[0] == [0.0, 0]
+    assert timeline[-1] == [pytest.approx(9.99), 1000]
+    assert len(timeline) <= 102
+    counts = [count for _, count in timeline]
+    assert counts == sorted(counts)
+    assert bound_timeline([], origin=0.0) == []
+
+
+def test_requests_per_pod_subtracts_the_benchmarks_own_requests() -> None:
+    before = {("create", "pods"): 10, ("watch", "pods"): 2}
+    after = {
+        ("create", "pods"): 110,
+        ("create", "pods/binding"): 100,
+        ("patch", "pods/status"): 5,
+        ("watch", "pods"): 3,
+    }
+    own = {("create", "pods"): 100}
+    by_verb = requests_per_pod(before, after, own, pods=100)
+    assert by_verb == {"create": 1.0, "patch": 0.05, "watch": 0.01}
+    assert writes_per_pod(by_verb) == pytest.approx(1.05)
+
+
+def test_requests_per_pod_refuses_stats_that_count_less_than_was_sent() -> None:
+    with pytest.raises(ValueError, match="create pods"):
+        requests_per_pod({}, {("create", "pods"): 5}, {("create", "pods"): 6}, pods=5)
+
+
+def _result(phase: str, pods_per_second: float, **fields: object) -> PhaseResult:
+    base: dict[str, object] = {
+        "phase": phase,
+        "pods_expected": 80,
+        "pods_bound": 80,
+        "seconds": 1.0,
+        "create_seconds": 0.5,
+        "pods_per_second": pods_per_second,
+        "gang_latency_p50": 0.1,
+        "gang_latency_p99": 0.2,
+        "gangs_complete": 10,
+    }
+    base.update(fields)
+    return PhaseResult(**base)  # type: ignore[arg-type]
+
+
+def test_summarize_phase_measures_only_counted_pods_from_the_first_create() -> None:
+    pods = {f"g-{i}": PodTimes("g", created_at=100.0 + i, bound_at=102.0 + i) for i in range(4)}
+    pods["other-0"] = PodTimes("other", created_at=100.0, bound_at=101.0)
+    result = summarize_phase("lockstep", pods, [f"g-{i}" for i in range(4)], start=100.0, create_done=103.5)
+    assert result.pods_bound == 4
+    assert result.seconds == pytest.approx(5.0)
+    assert result.pods_per_second == pytest.approx(0.8)
+    assert result.create_seconds == pytest.approx(3.5)
+    assert result.unexpected_bound == 1
+    assert result.gang_latency_p50 == pytest.approx(2.0)
+    assert result.timeline[-1] == [5.0, 4]
+
+
+def test_summaries_are_medians_over_runs_and_ratio_is_from_the_same_run() -> None:
+    runs = [
+        WorkloadRun(
+            "basic",
+            run,
+            1.0,
+            {
+                "lockstep": _result(
+                    "lockstep", lockstep, writes_per_pod=1.0, requests_per_pod={"create": 1.0}
+                ),
+                "ceiling": _result("ceiling", ceiling),
+            },
+            "2026-01-01T00:00:00+00:00",
+        )
+        for run, lockstep, ceiling in ((1, 600.0, 1000.0), (2, 300.0, 1000.0), (3, 900.0, 1200.0))
+    ]
+    assert runs[2].ceiling_ratio == 0.75
+    summary = summarize_runs(runs)
+    assert summary.runs == 3
+    assert summary.pods_per_second == 600.0
+    assert summary.ceiling_pods_per_second == 1000.0
+    assert summary.ceiling_ratio == 0.6
+    assert summary.requests_per_pod == {"create": 1.0}
+    table = markdown_table([summary])
+    assert "| basic | 3 | 80/80 | 600 | 1,000 | 0.60 |" in table
+    assert "create 1.00" in table
+
+
+def test_targets_report_met_missed_and_unmeasured() -> None:
+    run = WorkloadRun(
+        "basic",
+        1,
+        1.0,
+        {
+            "lockstep": _result("lockstep", 450.0, writes_per_pod=1.0, pods_bound=79),
+            "ceiling": _result("ceiling", 800.0),
+        },
+        "now",
+    )
+    lines = check_targets(summarize_runs([run]))
+    assert "throughput >= 500: 450 (MISSED)" in lines
+    assert "share of the ceiling >= 0.5: 0.562 (met)" in lines
+    assert "API writes per pod <= 1.1: 1 (met)" in lines
+    assert "operator peak RSS (MB) <= 300: not measured" in lines
+    assert "only 79 of 80 expected pods bound (MISSED)" in lines
+
+
+def test_run_json_round_trips() -> None:
+    run = WorkloadRun("mixed", 2, 0.1, {"lockstep": _result("lockstep", 10.0)}, "now", {"cpus": 2})
+    again = WorkloadRun.from_json(run.to_json())
+    assert again == run
+    assert run.to_json()["ceiling_ratio"] is None
+
+
+def test_summaries_refuse_mixed_workloads() -> None:
+    runs = [WorkloadRun(name, 1, 1.0, {}, "now") for name in ("basic", "churn")]
+    with pytest.raises(ValueError, match="different workloads"):
+        summarize_runs(runs)
