@@ -141,6 +141,7 @@ def sim_available() -> str | None:
     """None if the simulated cluster can be imported, else why not."""
     try:
         importlib.import_module("lockstep.sim.cluster")
+        importlib.import_module("lockstep.sim.apiserver")
     except ImportError as exc:
         return f"simulated cluster not available: {exc}"
     return None
