@@ -15,10 +15,10 @@ Extension points, in the order they run:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 
 class Code(IntEnum):
@@ -27,6 +27,8 @@ class Code(IntEnum):
     UNSCHEDULABLE = 2
     UNSCHEDULABLE_AND_UNRESOLVABLE = 3
     ERROR = 4
+    # PreFilter only: the plugin has nothing to check for this pod; its Filter is not called.
+    SKIP = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,13 @@ class Status:
     def wait(cls, plugin: str, *reasons: str) -> Status:
         return cls(Code.WAIT, reasons, plugin, "")
 
+    @classmethod
+    def skip(cls) -> Status:
+        return SKIP
+
+
+SKIP = Status(Code.SKIP)
+
 
 SUCCESS = Status()
 
@@ -82,6 +91,43 @@ class PodClaimRef:
     name: str
     resource_claim_name: str | None = None
     resource_claim_template_name: str | None = None
+
+
+class GroupKey(NamedTuple):
+    """Identifies a scheduling group: a PodGroup, or a pod without the group label (a group of one)."""
+
+    namespace: str
+    name: str
+    pod_group: bool = True  # False: ``name`` is the name of a lone pod
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.pod_group else f"pod {self.namespace}/{self.name}"
+
+
+class PodCondition(NamedTuple):
+    """The pod's PodScheduled condition as last seen (used to skip repeating the same failure patch)."""
+
+    status: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupInfo:
+    """What the scheduler needs of a PodGroup (parsed from ``lockstep.api.podgroup.PodGroup``)."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    generation: int = 0
+    min_count: int = 1
+    is_gang: bool = False
+    schedule_timeout_seconds: float = 300.0
+    claims: tuple[PodClaimRef, ...] = ()  # spec.resourceClaims, shared by the whole group
+
+    @property
+    def key(self) -> GroupKey:
+        return GroupKey(self.namespace, self.name)
 
 
 @dataclass(slots=True)
@@ -108,10 +154,21 @@ class PodInfo:
     claim_statuses: Mapping[str, str | None] = field(default_factory=dict)
     deleting: bool = False
     phase: str = "Pending"
+    scheduled_condition: PodCondition | None = None
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def group_key(self) -> GroupKey:
+        if self.group_name:
+            return GroupKey(self.namespace, self.group_name)
+        return GroupKey(self.namespace, self.name, pod_group=False)
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
 
 
 @dataclass(slots=True)
@@ -128,12 +185,18 @@ class NodeInfo:
 
 
 class CycleState:
-    """Per-cycle scratch space shared by the plugins (keyed by plugin-chosen strings)."""
+    """Per-pod scratch space shared by the plugins (keyed by plugin-chosen strings).
 
-    __slots__ = ("_data",)
+    Each pod of a group cycle gets its own CycleState; the same object is handed to that pod's
+    Reserve, Permit, PreBind and Unreserve in the binding cycle. ``group`` is the pod's PodGroup
+    (None for a pod without one); ``group_data`` is shared by all pods of the same group cycle."""
 
-    def __init__(self) -> None:
+    __slots__ = ("_data", "group", "group_data")
+
+    def __init__(self, group: PodGroupInfo | None = None, group_data: dict[str, Any] | None = None) -> None:
         self._data: dict[str, Any] = {}
+        self.group = group
+        self.group_data: dict[str, Any] = group_data if group_data is not None else {}
 
     def read(self, key: str, default: Any = None) -> Any:
         return self._data.get(key, default)
@@ -187,3 +250,26 @@ class ReservePlugin(Plugin, Protocol):
 @runtime_checkable
 class PreBindPlugin(Plugin, Protocol):
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status: ...
+
+
+@runtime_checkable
+class CandidateNodesPlugin(Plugin, Protocol):
+    def candidate_nodes(self, state: CycleState, pod: PodInfo) -> Collection[str] | None:
+        """After PreFilter: the only nodes that can pass this plugin's Filter (None: any node).
+        The cycle evaluates the intersection; Filter still runs on each node it evaluates."""
+        ...
+
+
+@runtime_checkable
+class PreferredNodesPlugin(Plugin, Protocol):
+    def preferred_nodes(self, state: CycleState, pod: PodInfo) -> Collection[str] | None:
+        """Nodes to evaluate first (they score best with this plugin); None: no preference."""
+        ...
+
+
+@runtime_checkable
+class PermitPlugin(Plugin, Protocol):
+    def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, float]:
+        """Success to let the pod bind, a rejection to fail it, or Wait with a timeout in seconds:
+        the pod then waits until some plugin allows it (``WaitingPods.allow``) or the time runs out."""
+        ...

@@ -1,0 +1,177 @@
+"""Parse a raw Pod (the API's JSON, as a dict) into the scheduler's ``PodInfo``, once, at the edge.
+
+Resource requests are computed as Kubernetes computes them for scheduling
+(``k8s.io/component-helpers/resource.PodRequests``): per resource, the larger of the sum of the app
+containers plus sidecars, and the largest init container (plus the sidecars started before it), then
+the pod overhead. A container with a limit but no request requests its limit (API defaulting).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lockstep import POD_GROUP_LABEL
+from lockstep.api.quantity import QuantityError, to_resource_amount
+from lockstep.scheduler.framework import PodClaimRef, PodCondition, PodInfo
+
+
+class InvalidObjectError(ValueError):
+    """A Kubernetes object has a field lockstep cannot use; the message names object and field."""
+
+    def __init__(self, kind: str, key: str, field: str, problem: str) -> None:
+        super().__init__(f"{kind} {key}: {field}: {problem}")
+        self.kind = kind
+        self.key = key
+        self.field = field
+
+
+def _mapping(value: Any, kind: str, key: str, field: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidObjectError(kind, key, field, f"must be an object, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, kind: str, key: str, field: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidObjectError(kind, key, field, f"must be a list, got {type(value).__name__}")
+    return value
+
+
+def parse_resource_list(value: Any, kind: str, key: str, field: str) -> dict[str, int]:
+    """A ResourceList (``{"cpu": "500m", ...}``) in base units; negative amounts are errors."""
+    amounts: dict[str, int] = {}
+    for resource, text in _mapping(value, kind, key, field).items():
+        try:
+            amount = to_resource_amount(resource, text)
+        except QuantityError as exc:
+            raise InvalidObjectError(kind, key, f"{field}.{resource}", str(exc)) from None
+        if amount < 0:
+            raise InvalidObjectError(kind, key, f"{field}.{resource}", f"must not be negative, got {text!r}")
+        amounts[resource] = amount
+    return amounts
+
+
+def _container_requests(container: Any, key: str, field: str) -> dict[str, int]:
+    resources = _mapping(
+        _mapping(container, "Pod", key, field).get("resources"), "Pod", key, f"{field}.resources"
+    )
+    limits = parse_resource_list(resources.get("limits"), "Pod", key, f"{field}.resources.limits")
+    requests = parse_resource_list(resources.get("requests"), "Pod", key, f"{field}.resources.requests")
+    return {**limits, **requests}
+
+
+def _add(total: dict[str, int], amounts: Mapping[str, int]) -> None:
+    for resource, amount in amounts.items():
+        total[resource] = total.get(resource, 0) + amount
+
+
+def _max_into(total: dict[str, int], amounts: Mapping[str, int]) -> None:
+    for resource, amount in amounts.items():
+        if amount > total.get(resource, 0):
+            total[resource] = amount
+
+
+def pod_requests(spec: Mapping[str, Any], key: str) -> dict[str, int]:
+    """The pod's effective requests in base units (cpu millicores, everything else whole units)."""
+    requests: dict[str, int] = {}
+    for index, container in enumerate(_list(spec.get("containers"), "Pod", key, "spec.containers")):
+        _add(requests, _container_requests(container, key, f"spec.containers[{index}]"))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for index, container in enumerate(_list(spec.get("initContainers"), "Pod", key, "spec.initContainers")):
+        own = _container_requests(container, key, f"spec.initContainers[{index}]")
+        if container.get("restartPolicy") == "Always":
+            # A sidecar keeps running next to the app containers and the later init containers.
+            _add(requests, own)
+            _add(sidecars, own)
+            _max_into(init_peak, sidecars)
+        else:
+            running = dict(sidecars)
+            _add(running, own)
+            _max_into(init_peak, running)
+    _max_into(requests, init_peak)
+    _add(requests, parse_resource_list(spec.get("overhead"), "Pod", key, "spec.overhead"))
+    return {resource: amount for resource, amount in requests.items() if amount}
+
+
+def _claims(spec: Mapping[str, Any], key: str) -> tuple[PodClaimRef, ...]:
+    refs = []
+    for index, raw in enumerate(_list(spec.get("resourceClaims"), "Pod", key, "spec.resourceClaims")):
+        entry = _mapping(raw, "Pod", key, f"spec.resourceClaims[{index}]")
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            raise InvalidObjectError(
+                "Pod", key, f"spec.resourceClaims[{index}].name", "must be a non-empty string"
+            )
+        refs.append(
+            PodClaimRef(
+                name=name,
+                resource_claim_name=entry.get("resourceClaimName"),
+                resource_claim_template_name=entry.get("resourceClaimTemplateName"),
+            )
+        )
+    return tuple(refs)
+
+
+def _scheduled_condition(status: Mapping[str, Any], key: str) -> PodCondition | None:
+    for condition in _list(status.get("conditions"), "Pod", key, "status.conditions"):
+        if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled":
+            return PodCondition(
+                str(condition.get("status", "")),
+                str(condition.get("reason", "")),
+                str(condition.get("message", "")),
+            )
+    return None
+
+
+def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
+    """Build a PodInfo from a Pod as the API returns it; raise InvalidObjectError on bad fields."""
+    metadata = _mapping(obj.get("metadata"), "Pod", "?", "metadata")
+    namespace = metadata.get("namespace") or "default"
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidObjectError("Pod", f"{namespace}/?", "metadata.name", "must be a non-empty string")
+    key = f"{namespace}/{name}"
+    spec = _mapping(obj.get("spec"), "Pod", key, "spec")
+    status = _mapping(obj.get("status"), "Pod", key, "status")
+    labels = dict(_mapping(metadata.get("labels"), "Pod", key, "metadata.labels"))
+    priority = spec.get("priority") or 0
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise InvalidObjectError("Pod", key, "spec.priority", f"must be an integer, got {priority!r}")
+    affinity = _mapping(spec.get("affinity"), "Pod", key, "spec.affinity")
+    node_affinity = _mapping(affinity.get("nodeAffinity"), "Pod", key, "spec.affinity.nodeAffinity")
+    tolerations = tuple(
+        _mapping(toleration, "Pod", key, f"spec.tolerations[{index}]")
+        for index, toleration in enumerate(_list(spec.get("tolerations"), "Pod", key, "spec.tolerations"))
+    )
+    claim_statuses: dict[str, str | None] = {}
+    for index, raw in enumerate(
+        _list(status.get("resourceClaimStatuses"), "Pod", key, "status.resourceClaimStatuses")
+    ):
+        entry = _mapping(raw, "Pod", key, f"status.resourceClaimStatuses[{index}]")
+        claim_statuses[str(entry.get("name", ""))] = entry.get("resourceClaimName")
+    return PodInfo(
+        uid=str(metadata.get("uid") or key),
+        namespace=namespace,
+        name=name,
+        resource_version=str(metadata.get("resourceVersion") or ""),
+        labels=labels,
+        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+        node_name=str(spec.get("nodeName") or ""),
+        group_name=labels.get(POD_GROUP_LABEL, ""),
+        priority=priority,
+        requests=pod_requests(spec, key),
+        node_selector=dict(_mapping(spec.get("nodeSelector"), "Pod", key, "spec.nodeSelector")),
+        required_node_affinity=node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"),
+        tolerations=tolerations,
+        claims=_claims(spec, key),
+        claim_statuses=claim_statuses,
+        deleting=metadata.get("deletionTimestamp") is not None,
+        phase=str(status.get("phase") or "Pending"),
+        scheduled_condition=_scheduled_condition(status, key),
+    )

@@ -1,0 +1,295 @@
+"""The group scheduling cycle: place a group's unscheduled pods on one snapshot, all or nothing.
+
+For each pod, in queue order: PreFilter once, Filter on candidate nodes until enough feasible nodes
+are found (indexes choose the candidates; when none is feasible every node is checked, which also
+yields the per-node diagnosis), Score, then Reserve (assume the pod in the cache, then the Reserve
+plugins). After each pod PlacementFeasible (DESIGN.md behaviour 2) decides whether to go on.
+The decision is atomic: on failure every pod reserved in the cycle is unreserved and forgotten.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from lockstep.scheduler.framework import (
+    SUCCESS,
+    Code,
+    CycleState,
+    FilterPlugin,
+    NodeInfo,
+    PlacementProgress,
+    PodGroupInfo,
+    PodInfo,
+    ReservePlugin,
+    Status,
+)
+from lockstep.scheduler.profile import Profile
+from lockstep.scheduler.records import SAMPLE_NODES, PluginRejections, PodDiagnosis
+from lockstep.state.cluster import ClusterCache
+
+PLACEMENT_PLUGIN = "GangScheduling"
+
+
+def placement_feasible(progress: PlacementProgress, is_gang: bool = True) -> Status:
+    """DESIGN.md behaviour 2 with S scheduled (bound or assumed), R remaining, M minCount.
+
+    S >= M: Success. S < M <= S+R: Wait. S+R < M: Unschedulable. Fewer than M pods exist at all:
+    UnschedulableAndUnresolvable. A basic (non-gang) group is always Success."""
+    if not is_gang:
+        return SUCCESS
+    s, r, m = progress.scheduled, progress.remaining, progress.min_count
+    if progress.total_pods < m:
+        return Status.unresolvable(
+            PLACEMENT_PLUGIN,
+            "TooFewPods",
+            f"minCount ({m}) cannot be satisfied: only {progress.total_pods} pods exist",
+        )
+    if s >= m:
+        return SUCCESS
+    if s + r < m:
+        return Status.unschedulable(
+            PLACEMENT_PLUGIN,
+            "MinCountUnsatisfiable",
+            f"minCount ({m}) cannot be satisfied: {s} scheduled, {r} remaining",
+        )
+    return Status.wait(PLACEMENT_PLUGIN, f"minCount ({m}) is not yet satisfied: {s} scheduled, {r} remaining")
+
+
+@dataclass(slots=True)
+class Placement:
+    """A pod reserved on a node by a successful cycle, handed to its binding cycle."""
+
+    pod: PodInfo
+    node_name: str
+    state: CycleState
+    reserved: list[ReservePlugin] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class CycleOutcome:
+    status: Status  # the group's verdict: Success, Unschedulable, UnschedulableAndUnresolvable, Error
+    placements: list[Placement]  # empty unless the verdict is Success
+    diagnoses: list[PodDiagnosis]
+    scheduled: int  # S after the cycle (bound or assumed members)
+    total_pods: int
+    min_count: int
+    unplaced: int  # pods of the cycle left unscheduled
+
+
+class GroupCycle:
+    def __init__(
+        self, cache: ClusterCache, profile: Profile, feasible_nodes_to_find: int, spread: bool
+    ) -> None:
+        self.cache = cache
+        self.profile = profile
+        self.feasible_nodes_to_find = feasible_nodes_to_find
+        self.spread = spread  # least-allocated: try the emptiest nodes first
+
+    def run(self, group: PodGroupInfo | None, pods: Sequence[PodInfo]) -> CycleOutcome:
+        key = pods[0].group_key if pods else (group.key if group is not None else None)
+        is_gang = group is not None and group.is_gang
+        min_count = group.min_count if is_gang and group is not None else 1
+        scheduled = self.cache.scheduled_count(key) if key is not None else 0
+        total = self.cache.live_member_count(key) if key is not None else len(pods)
+        remaining = len(pods)
+        placements: list[Placement] = []
+        diagnoses: list[PodDiagnosis] = []
+        status = placement_feasible(PlacementProgress(scheduled, remaining, min_count, total), is_gang)
+        if status.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
+            return CycleOutcome(status, [], [], scheduled, total, min_count, len(pods))
+        group_data: dict[str, object] = {}
+        for pod in pods:
+            state = CycleState(group, group_data)
+            placement, diagnosis = self._place(state, pod)
+            remaining -= 1
+            if placement is not None:
+                placements.append(placement)
+                scheduled += 1
+            elif diagnosis is not None:
+                diagnoses.append(diagnosis)
+                if diagnosis.code is Code.ERROR:
+                    status = Status.error(PLACEMENT_PLUGIN, f"pod {pod.key}: {diagnosis.message}")
+                    break
+            status = placement_feasible(PlacementProgress(scheduled, remaining, min_count, total), is_gang)
+            if status.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
+                break
+        if status.code is Code.WAIT:  # the last pod was evaluated and minCount is still not met
+            status = Status.unschedulable(PLACEMENT_PLUGIN, "MinCountUnsatisfiable", *status.reasons)
+        if not status.ok:
+            for placement in reversed(placements):
+                self.release(placement)
+            scheduled -= len(placements)
+            placements = []
+        return CycleOutcome(
+            status, placements, diagnoses, scheduled, total, min_count, len(pods) - len(placements)
+        )
+
+    def release(self, placement: Placement) -> None:
+        """Unreserve (every Reserve plugin that reserved, in reverse) and forget the assumption."""
+        for plugin in reversed(placement.reserved):
+            plugin.unreserve(placement.state, placement.pod, placement.node_name)
+        placement.reserved.clear()
+        self.cache.forget(placement.pod.uid)
+
+    # ------------------------------------------------------------------ one pod
+
+    def _place(self, state: CycleState, pod: PodInfo) -> tuple[Placement | None, PodDiagnosis | None]:
+        profile = self.profile
+        skipped: set[str] = set()
+        for pre_filter in profile.pre_filter:
+            status = pre_filter.pre_filter(state, pod)
+            if status.code is Code.SKIP:
+                skipped.add(pre_filter.name)
+            elif not status.ok:
+                return None, self._prefilter_rejection(pod, status)
+        filters = [p for p in profile.filter if p.name not in skipped]
+        feasible = self._find_feasible(state, pod, filters)
+        if not feasible:
+            feasible, diagnosis = self._diagnose(state, pod, filters)
+            if not feasible:
+                return None, diagnosis
+        node = self._best(state, pod, feasible)
+        placement = Placement(pod, node.name, state)
+        self.cache.assume(pod, node.name)
+        for reserve in profile.reserve:
+            status = reserve.reserve(state, pod, node.name)
+            placement.reserved.append(reserve)  # upstream unreserves a plugin whose reserve failed too
+            if not status.ok:
+                self.release(placement)
+                code = status.code if status.code is Code.ERROR else Code.UNSCHEDULABLE
+                return None, PodDiagnosis(
+                    pod.key,
+                    code,
+                    f"Reserve on {node.name} failed: {status.message}",
+                    1,
+                    _counter({status.cause or status.plugin: 1}),
+                    (PluginRejections(status.plugin, 1, (node.name,)),),
+                )
+        return placement, None
+
+    def _candidates(self, state: CycleState, pod: PodInfo) -> Iterator[str]:
+        narrowed: set[str] | None = None
+        for plugin in self.profile.candidate_nodes:
+            names = plugin.candidate_nodes(state, pod)
+            if names is not None:
+                narrowed = set(names) if narrowed is None else narrowed & set(names)
+        preferred: set[str] | None = None
+        for preferring in self.profile.preferred_nodes:
+            names = preferring.preferred_nodes(state, pod)
+            if names:
+                preferred = set(names) if preferred is None else preferred & set(names)
+        if preferred:
+            first = preferred if narrowed is None else preferred & narrowed
+            yield from first
+        else:
+            first = set()
+        if narrowed is not None:
+            yield from (n for n in narrowed if n not in first)
+            return
+        cpu = pod.requests.get("cpu", 0)
+        if first:
+            yield from (n for n in self.cache.nodes_by_free_cpu(cpu, self.spread) if n not in first)
+        else:
+            yield from self.cache.nodes_by_free_cpu(cpu, self.spread)
+
+    def _find_feasible(self, state: CycleState, pod: PodInfo, filters: list[FilterPlugin]) -> list[NodeInfo]:
+        nodes = self.cache.nodes
+        wanted = self.feasible_nodes_to_find
+        feasible: list[NodeInfo] = []
+        for name in self._candidates(state, pod):
+            node = nodes.get(name)
+            if node is None:
+                continue
+            for plugin in filters:
+                if plugin.filter(state, pod, node).code is not Code.SUCCESS:
+                    break
+            else:
+                feasible.append(node)
+                if len(feasible) >= wanted:
+                    break
+        return feasible
+
+    def _diagnose(
+        self, state: CycleState, pod: PodInfo, filters: list[FilterPlugin]
+    ) -> tuple[list[NodeInfo], PodDiagnosis]:
+        """Run every filter on every node: the feasible ones (normally none) and why the others fail."""
+        feasible: list[NodeInfo] = []
+        causes: Counter[str] = Counter()
+        by_plugin: dict[str, list[str]] = {}
+        plugin_counts: Counter[str] = Counter()
+        resolvable = False
+        error: Status | None = None
+        for node in self.cache.nodes.values():
+            for plugin in filters:
+                status = plugin.filter(state, pod, node)
+                if status.code is Code.SUCCESS:
+                    continue
+                if status.code is Code.ERROR:
+                    error = status
+                resolvable = resolvable or status.code is Code.UNSCHEDULABLE
+                causes[status.cause or status.plugin] += 1
+                plugin_counts[status.plugin] += 1
+                samples = by_plugin.setdefault(status.plugin, [])
+                if len(samples) < SAMPLE_NODES:
+                    samples.append(node.name)
+                break
+            else:
+                feasible.append(node)
+        total = len(self.cache.nodes)
+        if error is not None:
+            code = Code.ERROR
+            message = error.message
+        else:
+            code = Code.UNSCHEDULABLE if resolvable or total == 0 else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            detail = ", ".join(
+                f"{count} {cause}" for cause, count in sorted(causes.items(), key=lambda c: (-c[1], c[0]))
+            )
+            message = f"0/{total} nodes are available" + (f": {detail}." if detail else ".")
+        diagnosis = PodDiagnosis(
+            pod.key,
+            code,
+            message,
+            total,
+            _counter(causes),
+            tuple(
+                PluginRejections(p, plugin_counts[p], tuple(names)) for p, names in sorted(by_plugin.items())
+            ),
+        )
+        return feasible, diagnosis
+
+    def _prefilter_rejection(self, pod: PodInfo, status: Status) -> PodDiagnosis:
+        total = len(self.cache.nodes)
+        code = (
+            status.code
+            if status.code in (Code.ERROR, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+            else Code.UNSCHEDULABLE
+        )
+        return PodDiagnosis(
+            pod.key,
+            code,
+            f"PreFilter {status.plugin}: {status.message}",
+            0,
+            _counter({status.cause or status.plugin: total}),
+            (PluginRejections(status.plugin, total, ()),),
+        )
+
+    def _best(self, state: CycleState, pod: PodInfo, feasible: list[NodeInfo]) -> NodeInfo:
+        scorers = self.profile.score
+        if len(feasible) == 1 or not scorers:
+            return feasible[0]
+        best = feasible[0]
+        best_score = -1
+        for node in feasible:
+            score = 0
+            for plugin, weight in scorers:
+                score += weight * plugin.score(state, pod, node)
+            if score > best_score or (score == best_score and node.name < best.name):
+                best, best_score = node, score
+        return best
+
+
+def _counter(causes: dict[str, int] | Counter[str]) -> Mapping[str, int]:
+    return MappingProxyType(dict(causes))

@@ -1,0 +1,187 @@
+"""NodeAffinity: spec.nodeSelector and required node affinity (requiredDuringScheduling...).
+
+Operators In, NotIn, Exists, DoesNotExist, Gt, Lt on node labels, and matchFields on
+``metadata.name`` (In, NotIn). Terms are ORed, the requirements of a term ANDed; a term without
+requirements matches no node (as upstream). The pod's selector is compiled once in PreFilter, and the
+label index narrows the candidate nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from lockstep.scheduler.framework import SKIP, SUCCESS, CycleState, NodeInfo, PodInfo, Status
+from lockstep.state.cluster import ClusterCache
+
+_STATE_KEY = "NodeAffinity"
+_FIELD = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+
+class AffinityError(ValueError):
+    """The pod's node affinity is malformed; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    key: str
+    operator: str
+    values: frozenset[str] = frozenset()
+    bound: int = 0  # Gt / Lt
+    on_field: bool = False  # matchFields (metadata.name) rather than a label
+
+    def matches(self, node: NodeInfo) -> bool:
+        if self.on_field:
+            return (node.name in self.values) == (self.operator == "In")
+        value = node.labels.get(self.key)
+        operator = self.operator
+        if operator == "In":
+            return value is not None and value in self.values
+        if operator == "NotIn":
+            return value is None or value not in self.values
+        if operator == "Exists":
+            return value is not None
+        if operator == "DoesNotExist":
+            return value is None
+        try:
+            number = int(value) if value is not None else None
+        except ValueError:
+            return False
+        if number is None:
+            return False
+        return number > self.bound if operator == "Gt" else number < self.bound
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledSelector:
+    selector: tuple[tuple[str, str], ...]  # nodeSelector pairs
+    terms: tuple[tuple[Requirement, ...], ...] | None  # None: no required affinity
+
+    def matches(self, node: NodeInfo) -> bool:
+        labels = node.labels
+        for key, value in self.selector:
+            if labels.get(key) != value:
+                return False
+        if self.terms is None:
+            return True
+        return any(term and all(r.matches(node) for r in term) for term in self.terms)
+
+
+def _requirement(raw: Any, field: str, on_field: bool) -> Requirement:
+    if not isinstance(raw, Mapping):
+        raise AffinityError(f"{field}: must be an object")
+    key = raw.get("key")
+    operator = raw.get("operator")
+    values = raw.get("values") or []
+    if not isinstance(key, str) or not key:
+        raise AffinityError(f"{field}.key: must be a non-empty string")
+    if on_field:
+        if key != "metadata.name":
+            raise AffinityError(f"{field}.key: matchFields supports only metadata.name, got {key!r}")
+        if operator not in ("In", "NotIn"):
+            raise AffinityError(f"{field}.operator: matchFields supports In and NotIn, got {operator!r}")
+    if operator not in _OPERATORS:
+        raise AffinityError(f"{field}.operator: must be one of {', '.join(_OPERATORS)}, got {operator!r}")
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise AffinityError(f"{field}.values: must be a list of strings")
+    if operator in ("In", "NotIn") and not values:
+        raise AffinityError(f"{field}.values: must be non-empty for {operator}")
+    if operator in ("Exists", "DoesNotExist") and values:
+        raise AffinityError(f"{field}.values: must be empty for {operator}")
+    bound = 0
+    if operator in ("Gt", "Lt"):
+        if len(values) != 1:
+            raise AffinityError(f"{field}.values: {operator} needs exactly one value")
+        try:
+            bound = int(values[0])
+        except ValueError:
+            raise AffinityError(f"{field}.values: {operator} needs an integer, got {values[0]!r}") from None
+    return Requirement(key, operator, frozenset(values), bound, on_field)
+
+
+def compile_selector(pod: PodInfo) -> CompiledSelector:
+    """Compile the pod's nodeSelector and required node affinity; raise AffinityError."""
+    terms: tuple[tuple[Requirement, ...], ...] | None = None
+    raw = pod.required_node_affinity
+    if raw is not None:
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("nodeSelectorTerms"), list):
+            raise AffinityError(f"{_FIELD}.nodeSelectorTerms: must be a list")
+        compiled = []
+        for t, term in enumerate(raw["nodeSelectorTerms"]):
+            base = f"{_FIELD}.nodeSelectorTerms[{t}]"
+            if not isinstance(term, Mapping):
+                raise AffinityError(f"{base}: must be an object")
+            requirements = [
+                _requirement(r, f"{base}.matchExpressions[{i}]", False)
+                for i, r in enumerate(term.get("matchExpressions") or [])
+            ]
+            requirements += [
+                _requirement(r, f"{base}.matchFields[{i}]", True)
+                for i, r in enumerate(term.get("matchFields") or [])
+            ]
+            compiled.append(tuple(requirements))
+        terms = tuple(compiled)
+    return CompiledSelector(tuple(pod.node_selector.items()), terms)
+
+
+class NodeAffinity:
+    name: ClassVar[str] = "NodeAffinity"
+
+    def __init__(self, cache: ClusterCache) -> None:
+        self.cache = cache
+
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        if not pod.node_selector and pod.required_node_affinity is None:
+            return SKIP
+        try:
+            state.write(_STATE_KEY, compile_selector(pod))
+        except AffinityError as exc:
+            return Status.unresolvable(self.name, "InvalidNodeAffinity", f"pod {pod.key}: {exc}")
+        return SUCCESS
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        compiled: CompiledSelector = state.read(_STATE_KEY)
+        if compiled.matches(node):
+            return SUCCESS
+        return Status.unresolvable(
+            self.name, "NodeSelectorMismatch", "node didn't match the pod's node selector/affinity"
+        )
+
+    def candidate_nodes(self, state: CycleState, pod: PodInfo) -> Collection[str] | None:
+        compiled: CompiledSelector | None = state.read(_STATE_KEY)
+        if compiled is None:
+            return None
+        narrowed: set[str] | None = None
+        for key, value in compiled.selector:
+            narrowed = _intersect(narrowed, self.cache.nodes_with_label(key, value))
+        if compiled.terms is not None:
+            union: set[str] = set()
+            for term in compiled.terms:
+                term_nodes = self._term_candidates(term)
+                if term_nodes is None:
+                    return narrowed
+                union |= term_nodes
+            narrowed = _intersect(narrowed, union)
+        return narrowed
+
+    def _term_candidates(self, term: tuple[Requirement, ...]) -> set[str] | None:
+        narrowed: set[str] | None = None
+        if not term:
+            return set()
+        for requirement in term:
+            if requirement.operator != "In":
+                continue
+            if requirement.on_field:
+                matching = set(requirement.values)
+            else:
+                matching = set()
+                for value in requirement.values:
+                    matching |= self.cache.nodes_with_label(requirement.key, value)
+            narrowed = _intersect(narrowed, matching)
+        return narrowed
+
+
+def _intersect(current: set[str] | None, other: set[str]) -> set[str]:
+    return set(other) if current is None else current & other

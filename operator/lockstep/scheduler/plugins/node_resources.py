@@ -1,0 +1,72 @@
+"""NodeResourcesFit (filter) and NodeResourcesScore (least- or most-allocated scoring)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from lockstep.config import ScoreStrategy
+from lockstep.scheduler.framework import SUCCESS, CycleState, NodeInfo, PodInfo, Status
+
+_CAUSES = {
+    "cpu": "InsufficientCPU",
+    "memory": "InsufficientMemory",
+    "ephemeral-storage": "InsufficientEphemeralStorage",
+    "pods": "InsufficientPods",
+}
+
+# Scoring counts a pod without requests as this much (kube-scheduler's non-zero defaults), so that
+# request-less pods still spread.
+DEFAULT_CPU_MILLI = 100
+DEFAULT_MEMORY_BYTES = 200 * 1024 * 1024
+
+
+def insufficient_cause(resource: str) -> str:
+    return _CAUSES.get(resource) or f"Insufficient[{resource}]"
+
+
+class NodeResourcesFit:
+    """The node must have room for the pod's requests and one more pod."""
+
+    name: ClassVar[str] = "NodeResourcesFit"
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        allocatable = node.allocatable
+        max_pods = allocatable.get("pods")
+        if max_pods is not None and node.pod_count + 1 > max_pods:
+            return Status.unschedulable(
+                self.name, "InsufficientPods", f"Too many pods: node has {node.pod_count} of {max_pods}"
+            )
+        requested = node.requested
+        for resource, amount in pod.requests.items():
+            free = allocatable.get(resource, 0) - requested.get(resource, 0)
+            if amount > free:
+                return Status.unschedulable(
+                    self.name,
+                    insufficient_cause(resource),
+                    f"Insufficient {resource}: requested {amount}, free {max(free, 0)}",
+                )
+        return SUCCESS
+
+
+class NodeResourcesScore:
+    """Scores cpu and memory after placing the pod: least-allocated prefers emptier nodes,
+    most-allocated prefers fuller ones (bin-packing)."""
+
+    name: ClassVar[str] = "NodeResourcesScore"
+
+    def __init__(self, strategy: ScoreStrategy) -> None:
+        self.strategy = strategy
+        self._most = strategy is ScoreStrategy.MOST_ALLOCATED
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        requests = pod.requests
+        total = 0
+        for resource, default in (("cpu", DEFAULT_CPU_MILLI), ("memory", DEFAULT_MEMORY_BYTES)):
+            capacity = node.allocatable.get(resource, 0)
+            if capacity <= 0:
+                continue
+            used = node.requested.get(resource, 0) + (requests.get(resource) or default)
+            used = min(used, capacity)
+            fraction = used * 100 // capacity
+            total += fraction if self._most else 100 - fraction
+        return total // 2

@@ -1,0 +1,54 @@
+"""Ports: everything the binding cycle does to the API, as protocols the operator implements over
+HTTP (``lockstep.kube``) and tests implement in memory, with failures injected."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+from lockstep.scheduler.framework import PodInfo
+
+
+class BindResult(Enum):
+    BOUND = "Bound"
+    ALREADY_BOUND = "AlreadyBound"  # 409, and the pod's spec.nodeName already is the target node
+    CONFLICT = "Conflict"  # 409 otherwise: bound elsewhere or changed meanwhile (a lost race)
+    NOT_FOUND = "NotFound"  # the pod is gone
+    ERROR = "Error"  # anything else (the write may or may not have happened)
+
+
+class PatchResult(Enum):
+    OK = "OK"
+    CONFLICT = "Conflict"  # 409: the resourceVersion precondition failed
+    NOT_FOUND = "NotFound"
+    ERROR = "Error"
+
+
+@dataclass(frozen=True, slots=True)
+class BindOutcome:
+    result: BindResult
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PatchOutcome:
+    result: PatchResult
+    message: str = ""
+
+
+class PodAPI(Protocol):
+    async def bind(self, pod: PodInfo, node_name: str) -> BindOutcome:
+        """POST pods/binding for ``pod`` (namespace, name, uid) to ``node_name``."""
+        ...
+
+    async def get_pod(self, namespace: str, name: str) -> PodInfo | None:
+        """A fresh read of the pod from the API (not a cache); None when it does not exist."""
+        ...
+
+    async def patch_pod_unschedulable(
+        self, pod: PodInfo, resource_version: str, reason: str, message: str
+    ) -> PatchOutcome:
+        """Set condition PodScheduled=False (reason, message) with a strict patch carrying
+        ``metadata.resourceVersion``: the API answers 409 if the pod changed since."""
+        ...

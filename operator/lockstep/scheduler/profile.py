@@ -1,0 +1,133 @@
+"""Plugin registry and the Profile (which plugins run at which extension point).
+
+A plugin is registered once in ``REGISTRY`` under its name with a factory that builds it from a
+``PluginContext``; ``DEFAULT_PLUGINS`` lists the names a profile runs, in order. The profile then
+sorts each plugin into the extension points whose protocol it implements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from lockstep.config import Settings
+from lockstep.scheduler.framework import (
+    CandidateNodesPlugin,
+    FilterPlugin,
+    PermitPlugin,
+    Plugin,
+    PreBindPlugin,
+    PreferredNodesPlugin,
+    PreFilterPlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
+from lockstep.scheduler.plugins.gang import GangPermit, GangTopology
+from lockstep.scheduler.plugins.node_affinity import NodeAffinity
+from lockstep.scheduler.plugins.node_basics import NodeName, NodeUnschedulable, TaintToleration
+from lockstep.scheduler.plugins.node_resources import NodeResourcesFit, NodeResourcesScore
+from lockstep.scheduler.waiting import WaitingPods
+from lockstep.state.cluster import ClusterCache
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class PluginContext:
+    """What plugin factories may use. ``services`` carries objects other parts of lockstep hand to
+    their plugins (e.g. the DRA claim tracker and claim API port), by name."""
+
+    settings: Settings
+    cache: ClusterCache
+    waiting: WaitingPods
+    services: Mapping[str, object] = field(default_factory=dict)
+
+    def service(self, name: str, kind: type[T]) -> T:
+        value = self.services.get(name)
+        if not isinstance(value, kind):
+            raise LookupError(
+                f"plugin service {name!r} is missing or not a {kind.__name__} (got {type(value).__name__})"
+            )
+        return value
+
+
+PluginFactory = Callable[[PluginContext], Plugin]
+
+REGISTRY: dict[str, PluginFactory] = {
+    NodeUnschedulable.name: lambda ctx: NodeUnschedulable(),
+    NodeName.name: lambda ctx: NodeName(),
+    TaintToleration.name: lambda ctx: TaintToleration(),
+    NodeAffinity.name: lambda ctx: NodeAffinity(ctx.cache),
+    NodeResourcesFit.name: lambda ctx: NodeResourcesFit(),
+    NodeResourcesScore.name: lambda ctx: NodeResourcesScore(ctx.settings.score_strategy),
+    GangTopology.name: lambda ctx: GangTopology(ctx.cache, ctx.settings.topology_key),
+    GangPermit.name: lambda ctx: GangPermit(ctx.cache, ctx.waiting),
+    # DynamicResources registers here (one line): "DynamicResources": <factory>,
+}
+
+# Cheap, selective filters first: a node is rejected by the first filter that fails.
+DEFAULT_PLUGINS: tuple[str, ...] = (
+    NodeUnschedulable.name,
+    NodeName.name,
+    TaintToleration.name,
+    NodeAffinity.name,
+    NodeResourcesFit.name,
+    # "DynamicResources" goes here, after the node filters (it is the most expensive one).
+    NodeResourcesScore.name,
+    GangTopology.name,
+    GangPermit.name,
+)
+
+# Score weights; a plugin not listed weighs 1. GangTopology outweighs the resource scores, so a gang
+# stays in its domain while the domain has room.
+SCORE_WEIGHTS: dict[str, int] = {GangTopology.name: 3}
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    plugins: tuple[Plugin, ...]
+    pre_filter: tuple[PreFilterPlugin, ...]
+    filter: tuple[FilterPlugin, ...]
+    candidate_nodes: tuple[CandidateNodesPlugin, ...]
+    preferred_nodes: tuple[PreferredNodesPlugin, ...]
+    score: tuple[tuple[ScorePlugin, int], ...]
+    reserve: tuple[ReservePlugin, ...]
+    permit: tuple[PermitPlugin, ...]
+    pre_bind: tuple[PreBindPlugin, ...]
+
+    @classmethod
+    def from_plugins(cls, plugins: Sequence[Plugin], weights: Mapping[str, int] | None = None) -> Profile:
+        names = [p.name for p in plugins]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"scheduler profile: plugin(s) listed twice: {', '.join(duplicates)}")
+        weights = SCORE_WEIGHTS if weights is None else weights
+        return cls(
+            plugins=tuple(plugins),
+            pre_filter=tuple(p for p in plugins if isinstance(p, PreFilterPlugin)),
+            filter=tuple(p for p in plugins if isinstance(p, FilterPlugin)),
+            candidate_nodes=tuple(p for p in plugins if isinstance(p, CandidateNodesPlugin)),
+            preferred_nodes=tuple(p for p in plugins if isinstance(p, PreferredNodesPlugin)),
+            score=tuple((p, weights.get(p.name, 1)) for p in plugins if isinstance(p, ScorePlugin)),
+            reserve=tuple(p for p in plugins if isinstance(p, ReservePlugin)),
+            permit=tuple(p for p in plugins if isinstance(p, PermitPlugin)),
+            pre_bind=tuple(p for p in plugins if isinstance(p, PreBindPlugin)),
+        )
+
+    def get(self, name: str) -> Plugin | None:
+        return next((p for p in self.plugins if p.name == name), None)
+
+
+def build_profile(
+    ctx: PluginContext,
+    names: Sequence[str] = DEFAULT_PLUGINS,
+    extra: Sequence[Plugin] = (),
+    registry: Mapping[str, PluginFactory] = REGISTRY,
+) -> Profile:
+    """Instantiate the named plugins (then ``extra`` ones, already built) into a Profile."""
+    unknown = [n for n in names if n not in registry]
+    if unknown:
+        known = ", ".join(sorted(registry))
+        raise ValueError(f"scheduler profile: unknown plugin(s) {', '.join(unknown)} (known: {known})")
+    return Profile.from_plugins([registry[n](ctx) for n in names] + list(extra))

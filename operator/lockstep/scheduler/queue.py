@@ -1,0 +1,184 @@
+"""The group queue: which PodGroup's cycle runs next.
+
+A group is in one of four states:
+  active   waiting for its turn; ordered by priority (highest first), then first-seen time;
+  backoff  its last attempt failed; it becomes active when its backoff expires (initial * 2^n,
+           capped) or earlier when an event that could help arrives, but never sooner than the
+           initial backoff after its last attempt, so a busy cluster cannot make it spin;
+  gated    PreEnqueue failed (PodGroup or members missing): waits for a member or PodGroup event;
+  idle     nothing to do, or being scheduled right now.
+A group's own cycle never re-activates it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterable
+from enum import Enum
+
+from lockstep.scheduler.framework import GroupKey
+from lockstep.state.cluster import ClusterEvent
+
+
+class GroupState(Enum):
+    IDLE = "idle"
+    ACTIVE = "active"
+    BACKOFF = "backoff"
+    GATED = "gated"
+
+
+class _Entry:
+    __slots__ = ("attempts", "hints", "key", "last_attempt", "priority", "ready_at", "seq", "state", "token")
+
+    def __init__(self, key: GroupKey, seq: int) -> None:
+        self.key = key
+        self.seq = seq
+        self.priority = 0
+        self.state = GroupState.IDLE
+        self.attempts = 0
+        self.ready_at = 0.0
+        self.last_attempt = float("-inf")
+        self.hints: frozenset[ClusterEvent] = frozenset()
+        self.token = 0  # bumped whenever the entry is (re)pushed; older heap items are stale
+
+
+class GroupQueue:
+    def __init__(self, backoff_initial: float, backoff_max: float) -> None:
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self._entries: dict[GroupKey, _Entry] = {}
+        self._active: list[tuple[int, int, int, GroupKey]] = []
+        self._backoff: list[tuple[float, int, int, GroupKey]] = []
+        self._seq = itertools.count()
+
+    def _entry(self, key: GroupKey) -> _Entry:
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = _Entry(key, next(self._seq))
+        return entry
+
+    def _push_active(self, entry: _Entry) -> None:
+        entry.state = GroupState.ACTIVE
+        entry.token += 1
+        heapq.heappush(self._active, (-entry.priority, entry.seq, entry.token, entry.key))
+
+    def _push_backoff(self, entry: _Entry, ready_at: float) -> None:
+        entry.state = GroupState.BACKOFF
+        entry.ready_at = ready_at
+        entry.token += 1
+        heapq.heappush(self._backoff, (ready_at, entry.seq, entry.token, entry.key))
+
+    def state(self, key: GroupKey) -> GroupState:
+        entry = self._entries.get(key)
+        return entry.state if entry is not None else GroupState.IDLE
+
+    def attempts(self, key: GroupKey) -> int:
+        entry = self._entries.get(key)
+        return entry.attempts if entry is not None else 0
+
+    def ready_at(self, key: GroupKey) -> float | None:
+        entry = self._entries.get(key)
+        return entry.ready_at if entry is not None and entry.state is GroupState.BACKOFF else None
+
+    def add(self, key: GroupKey, priority: int, now: float) -> None:
+        """Something about the group itself changed (new member, PodGroup created or relaxed)."""
+        entry = self._entry(key)
+        idle = entry.state in (GroupState.IDLE, GroupState.GATED)
+        if idle or (entry.state is GroupState.ACTIVE and priority > entry.priority):
+            entry.priority = priority
+            self._push_active(entry)
+        elif entry.state is GroupState.BACKOFF:
+            entry.priority = max(entry.priority, priority)
+            self._hurry(entry, now)
+
+    def _hurry(self, entry: _Entry, now: float) -> None:
+        earliest = max(now, entry.last_attempt + self.backoff_initial)
+        if earliest < entry.ready_at:
+            self._push_backoff(entry, earliest)
+
+    def on_event(self, event: ClusterEvent, now: float) -> int:
+        """A cluster-wide event: hurry the backed-off groups it could help. Returns how many."""
+        helped = 0
+        for entry in self._entries.values():
+            if entry.state is GroupState.BACKOFF and event in entry.hints:
+                self._hurry(entry, now)
+                helped += 1
+        return helped
+
+    def backoff_for(self, attempts: int) -> float:
+        return min(self.backoff_initial * 2 ** max(attempts - 1, 0), self.backoff_max)
+
+    def park(
+        self, key: GroupKey, now: float, hints: Iterable[ClusterEvent], new_attempt: bool = True
+    ) -> float:
+        """The group failed: back off. ``new_attempt=False`` (a member's binding failed after a
+        successful cycle) keeps an existing backoff instead of lengthening it."""
+        entry = self._entry(key)
+        if not new_attempt and entry.state is GroupState.BACKOFF:
+            entry.hints = entry.hints | frozenset(hints)
+            return entry.ready_at
+        entry.attempts += 1
+        entry.last_attempt = now
+        entry.hints = frozenset(hints)
+        ready_at = now + self.backoff_for(entry.attempts)
+        self._push_backoff(entry, ready_at)
+        return ready_at
+
+    def gate(self, key: GroupKey) -> None:
+        self._entry(key).state = GroupState.GATED
+
+    def succeeded(self, key: GroupKey) -> None:
+        entry = self._entry(key)
+        entry.attempts = 0
+        entry.state = GroupState.IDLE
+
+    def set_idle(self, key: GroupKey) -> None:
+        entry = self._entries.get(key)
+        if entry is not None:
+            entry.state = GroupState.IDLE
+
+    def remove(self, key: GroupKey) -> None:
+        self._entries.pop(key, None)
+
+    def _promote_due(self, now: float) -> None:
+        backoff = self._backoff
+        while backoff and backoff[0][0] <= now:
+            _, _, token, key = heapq.heappop(backoff)
+            entry = self._entries.get(key)
+            if entry is not None and entry.token == token and entry.state is GroupState.BACKOFF:
+                self._push_active(entry)
+
+    def pop(self, now: float) -> GroupKey | None:
+        """The next group to schedule (now idle until it is queued again), or None."""
+        self._promote_due(now)
+        active = self._active
+        while active:
+            _, _, token, key = heapq.heappop(active)
+            entry = self._entries.get(key)
+            if entry is not None and entry.token == token and entry.state is GroupState.ACTIVE:
+                entry.state = GroupState.IDLE
+                return key
+        return None
+
+    def next_ready_at(self) -> float | None:
+        """When the earliest backed-off group becomes due (None: nothing is backing off)."""
+        backoff = self._backoff
+        while backoff:
+            ready_at, _, token, key = backoff[0]
+            entry = self._entries.get(key)
+            if entry is not None and entry.token == token and entry.state is GroupState.BACKOFF:
+                return ready_at
+            heapq.heappop(backoff)
+        return None
+
+    def has_active(self) -> bool:
+        return any(
+            (entry := self._entries.get(key)) is not None
+            and entry.token == token
+            and entry.state is GroupState.ACTIVE
+            for _, _, token, key in self._active
+        )
+
+    def __len__(self) -> int:
+        return sum(1 for e in self._entries.values() if e.state in (GroupState.ACTIVE, GroupState.BACKOFF))

@@ -1,0 +1,478 @@
+"""The Scheduler: owns the cache, queue, profile and binding tasks; the operator constructs it with
+its API port and settings, feeds the cache from watch events, and runs ``run()``.
+
+Binding cycle, one asyncio task per placed pod (the pod is already assumed and reserved by its
+group cycle): Permit (wait for the gang, at most scheduleTimeoutSeconds) -> every PreBind ->
+Bind through the port. On any failure after Reserve, every Reserve plugin's Unreserve runs exactly
+once for that pod and the assumption is forgotten; then the pod gets PodScheduled=False through a
+strict patch (DESIGN.md behaviour 3) and its group backs off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Protocol
+
+from lockstep.config import ScoreStrategy, Settings
+from lockstep.scheduler.cycle import CycleOutcome, GroupCycle, Placement
+from lockstep.scheduler.framework import (
+    SUCCESS,
+    Code,
+    GroupKey,
+    Plugin,
+    PodCondition,
+    PodGroupInfo,
+    PodInfo,
+    Status,
+)
+from lockstep.scheduler.plugins.gang import GangPermit
+from lockstep.scheduler.ports import BindResult, PatchResult, PodAPI
+from lockstep.scheduler.profile import DEFAULT_PLUGINS, PluginContext, build_profile
+from lockstep.scheduler.queue import GroupQueue
+from lockstep.scheduler.records import GroupAttempt, PodDiagnosis, merge_causes, reason_for
+from lockstep.scheduler.waiting import WaitingPods
+from lockstep.state.cluster import ClusterCache, ClusterEvent
+
+log = logging.getLogger(__name__)
+
+BINDING_PLUGIN = "Binding"
+
+_GROUP_EVENTS = (
+    ClusterEvent.MEMBER_ADDED,
+    ClusterEvent.MEMBER_CHANGED,
+    ClusterEvent.GROUP_ADDED,
+    ClusterEvent.GROUP_MIN_COUNT_LOWERED,
+    ClusterEvent.GROUP_UPDATED,
+)
+_CLUSTER_EVENTS = frozenset(
+    {
+        ClusterEvent.NODE_ADDED,
+        ClusterEvent.NODE_CHANGED,
+        ClusterEvent.ASSIGNED_POD_REMOVED,
+        ClusterEvent.CLAIMS_CHANGED,
+    }
+)
+_NODE_EVENTS = frozenset({ClusterEvent.NODE_ADDED, ClusterEvent.NODE_CHANGED})
+# Which cluster-wide events can cure a rejection cause. Causes not listed (plugins of other parts,
+# e.g. DRA's) are helped by any of them.
+_CAUSE_HINTS: dict[str, frozenset[ClusterEvent]] = {
+    "Taint": _NODE_EVENTS,
+    "NodeSelectorMismatch": _NODE_EVENTS,
+    "NodeUnschedulable": _NODE_EVENTS,
+    "NodeNameMismatch": _NODE_EVENTS,
+    "InvalidNodeAffinity": frozenset(),
+    "TooFewPods": frozenset(),
+}
+_RESOURCE_HINTS = _NODE_EVENTS | {ClusterEvent.ASSIGNED_POD_REMOVED}
+
+
+def hints_for(causes: Mapping[str, int]) -> frozenset[ClusterEvent]:
+    if not causes:
+        return _CLUSTER_EVENTS
+    hints: set[ClusterEvent] = set()
+    for cause in causes:
+        if cause.startswith("Insufficient"):
+            hints |= _RESOURCE_HINTS
+        else:
+            hints |= _CAUSE_HINTS.get(cause, _CLUSTER_EVENTS)
+    return frozenset(hints)
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerOptions:
+    # Feasible nodes to find per pod before scoring (kube-scheduler's percentageOfNodesToScore, as
+    # a count); when none is found among the indexed candidates, every node is checked.
+    feasible_nodes_to_find: int = 32
+    status_patch_attempts: int = 3
+
+
+class SchedulerListener(Protocol):
+    def on_pod_bound(self, pod: PodInfo, node_name: str) -> None: ...
+
+    def on_group_attempt(self, attempt: GroupAttempt) -> None: ...
+
+
+class Scheduler:
+    def __init__(
+        self,
+        settings: Settings,
+        pod_api: PodAPI,
+        *,
+        cache: ClusterCache | None = None,
+        plugins: Sequence[str] = DEFAULT_PLUGINS,
+        extra_plugins: Sequence[Plugin] = (),
+        services: Mapping[str, object] | None = None,
+        options: SchedulerOptions = SchedulerOptions(),
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.pod_api = pod_api
+        self.options = options
+        self.clock = clock
+        self.wall_clock = wall_clock
+        self.cache = cache if cache is not None else ClusterCache(settings.scheduler_name)
+        self.waiting = WaitingPods()
+        context = PluginContext(settings, self.cache, self.waiting, services or {})
+        self.profile = build_profile(context, plugins, extra_plugins)
+        self.queue = GroupQueue(settings.backoff_initial_seconds, settings.backoff_max_seconds)
+        self.cycle = GroupCycle(
+            self.cache,
+            self.profile,
+            options.feasible_nodes_to_find,
+            spread=settings.score_strategy is ScoreStrategy.LEAST_ALLOCATED,
+        )
+        self._attempts: dict[GroupKey, GroupAttempt] = {}
+        self._listeners: list[SchedulerListener] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._wakeup = asyncio.Event()
+        self.cache.add_listener(self)
+
+    # ------------------------------------------------------------------ outside view
+
+    @property
+    def attempts(self) -> Mapping[GroupKey, GroupAttempt]:
+        """The last attempt of every group scheduled so far (read-only)."""
+        return MappingProxyType(self._attempts)
+
+    def add_listener(self, listener: SchedulerListener) -> None:
+        self._listeners.append(listener)
+
+    @property
+    def busy_tasks(self) -> int:
+        return len(self._tasks)
+
+    # ------------------------------------------------------------------ cache events
+
+    def on_cluster_event(self, event: ClusterEvent, group: GroupKey | None) -> None:
+        now = self.clock()
+        if group is not None and event in _GROUP_EVENTS:
+            self.queue.add(group, self._priority(group), now)
+            if event is ClusterEvent.GROUP_MIN_COUNT_LOWERED:
+                for plugin in self.profile.permit:
+                    if isinstance(plugin, GangPermit):
+                        plugin.recheck(group)
+        elif group is not None and event is ClusterEvent.GROUP_DELETED:
+            self.waiting.reject_group(
+                group,
+                Status.unschedulable(BINDING_PLUGIN, "PodGroupDeleted", f"PodGroup {group} was deleted"),
+            )
+            self.queue.add(group, self._priority(group), now)
+        elif event in _CLUSTER_EVENTS:
+            if not self.queue.on_event(event, now):
+                return
+        else:
+            return
+        self._wakeup.set()
+
+    def _priority(self, key: GroupKey) -> int:
+        return max((p.priority for p in self.cache.unscheduled_members(key)), default=0)
+
+    # ------------------------------------------------------------------ main loop
+
+    async def run(self) -> None:
+        """Schedule until cancelled; sleeps while nothing is due and wakes on cache events."""
+        try:
+            while True:
+                self._wakeup.clear()
+                if self.schedule_one() is not None:
+                    await asyncio.sleep(0)  # let watch events and binding tasks run between cycles
+                    continue
+                ready_at = self.queue.next_ready_at()
+                timeout = None if ready_at is None else max(ready_at - self.clock(), 0.0)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), timeout)
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        """Cancel binding tasks (each unreserves its pod) and wait for them."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def wait_for_tasks(self) -> None:
+        """Wait until every binding and status task has finished (tests, benchmarks)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def schedule_one(self) -> GroupKey | None:
+        """Pop the next due group and run its cycle (synchronously); None when nothing is due."""
+        key = self.queue.pop(self.clock())
+        if key is None:
+            return None
+        self._schedule_group(key)
+        return key
+
+    # ------------------------------------------------------------------ group cycle
+
+    def _schedule_group(self, key: GroupKey) -> None:
+        pods = self.cache.unscheduled_members(key)
+        group = self.cache.podgroup(key) if key.pod_group else None
+        if not pods:
+            if not self.cache.members(key) and group is None:
+                self.queue.remove(key)
+            return
+        min_count = group.min_count if group is not None and group.is_gang else 1
+        total = self.cache.live_member_count(key)
+        if key.pod_group and group is None:
+            self.queue.gate(key)
+            self._record(
+                key,
+                Code.WAIT,
+                f"waiting for PodGroup {key} to exist ({total} member pods present)",
+                min_count=min_count,
+                total=total,
+            )
+            return
+        if total < min_count:
+            self.queue.gate(key)
+            missing = min_count - total
+            self._record(
+                key,
+                Code.WAIT,
+                f"waiting for pods: {total} of minCount {min_count} present, {missing} missing",
+                min_count=min_count,
+                total=total,
+                causes={"TooFewPods": missing},
+            )
+            return
+        pods.sort(key=lambda p: -p.priority)  # stable: equal priorities keep first-seen order
+        outcome = self.cycle.run(group, pods)
+        self._after_cycle(key, group, outcome)
+
+    def _after_cycle(self, key: GroupKey, group: PodGroupInfo | None, outcome: CycleOutcome) -> None:
+        now = self.clock()
+        diagnoses = tuple(outcome.diagnoses)
+        causes = merge_causes(diagnoses)
+        if outcome.status.ok:
+            for placement in outcome.placements:
+                self._spawn(self._binding_cycle(key, placement))
+            next_retry = None
+            if outcome.unplaced:
+                next_retry = self.queue.park(key, now, hints_for(causes))
+            else:
+                self.queue.succeeded(key)
+            message = (
+                f"{len(outcome.placements)} pods placed, "
+                f"{outcome.scheduled} of minCount {outcome.min_count} scheduled"
+            )
+            if outcome.unplaced:
+                message += f"; {outcome.unplaced} pods did not fit"
+            self._record(
+                key,
+                Code.SUCCESS,
+                message,
+                min_count=outcome.min_count,
+                total=outcome.total_pods,
+                scheduled=outcome.scheduled,
+                placed=tuple((p.pod.key, p.node_name) for p in outcome.placements),
+                pending=outcome.unplaced,
+                causes=causes,
+                pods=diagnoses,
+                next_retry=next_retry,
+            )
+            return
+        code = outcome.status.code
+        next_retry = self.queue.park(key, now, hints_for(causes))
+        message = outcome.status.message
+        if diagnoses and diagnoses[0].message not in message:
+            message = f"{message}; {diagnoses[0].pod}: {diagnoses[0].message}"
+        self._record(
+            key,
+            code,
+            message,
+            min_count=outcome.min_count,
+            total=outcome.total_pods,
+            scheduled=outcome.scheduled,
+            pending=outcome.unplaced,
+            causes=causes,
+            pods=diagnoses,
+            next_retry=next_retry,
+        )
+        reason = reason_for(code)
+        by_pod = {d.pod: d.message for d in diagnoses}
+        for pod in self.cache.unscheduled_members(key):
+            pod_message = by_pod.get(pod.key) or f"pod group {key}: {outcome.status.message}"
+            self._spawn(self.report_unschedulable(pod, reason, pod_message))
+
+    def _record(
+        self,
+        key: GroupKey,
+        code: Code,
+        message: str,
+        *,
+        min_count: int,
+        total: int,
+        scheduled: int | None = None,
+        placed: tuple[tuple[str, str], ...] = (),
+        pending: int | None = None,
+        causes: Mapping[str, int] | None = None,
+        pods: tuple[PodDiagnosis, ...] = (),
+        next_retry: float | None = None,
+    ) -> GroupAttempt:
+        previous = self._attempts.get(key)
+        wall = self.wall_clock()
+        attempt = GroupAttempt(
+            group=key,
+            attempt=(previous.attempt + 1) if previous is not None else 1,
+            code=code,
+            reason=reason_for(code),
+            message=message,
+            timestamp=wall,
+            min_count=min_count,
+            total_pods=total,
+            scheduled=self.cache.scheduled_count(key) if scheduled is None else scheduled,
+            placed=placed,
+            pending=len(self.cache.unscheduled_members(key)) if pending is None else pending,
+            causes=merge_causes((), causes),
+            pods=pods,
+            next_retry_at=None if next_retry is None else wall + (next_retry - self.clock()),
+        )
+        self._attempts[key] = attempt
+        for listener in self._listeners:
+            listener.on_group_attempt(attempt)
+        return attempt
+
+    def _spawn(self, coroutine: object) -> None:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coroutine)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------ binding cycle
+
+    async def _binding_cycle(self, key: GroupKey, placement: Placement) -> None:
+        pod, node_name = placement.pod, placement.node_name
+        try:
+            status = await self._permit_prebind_bind(placement)
+        except asyncio.CancelledError:
+            self.cycle.release(placement)
+            raise
+        except Exception as exc:  # a plugin or port raised: fail this pod, keep scheduling
+            log.exception("binding cycle of pod %s to %s raised", pod.key, node_name)
+            status = Status.error(BINDING_PLUGIN, f"{type(exc).__name__}: {exc}")
+        if status.ok:
+            for listener in self._listeners:
+                listener.on_pod_bound(pod, node_name)
+            return
+        self.cycle.release(placement)
+        self._binding_failed(key, pod, node_name, status)
+        if status.cause != "PodDeleted":
+            await self.report_unschedulable(pod, reason_for(status.code), status.message)
+
+    async def _permit_prebind_bind(self, placement: Placement) -> Status:
+        pod, node_name, state = placement.pod, placement.node_name, placement.state
+        timeouts: list[float] = []
+        for plugin in self.profile.permit:
+            status, timeout = plugin.permit(state, pod, node_name)
+            if status.code is Code.WAIT:
+                timeouts.append(timeout)
+            elif not status.ok:
+                return status
+        if timeouts:
+            future = self.waiting.add(pod)
+            try:
+                status = await asyncio.wait_for(future, min(timeouts))
+            except TimeoutError:
+                status = Status.unschedulable(
+                    BINDING_PLUGIN,
+                    "Timeout",
+                    f"pod {pod.key} waited {min(timeouts):g}s at Permit for the rest of its gang",
+                )
+            finally:
+                self.waiting.remove(pod)
+            if not status.ok:
+                return status
+        for pre_bind in self.profile.pre_bind:
+            if self.cache.get_pod(pod.uid) is None:
+                return _deleted(pod)
+            status = await pre_bind.pre_bind(state, pod, node_name)
+            if not status.ok:
+                return status
+        if self.cache.get_pod(pod.uid) is None:
+            return _deleted(pod)
+        outcome = await self.pod_api.bind(pod, node_name)
+        if outcome.result in (BindResult.BOUND, BindResult.ALREADY_BOUND):
+            return SUCCESS
+        if outcome.result is BindResult.NOT_FOUND:
+            return _deleted(pod)
+        # A 409 or an error: the binding may have happened (a lost response) or lost a race.
+        fresh = await self.pod_api.get_pod(pod.namespace, pod.name)
+        if fresh is None or fresh.uid != pod.uid:
+            return _deleted(pod)
+        if fresh.node_name == node_name:
+            return SUCCESS
+        if outcome.result is BindResult.CONFLICT:
+            where = f"bound to {fresh.node_name}" if fresh.node_name else "changed meanwhile"
+            return Status.unschedulable(
+                BINDING_PLUGIN, "BindConflict", f"binding to {node_name} lost a race: pod {where}"
+            )
+        return Status.error(BINDING_PLUGIN, f"binding to {node_name} failed: {outcome.message or 'error'}")
+
+    def _binding_failed(self, key: GroupKey, pod: PodInfo, node_name: str, status: Status) -> None:
+        now = self.clock()
+        previous = self._attempts.get(key)
+        cause = status.cause or status.plugin
+        next_retry: float | None
+        if status.cause != "PodDeleted":
+            next_retry = self.queue.park(key, now, hints_for({cause: 1}) | _CLUSTER_EVENTS, new_attempt=False)
+            self._wakeup.set()
+        else:
+            next_retry = self.queue.ready_at(key)
+        if previous is None:
+            return
+        causes = dict(previous.causes)
+        causes[cause] = causes.get(cause, 0) + 1
+        code = status.code if status.code is Code.ERROR else Code.UNSCHEDULABLE
+        attempt = dataclasses.replace(
+            previous,
+            code=code if previous.code is not Code.ERROR else Code.ERROR,
+            reason=reason_for(code if previous.code is not Code.ERROR else Code.ERROR),
+            message=f"pod {pod.key} did not bind to {node_name}: {status.message}",
+            timestamp=self.wall_clock(),
+            scheduled=self.cache.scheduled_count(key),
+            pending=len(self.cache.unscheduled_members(key)),
+            causes=merge_causes((), causes),
+            next_retry_at=None if next_retry is None else self.wall_clock() + (next_retry - now),
+        )
+        self._attempts[key] = attempt
+        for listener in self._listeners:
+            listener.on_group_attempt(attempt)
+
+    # ------------------------------------------------------------------ failure status
+
+    async def report_unschedulable(self, pod: PodInfo, reason: str, message: str) -> None:
+        """PodScheduled=False through a strict patch (DESIGN.md behaviour 3): it carries the pod's
+        resourceVersion; on 409 the pod is re-read, and nothing is written to a pod that has
+        spec.nodeName (or that a newer cycle has placed)."""
+        current = self.cache.get_pod(pod.uid) or pod
+        for _ in range(self.options.status_patch_attempts):
+            if current.node_name or current.deleting or self.cache.is_assumed(current.uid):
+                return
+            if current.scheduled_condition == PodCondition("False", reason, message):
+                return
+            try:
+                outcome = await self.pod_api.patch_pod_unschedulable(
+                    current, current.resource_version, reason, message
+                )
+                if outcome.result is not PatchResult.CONFLICT:
+                    return
+                fresh = await self.pod_api.get_pod(current.namespace, current.name)
+            except Exception:
+                log.exception("writing PodScheduled=False to pod %s failed", current.key)
+                return
+            if fresh is None or fresh.uid != current.uid:
+                return
+            current = fresh
+
+
+def _deleted(pod: PodInfo) -> Status:
+    return Status.unschedulable(BINDING_PLUGIN, "PodDeleted", f"pod {pod.key} was deleted")

@@ -1,0 +1,392 @@
+"""The cluster cache: pods, nodes and PodGroups as the scheduler sees them, fed from watch events.
+
+The operator calls ``upsert_*`` / ``delete_*`` for every watch event; the scheduler reads the cache
+and assumes pods into it. Every method is synchronous and the scheduler's group cycle runs without
+awaiting, so while a cycle runs the cache is its snapshot: nothing else can change it, and the pods
+the cycle assumes are seen by the cycle's later pods. A failed cycle forgets what it assumed.
+
+Each node's ``requested`` / ``pod_count`` is the sum over the pods bound to it (``spec.nodeName``)
+or assumed onto it, minus finished pods. Two indexes keep the scheduler from scanning every node for
+every pod: nodes by label (``key -> value -> names``) and nodes by free cpu (power-of-two buckets).
+
+Events that could make a parked group schedulable are reported to the registered listeners.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from enum import Enum
+from typing import Protocol
+
+from lockstep.api.podgroup import PodGroup
+from lockstep.scheduler.framework import GroupKey, NodeInfo, PodClaimRef, PodGroupInfo, PodInfo
+
+
+class ClusterEvent(Enum):
+    NODE_ADDED = "NodeAdded"
+    NODE_CHANGED = "NodeChanged"  # only changes that can admit more pods: see _node_change_can_help
+    ASSIGNED_POD_REMOVED = "AssignedPodRemoved"  # a bound or assumed pod left a node (deleted/finished)
+    MEMBER_ADDED = "MemberAdded"  # a new unscheduled pod of ours
+    MEMBER_CHANGED = "MemberChanged"  # an unscheduled pod's scheduling-relevant fields changed
+    MEMBER_REMOVED = "MemberRemoved"
+    GROUP_ADDED = "PodGroupAdded"
+    GROUP_MIN_COUNT_LOWERED = "MinCountLowered"
+    GROUP_UPDATED = "PodGroupUpdated"
+    GROUP_DELETED = "PodGroupDeleted"
+    CLAIMS_CHANGED = "ClaimsChanged"  # a ResourceClaim, ResourceSlice or DeviceClass changed
+
+
+class ClusterListener(Protocol):
+    def on_cluster_event(self, event: ClusterEvent, group: GroupKey | None) -> None:
+        """``group`` is set for events about one group's members or PodGroup, else None."""
+        ...
+
+
+def podgroup_info(podgroup: PodGroup) -> PodGroupInfo:
+    """The scheduler's view of a validated PodGroup."""
+    spec = podgroup.spec
+    return PodGroupInfo(
+        namespace=podgroup.metadata.namespace or "default",
+        name=podgroup.metadata.name,
+        uid=podgroup.metadata.uid,
+        generation=podgroup.metadata.generation,
+        min_count=spec.min_count,
+        is_gang=spec.is_gang,
+        schedule_timeout_seconds=float(spec.schedule_timeout_seconds),
+        claims=tuple(
+            PodClaimRef(claim.name, claim.resource_claim_name, claim.resource_claim_template_name)
+            for claim in spec.resource_claims
+        ),
+    )
+
+
+# PodInfo fields whose change can make an unscheduled pod fit somewhere it did not.
+_SCHEDULING_FIELDS = (
+    "requests",
+    "node_selector",
+    "required_node_affinity",
+    "tolerations",
+    "claims",
+    "claim_statuses",
+    "priority",
+)
+
+
+def _free_cpu_bucket(node: NodeInfo) -> int:
+    free = node.allocatable.get("cpu", 0) - node.requested.get("cpu", 0)
+    return free.bit_length() if free > 0 else 0
+
+
+class _Group:
+    __slots__ = ("info", "members")
+
+    def __init__(self) -> None:
+        self.info: PodGroupInfo | None = None
+        self.members: dict[str, PodInfo] = {}  # uid -> pod (ours, not finished)
+
+
+class ClusterCache:
+    def __init__(self, scheduler_name: str) -> None:
+        self.scheduler_name = scheduler_name
+        self._pods: dict[str, PodInfo] = {}
+        self._uid_by_key: dict[str, str] = {}
+        self._nodes: dict[str, NodeInfo] = {}
+        self._assumed: dict[str, str] = {}  # pod uid -> node name, until the pod shows spec.nodeName
+        self._placed: dict[str, str] = {}  # pod uid -> node whose usage includes the pod
+        self._pods_on_node: dict[str, set[str]] = {}  # also for nodes not (yet) in the cache
+        self._groups: dict[GroupKey, _Group] = {}
+        self._labels: dict[str, dict[str, set[str]]] = {}
+        self._cpu_buckets: dict[int, dict[str, None]] = {}
+        self._node_bucket: dict[str, int] = {}
+        self._listeners: list[ClusterListener] = []
+
+    # ----------------------------------------------------------------- listeners
+
+    def add_listener(self, listener: ClusterListener) -> None:
+        self._listeners.append(listener)
+
+    def _emit(self, event: ClusterEvent, group: GroupKey | None = None) -> None:
+        for listener in self._listeners:
+            listener.on_cluster_event(event, group)
+
+    # ----------------------------------------------------------------- pods
+
+    def _is_member(self, pod: PodInfo) -> bool:
+        return pod.scheduler_name == self.scheduler_name and not pod.terminal
+
+    def _usage_node(self, pod: PodInfo) -> str:
+        if pod.terminal:
+            return ""
+        return pod.node_name or self._assumed.get(pod.uid, "")
+
+    def _place(self, pod: PodInfo) -> None:
+        node_name = self._usage_node(pod)
+        if not node_name:
+            return
+        self._placed[pod.uid] = node_name
+        self._pods_on_node.setdefault(node_name, set()).add(pod.uid)
+        node = self._nodes.get(node_name)
+        if node is not None:
+            requested = node.requested
+            for resource, amount in pod.requests.items():
+                requested[resource] = requested.get(resource, 0) + amount
+            node.pod_count += 1
+            self._rebucket(node)
+
+    def _unplace(self, pod: PodInfo) -> str:
+        node_name = self._placed.pop(pod.uid, "")
+        if not node_name:
+            return ""
+        on_node = self._pods_on_node.get(node_name)
+        if on_node is not None:
+            on_node.discard(pod.uid)
+            if not on_node and node_name not in self._nodes:
+                del self._pods_on_node[node_name]
+        node = self._nodes.get(node_name)
+        if node is not None:
+            requested = node.requested
+            for resource, amount in pod.requests.items():
+                requested[resource] = requested.get(resource, 0) - amount
+            node.pod_count -= 1
+            self._rebucket(node)
+        return node_name
+
+    def upsert_pod(self, pod: PodInfo) -> None:
+        old = self._pods.get(pod.uid)
+        if old is not None:
+            freed = self._unplace(old)
+            self._leave_group(old)
+        else:
+            freed = ""
+            stale_uid = self._uid_by_key.get(pod.key)
+            if stale_uid is not None and stale_uid != pod.uid:
+                self.delete_pod(stale_uid)  # same name, new pod: the old one is gone
+        if pod.node_name and pod.uid in self._assumed:
+            del self._assumed[pod.uid]  # the binding is confirmed by the API
+        self._pods[pod.uid] = pod
+        self._uid_by_key[pod.key] = pod.uid
+        self._place(pod)
+        if freed and self._placed.get(pod.uid) != freed:
+            self._emit(ClusterEvent.ASSIGNED_POD_REMOVED)
+        if not self._is_member(pod):
+            return
+        group = self._groups.setdefault(pod.group_key, _Group())
+        group.members[pod.uid] = pod
+        if pod.node_name or pod.deleting or pod.uid in self._assumed:
+            return
+        if old is None or not self._is_member(old) or old.group_key != pod.group_key:
+            self._emit(ClusterEvent.MEMBER_ADDED, pod.group_key)
+        elif any(getattr(old, f) != getattr(pod, f) for f in _SCHEDULING_FIELDS):
+            self._emit(ClusterEvent.MEMBER_CHANGED, pod.group_key)
+
+    def delete_pod(self, uid: str) -> PodInfo | None:
+        pod = self._pods.pop(uid, None)
+        if pod is None:
+            return None
+        if self._uid_by_key.get(pod.key) == uid:
+            del self._uid_by_key[pod.key]
+        self._assumed.pop(uid, None)
+        freed = self._unplace(pod)
+        was_member = self._leave_group(pod)
+        if freed:
+            self._emit(ClusterEvent.ASSIGNED_POD_REMOVED)
+        if was_member:
+            self._emit(ClusterEvent.MEMBER_REMOVED, pod.group_key)
+        return pod
+
+    def delete_pod_by_name(self, namespace: str, name: str) -> PodInfo | None:
+        uid = self._uid_by_key.get(f"{namespace}/{name}")
+        return self.delete_pod(uid) if uid is not None else None
+
+    def _leave_group(self, pod: PodInfo) -> bool:
+        group = self._groups.get(pod.group_key)
+        if group is None or group.members.pop(pod.uid, None) is None:
+            return False
+        if not group.members and group.info is None:
+            del self._groups[pod.group_key]
+        return True
+
+    def get_pod(self, uid: str) -> PodInfo | None:
+        return self._pods.get(uid)
+
+    def get_pod_by_name(self, namespace: str, name: str) -> PodInfo | None:
+        uid = self._uid_by_key.get(f"{namespace}/{name}")
+        return self._pods.get(uid) if uid is not None else None
+
+    @property
+    def pods(self) -> Mapping[str, PodInfo]:
+        return self._pods
+
+    # ----------------------------------------------------------------- assume / forget
+
+    def assume(self, pod: PodInfo, node_name: str) -> None:
+        """Count ``pod`` on ``node_name`` until the API shows it bound there, or ``forget``."""
+        current = self._pods.get(pod.uid)
+        if current is None:
+            raise KeyError(f"pod {pod.key} is not in the cache")
+        if current.node_name:
+            raise ValueError(f"pod {pod.key} is already bound to {current.node_name}")
+        self._unplace(current)
+        self._assumed[pod.uid] = node_name
+        self._place(current)
+
+    def forget(self, uid: str) -> None:
+        """Drop an assumption (a failed cycle or binding); a pod the API shows bound stays counted."""
+        if self._assumed.pop(uid, None) is None:
+            return
+        pod = self._pods.get(uid)
+        if pod is None:
+            return
+        self._unplace(pod)
+        self._place(pod)
+
+    def is_assumed(self, uid: str) -> bool:
+        return uid in self._assumed
+
+    def assumed_node(self, uid: str) -> str:
+        return self._assumed.get(uid, "")
+
+    # ----------------------------------------------------------------- nodes
+
+    def upsert_node(self, node: NodeInfo) -> None:
+        old = self._nodes.get(node.name)
+        if old is not None:
+            self._unindex_labels(old)
+        node.requested = {}
+        node.pod_count = 0
+        self._nodes[node.name] = node
+        for uid in self._pods_on_node.get(node.name, ()):
+            pod = self._pods[uid]
+            for resource, amount in pod.requests.items():
+                node.requested[resource] = node.requested.get(resource, 0) + amount
+            node.pod_count += 1
+        self._pods_on_node.setdefault(node.name, set())
+        for key, value in node.labels.items():
+            self._labels.setdefault(key, {}).setdefault(value, set()).add(node.name)
+        self._rebucket(node)
+        if old is None:
+            self._emit(ClusterEvent.NODE_ADDED)
+        elif _node_change_can_help(old, node):
+            self._emit(ClusterEvent.NODE_CHANGED)
+
+    def delete_node(self, name: str) -> None:
+        node = self._nodes.pop(name, None)
+        if node is None:
+            return
+        self._unindex_labels(node)
+        bucket = self._node_bucket.pop(name)
+        del self._cpu_buckets[bucket][name]
+        if not self._pods_on_node.get(name):
+            self._pods_on_node.pop(name, None)
+
+    def _unindex_labels(self, node: NodeInfo) -> None:
+        for key, value in node.labels.items():
+            names = self._labels[key][value]
+            names.discard(node.name)
+            if not names:
+                del self._labels[key][value]
+                if not self._labels[key]:
+                    del self._labels[key]
+
+    def _rebucket(self, node: NodeInfo) -> None:
+        bucket = _free_cpu_bucket(node)
+        old = self._node_bucket.get(node.name)
+        if old == bucket:
+            return
+        if old is not None:
+            del self._cpu_buckets[old][node.name]
+        self._cpu_buckets.setdefault(bucket, {})[node.name] = None
+        self._node_bucket[node.name] = bucket
+
+    @property
+    def nodes(self) -> Mapping[str, NodeInfo]:
+        return self._nodes
+
+    def nodes_with_label(self, key: str, value: str) -> set[str]:
+        return self._labels.get(key, {}).get(value, set())
+
+    def label_values(self, key: str) -> Mapping[str, set[str]]:
+        """Every value of node label ``key`` with the nodes carrying it."""
+        return self._labels.get(key, {})
+
+    def nodes_by_free_cpu(self, at_least: int, most_free_first: bool) -> Iterator[str]:
+        """Node names whose free cpu may be >= ``at_least`` millicores, by power-of-two bucket:
+        most free first (spreading) or least free first (bin-packing); within a bucket, in the order
+        nodes entered it. Nodes in the lowest bucket returned may still have too little."""
+        lowest = at_least.bit_length() if at_least > 0 else 0
+        buckets = sorted((b for b in self._cpu_buckets if b >= lowest), reverse=most_free_first)
+        for bucket in buckets:
+            yield from list(self._cpu_buckets[bucket])
+
+    # ----------------------------------------------------------------- PodGroups
+
+    def upsert_podgroup(self, podgroup: PodGroup | PodGroupInfo) -> None:
+        info = podgroup_info(podgroup) if isinstance(podgroup, PodGroup) else podgroup
+        group = self._groups.setdefault(info.key, _Group())
+        old = group.info
+        group.info = info
+        if old is None:
+            self._emit(ClusterEvent.GROUP_ADDED, info.key)
+        elif info.min_count < old.min_count or (old.is_gang and not info.is_gang):
+            self._emit(ClusterEvent.GROUP_MIN_COUNT_LOWERED, info.key)
+        elif info != old:
+            self._emit(ClusterEvent.GROUP_UPDATED, info.key)
+
+    def delete_podgroup(self, namespace: str, name: str) -> None:
+        key = GroupKey(namespace, name)
+        group = self._groups.get(key)
+        if group is None or group.info is None:
+            return
+        group.info = None
+        if not group.members:
+            del self._groups[key]
+        self._emit(ClusterEvent.GROUP_DELETED, key)
+
+    def podgroup(self, key: GroupKey) -> PodGroupInfo | None:
+        group = self._groups.get(key)
+        return group.info if group is not None else None
+
+    def group_keys(self) -> Iterable[GroupKey]:
+        return self._groups.keys()
+
+    def members(self, key: GroupKey) -> list[PodInfo]:
+        """The group's pods that are ours and not finished (deleting ones included)."""
+        group = self._groups.get(key)
+        return list(group.members.values()) if group is not None else []
+
+    def unscheduled_members(self, key: GroupKey) -> list[PodInfo]:
+        """Members the scheduler should place: not bound, not assumed, not being deleted."""
+        group = self._groups.get(key)
+        if group is None:
+            return []
+        assumed = self._assumed
+        return [
+            p for p in group.members.values() if not p.node_name and not p.deleting and p.uid not in assumed
+        ]
+
+    def scheduled_count(self, key: GroupKey) -> int:
+        """S of PlacementFeasible: members bound or assumed, not being deleted."""
+        group = self._groups.get(key)
+        if group is None:
+            return 0
+        assumed = self._assumed
+        return sum(1 for p in group.members.values() if not p.deleting and (p.node_name or p.uid in assumed))
+
+    def live_member_count(self, key: GroupKey) -> int:
+        group = self._groups.get(key)
+        return sum(1 for p in group.members.values() if not p.deleting) if group is not None else 0
+
+    # ----------------------------------------------------------------- DRA
+
+    def on_claims_changed(self) -> None:
+        """Called by the DRA side when a ResourceClaim, ResourceSlice or DeviceClass changed in a way
+        that can make devices available: requeues the groups that failed on claims."""
+        self._emit(ClusterEvent.CLAIMS_CHANGED)
+
+
+def _node_change_can_help(old: NodeInfo, new: NodeInfo) -> bool:
+    if old.labels != new.labels or old.taints != new.taints:
+        return True
+    if old.unschedulable and not new.unschedulable:
+        return True
+    return any(amount > old.allocatable.get(resource, 0) for resource, amount in new.allocatable.items())
