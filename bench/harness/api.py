@@ -135,7 +135,7 @@ class ApiClient:
             raise ValueError(f"ApiClient connections: must be at least 1, got {connections}")
         self.target = target
         self.connections = connections
-        self.sent: Counter[tuple[str, str]] = Counter()
+        self.sent: Counter[str] = Counter()
         self._session: aiohttp.ClientSession | None = None
         self._slots = asyncio.Semaphore(connections)
 
@@ -167,7 +167,7 @@ class ApiClient:
     async def request(
         self, method: str, path: str, body: Any = None, params: Mapping[str, str] | None = None
     ) -> JsonObject:
-        self.sent[classify(method, path, params)] += 1
+        self.sent[" ".join(classify(method, path, params))] += 1
         data = None if body is None else orjson.dumps(body)
         headers = {"Content-Type": "application/json"} if data is not None else None
         async with (
@@ -224,7 +224,7 @@ class ApiClient:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout_seconds),
         }
-        self.sent[classify("GET", path, params)] += 1
+        self.sent[" ".join(classify("GET", path, params))] += 1
         async with self.session.get(self.target.server + path, params=params) as response:
             if response.status >= 300:
                 raise ApiError("GET", path, response.status, (await response.read()).decode(errors="replace"))

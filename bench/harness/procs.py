@@ -20,6 +20,7 @@ from pathlib import Path
 from harness.api import ApiClient, load_kubeconfig
 
 LOCKSTEP = [sys.executable, "-m", "lockstep"]
+BIGSIM = [sys.executable, str(Path(__file__).resolve().parent / "bigsim.py")]
 STOP_GRACE_SECONDS = 10.0
 
 
@@ -111,13 +112,17 @@ class Child:
         self._log_file.close()
 
 
-async def start_sim(nodes: int, devices_per_node: int, workdir: Path, ready_within: float = 120.0) -> Child:
-    """``lockstep sim`` in its own process; returns once its kubeconfig works and all nodes exist."""
+async def start_sim(
+    nodes: int, devices_per_node: int, workdir: Path, max_pods: int | None = None, ready_within: float = 120.0
+) -> Child:
+    """``lockstep sim`` in its own process; returns once its kubeconfig works and all nodes exist.
+
+    With ``max_pods`` the same emulator is started through ``bigsim.py`` with that many pods per node.
+    """
     kubeconfig = workdir / "kubeconfig"
     kubeconfig.unlink(missing_ok=True)
     argv = [
-        *LOCKSTEP,
-        "sim",
+        *([*LOCKSTEP, "sim"] if max_pods is None else [*BIGSIM, "--max-pods", str(max_pods)]),
         "--nodes",
         str(nodes),
         "--devices-per-node",

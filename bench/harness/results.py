@@ -69,29 +69,42 @@ def bound_timeline(
     return [[0.0, 0], *timeline]
 
 
-def requests_per_pod(
-    before: Mapping[tuple[str, str], int],
-    after: Mapping[tuple[str, str], int],
-    own: Mapping[tuple[str, str], int],
-    pods: int,
-) -> dict[str, float]:
-    """API requests per bound pod by verb, counted by the server, minus the benchmark's own requests.
+def server_minus_own(
+    before: Mapping[str, int], after: Mapping[str, int], own: Mapping[str, int]
+) -> dict[str, int]:
+    """Requests the server counted during a phase that the benchmark did not send itself.
 
-    Keys of the mappings are (verb, resource); the result is keyed by verb. Subtracting the harness's
-    requests leaves what the scheduler (and the emulator's own controllers, if they go through HTTP) did.
+    Keys are "verb resource[/subresource]" as the emulator's ``/__sim/stats`` names them.
     """
+    counts: dict[str, int] = {}
+    for key in sorted(set(before) | set(after) | set(own)):
+        server = after.get(key, 0) - before.get(key, 0)
+        delta = server - own.get(key, 0)
+        if delta < 0:
+            raise ValueError(
+                f"server counted fewer '{key}' requests ({server}) than the benchmark sent "
+                f"({own.get(key, 0)}): the stats are not from this server"
+            )
+        if delta:
+            counts[key] = delta
+    return counts
+
+
+def operator_requests(phase: Mapping[str, int], emulator: Mapping[str, int]) -> dict[str, int]:
+    """The scheduler's requests: a phase's traffic less the emulator's own controllers' (kubelets,
+    resourceclaim controller), measured by the ceiling phase of the same workload, where nobody else
+    talks to the server."""
+    return {
+        key: phase[key] - emulator.get(key, 0) for key in sorted(phase) if phase[key] > emulator.get(key, 0)
+    }
+
+
+def per_pod_by_verb(counts: Mapping[str, int], pods: int) -> dict[str, float]:
     if pods <= 0:
         raise ValueError(f"requests per pod needs at least one pod, got {pods}")
     by_verb: Counter[str] = Counter()
-    for key in set(before) | set(after) | set(own):
-        delta = after.get(key, 0) - before.get(key, 0) - own.get(key, 0)
-        if delta < 0:
-            raise ValueError(
-                f"server counted fewer {key[0]} {key[1]} requests ({after.get(key, 0) - before.get(key, 0)}) "
-                f"than the benchmark sent ({own.get(key, 0)}): the stats are not from this server"
-            )
-        if delta:
-            by_verb[key[0]] += delta
+    for key, count in counts.items():
+        by_verb[key.partition(" ")[0]] += count
     return {verb: round(count / pods, 4) for verb, count in sorted(by_verb.items())}
 
 
@@ -112,6 +125,8 @@ class PhaseResult:
     gang_latency_p50: float | None
     gang_latency_p99: float | None
     gangs_complete: int
+    server_requests: dict[str, int] = field(default_factory=dict)
+    operator_requests: dict[str, int] = field(default_factory=dict)
     requests_per_pod: dict[str, float] = field(default_factory=dict)
     writes_per_pod: float | None = None
     unexpected_bound: int = 0
@@ -164,6 +179,18 @@ class WorkloadRun:
     phases: dict[str, PhaseResult]
     started: str
     machine: dict[str, Any] = field(default_factory=dict)
+
+    def attribute_requests(self) -> None:
+        """Fill the lockstep phases' operator requests: their traffic less the ceiling phase's."""
+        ceiling = self.phases.get("ceiling")
+        if ceiling is None:
+            return
+        for name, phase in self.phases.items():
+            if name == "ceiling" or not phase.pods_bound:
+                continue
+            phase.operator_requests = operator_requests(phase.server_requests, ceiling.server_requests)
+            phase.requests_per_pod = per_pod_by_verb(phase.operator_requests, phase.pods_bound)
+            phase.writes_per_pod = writes_per_pod(phase.requests_per_pod)
 
     @property
     def ceiling_ratio(self) -> float | None:

@@ -22,7 +22,7 @@ import structlog
 from harness.api import ApiClient, ApiError, load_kubeconfig
 from harness.loadgen import CeilingBinder, CompletionWatcher, LoadGenerator, churn, create_setup
 from harness.procs import Child, ProcessFailed, start_operator, start_sim
-from harness.results import PhaseResult, WorkloadRun, requests_per_pod, summarize_phase, writes_per_pod
+from harness.results import PhaseResult, WorkloadRun, server_minus_own, summarize_phase
 from harness.tracker import Tracker
 from harness.workloads import (
     POD_GROUP_LABEL,
@@ -32,6 +32,7 @@ from harness.workloads import (
     Workload,
     build,
     cluster_size,
+    max_pods_per_node,
     pod_manifest,
     podgroup_manifest,
 )
@@ -67,17 +68,17 @@ def node_shape(node: Mapping[str, Any]) -> NodeShape:
         raise ValueError(f"Node {name}: status.allocatable is not usable for the benchmark: {exc}") from None
 
 
-def server_counts(stats: Mapping[str, Any]) -> dict[tuple[str, str], int]:
-    """(verb, resource) -> requests from the emulator's ``/__sim/stats``."""
+def server_counts(stats: Mapping[str, Any]) -> dict[str, int]:
+    """ "verb resource[/subresource]" -> requests, from the emulator's ``/__sim/stats``."""
     requests = stats.get("requests")
     if not isinstance(requests, Mapping):
         raise ValueError(f"/__sim/stats: expected a 'requests' mapping, got keys {sorted(stats)}")
-    counts: dict[tuple[str, str], int] = {}
+    counts: dict[str, int] = {}
     for key, value in requests.items():
         verb, _, resource = str(key).partition(" ")
-        if not resource or not isinstance(value, int):
+        if not verb or not resource or not isinstance(value, int):
             raise ValueError(f"/__sim/stats requests: cannot read entry {key!r}: {value!r}")
-        counts[(verb, resource)] = value
+        counts[str(key)] = value
     return counts
 
 
@@ -155,9 +156,7 @@ async def measure(
     own = client.sent - sent_before
     result = summarize_phase(phase, tracker.pods, tracker.counted, start, create_done)
     result.pods_expected = workload.pods_expected
-    if result.pods_bound:
-        result.requests_per_pod = requests_per_pod(stats_before, stats_after, own, result.pods_bound)
-        result.writes_per_pod = writes_per_pod(result.requests_per_pod)
+    result.server_requests = server_minus_own(stats_before, stats_after, own)
     if usage_before is not None and usage_after is not None:
         result.operator_cpu_seconds = round(usage_after.cpu_seconds - usage_before.cpu_seconds, 2)
         result.operator_rss_peak_mb = round(usage_after.rss_peak_mb, 1)
@@ -179,7 +178,7 @@ async def run_phase(name: str, scale: float, phase: str, workdir: Path) -> Phase
     nodes, devices = cluster_size(name, scale)
     phase_dir = workdir / phase
     phase_dir.mkdir(parents=True, exist_ok=True)
-    sim = await start_sim(nodes, devices, phase_dir)
+    sim = await start_sim(nodes, devices, phase_dir, max_pods=max_pods_per_node(name, scale))
     operator: Child | None = None
     try:
         async with ApiClient(load_kubeconfig(phase_dir / "kubeconfig")) as client:
@@ -222,4 +221,8 @@ async def run_workload(name: str, scale: float, run: int, workdir: Path) -> Work
             results[phase] = await run_phase(name, scale, phase, workdir / f"{name}-run{run}")
         except (ApiError, ProcessFailed, ValueError) as exc:
             raise ProcessFailed(f"workload {name}, phase {phase}: {exc}") from exc
-    return WorkloadRun(workload=name, run=run, scale=scale, phases=results, started=started, machine=machine)
+    outcome = WorkloadRun(
+        workload=name, run=run, scale=scale, phases=results, started=started, machine=machine
+    )
+    outcome.attribute_requests()
+    return outcome

@@ -172,6 +172,7 @@ CLUSTER: dict[str, tuple[int, int]] = {
     "mixed": (1000, 0),
     "churn": (1000, 0),
 }
+SHARED_CLAIM_PODS = 1000
 
 
 def cluster_size(name: str, scale: float) -> tuple[int, int]:
@@ -180,6 +181,14 @@ def cluster_size(name: str, scale: float) -> tuple[int, int]:
         raise ValueError(f"unknown workload {name!r}; known: {', '.join(CLUSTER)}")
     nodes, devices = CLUSTER[name]
     return _scaled(nodes, scale), devices
+
+
+def max_pods_per_node(name: str, scale: float) -> int | None:
+    """Pods a node must hold when more than the emulator's default: the shared claim's gang shares one
+    node-local device, so the whole gang lands on one node."""
+    if name == "shared-claim":
+        return _scaled(SHARED_CLAIM_PODS, scale) + 10
+    return None
 
 
 def basic(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
@@ -221,9 +230,9 @@ def claim_template(scale: float, shape: NodeShape, driver: DeviceDriver) -> Work
 
 
 def shared_claim(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
-    pods = _scaled(1000, scale)
+    pods = _scaled(SHARED_CLAIM_PODS, scale)
     nodes, devices_per_node = cluster_size("shared-claim", scale)
-    gang = GangSpec("shared", pods=pods, min_count=pods, cpu_millis=100, claim="group")
+    gang = GangSpec("shared", pods=pods, min_count=pods, cpu_millis=10, claim="group")
     return Workload(
         name="shared-claim",
         description=f"one PodGroup of {pods:,} pods sharing one claim, {nodes:,} nodes (kubernetes #140263)",

@@ -10,8 +10,10 @@ from harness.results import (
     check_targets,
     gang_latencies,
     markdown_table,
+    operator_requests,
+    per_pod_by_verb,
     percentile,
-    requests_per_pod,
+    server_minus_own,
     summarize_phase,
     summarize_runs,
     writes_per_pod,
@@ -63,23 +65,44 @@ def test_bound_timeline_is_cumulative_downsampled_and_ends_at_the_last_bind() ->
     assert bound_timeline([], origin=0.0) == []
 
 
-def test_requests_per_pod_subtracts_the_benchmarks_own_requests() -> None:
-    before = {("create", "pods"): 10, ("watch", "pods"): 2}
-    after = {
-        ("create", "pods"): 110,
-        ("create", "pods/binding"): 100,
-        ("patch", "pods/status"): 5,
-        ("watch", "pods"): 3,
+def test_server_minus_own_leaves_what_others_sent() -> None:
+    before = {"create pods": 10, "watch pods": 2}
+    after = {"create pods": 110, "create pods/binding": 100, "patch pods/status": 100, "watch pods": 3}
+    own = {"create pods": 100}
+    assert server_minus_own(before, after, own) == {
+        "create pods/binding": 100,
+        "patch pods/status": 100,
+        "watch pods": 1,
     }
-    own = {("create", "pods"): 100}
-    by_verb = requests_per_pod(before, after, own, pods=100)
-    assert by_verb == {"create": 1.0, "patch": 0.05, "watch": 0.01}
-    assert writes_per_pod(by_verb) == pytest.approx(1.05)
 
 
-def test_requests_per_pod_refuses_stats_that_count_less_than_was_sent() -> None:
-    with pytest.raises(ValueError, match="create pods"):
-        requests_per_pod({}, {("create", "pods"): 5}, {("create", "pods"): 6}, pods=5)
+def test_server_minus_own_refuses_stats_that_count_less_than_was_sent() -> None:
+    with pytest.raises(ValueError, match="'create pods' requests \\(5\\)"):
+        server_minus_own({}, {"create pods": 5}, {"create pods": 6})
+
+
+def test_operator_requests_are_the_phase_less_the_emulators_own_controllers() -> None:
+    # The ceiling phase of the same workload saw only the kubelets' status patches and claim creates.
+    emulator = {"patch pods/status": 100, "create resourceclaims": 100}
+    lockstep = {
+        "patch pods/status": 103,
+        "create resourceclaims": 100,
+        "create pods/binding": 100,
+        "patch podgroups/status": 12,
+        "watch pods": 1,
+    }
+    operator = operator_requests(lockstep, emulator)
+    assert operator == {
+        "create pods/binding": 100,
+        "patch podgroups/status": 12,
+        "patch pods/status": 3,
+        "watch pods": 1,
+    }
+    by_verb = per_pod_by_verb(operator, pods=100)
+    assert by_verb == {"create": 1.0, "patch": 0.15, "watch": 0.01}
+    assert writes_per_pod(by_verb) == pytest.approx(1.15)
+    with pytest.raises(ValueError, match="at least one pod"):
+        per_pod_by_verb(operator, pods=0)
 
 
 def _result(phase: str, pods_per_second: float, **fields: object) -> PhaseResult:
@@ -119,15 +142,19 @@ def test_summaries_are_medians_over_runs_and_ratio_is_from_the_same_run() -> Non
             1.0,
             {
                 "lockstep": _result(
-                    "lockstep", lockstep, writes_per_pod=1.0, requests_per_pod={"create": 1.0}
+                    "lockstep", lockstep, server_requests={"create pods/binding": 80, "patch pods/status": 80}
                 ),
-                "ceiling": _result("ceiling", ceiling),
+                "ceiling": _result("ceiling", ceiling, server_requests={"patch pods/status": 80}),
             },
             "2026-01-01T00:00:00+00:00",
         )
         for run, lockstep, ceiling in ((1, 600.0, 1000.0), (2, 300.0, 1000.0), (3, 900.0, 1200.0))
     ]
     assert runs[2].ceiling_ratio == 0.75
+    for run in runs:
+        run.attribute_requests()
+    assert runs[0].phases["lockstep"].operator_requests == {"create pods/binding": 80}
+    assert runs[0].phases["lockstep"].writes_per_pod == 1.0
     summary = summarize_runs(runs)
     assert summary.runs == 3
     assert summary.pods_per_second == 600.0
