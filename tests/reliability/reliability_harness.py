@@ -11,9 +11,11 @@ import asyncio
 import contextlib
 import http.client
 import importlib
+import itertools
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -24,8 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import aiohttp
 import orjson
 import pytest
+
+from lockstep.sim.invariants import ClusterState, fetch_cluster_state
 
 T = TypeVar("T")
 
@@ -34,6 +39,9 @@ PODGROUPS = "/apis/scheduling.lockstep.dev/v1alpha1/namespaces/{ns}/podgroups"
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims"
 PODS = "/api/v1/namespaces/{ns}/pods"
 REPO_ROOT = Path(__file__).resolve().parents[2]
+DEVICE_CLASS = "gpu.sim.lockstep.dev"
+GROUP_LABEL = "scheduling.lockstep.dev/pod-group"
+_serial = itertools.count()
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +166,15 @@ class RunningCluster:
     def run(self, coroutine: Coroutine[Any, Any, T], timeout: float = 120) -> T:
         return self.loop.run(coroutine, timeout)
 
+    def state(self) -> ClusterState:
+        """Nodes, pods, PodGroups and claims as the invariant checker reads them."""
+        return self.run(_fetch_state(self.url))
+
+
+async def _fetch_state(url: str) -> ClusterState:
+    async with aiohttp.ClientSession() as session:
+        return await fetch_cluster_state(session, url)
+
 
 def write_kubeconfig(url: str, path: Path) -> Path:
     path.write_text(
@@ -224,6 +241,13 @@ def operator_available() -> str | None:
     return None
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
 class OperatorProcess:
     """``lockstep run`` against a kubeconfig, its JSON log captured to a file."""
 
@@ -232,15 +256,19 @@ class OperatorProcess:
         self.log_path = log_path
         self.extra_env = extra_env or {}
         self.process: subprocess.Popen[bytes] | None = None
-        self.starts = 0
+        self.metrics_url = ""
+        self.health_url = ""
 
     def start(self) -> None:
+        metrics_port, health_port = free_port(), free_port()
+        self.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        self.health_url = f"http://127.0.0.1:{health_port}/healthz"
         env = {
             **os.environ,
             "LOCKSTEP_KUBECONFIG": str(self.kubeconfig),
             "LOCKSTEP_LOG_FORMAT": "json",
-            "LOCKSTEP_METRICS_BIND_ADDRESS": "127.0.0.1:0",
-            "LOCKSTEP_HEALTH_BIND_ADDRESS": "127.0.0.1:0",
+            "LOCKSTEP_METRICS_BIND_ADDRESS": f"127.0.0.1:{metrics_port}",
+            "LOCKSTEP_HEALTH_BIND_ADDRESS": f"127.0.0.1:{health_port}",
             "LOCKSTEP_LEADER_ELECT": "false",
             **self.extra_env,
         }
@@ -249,7 +277,6 @@ class OperatorProcess:
             [sys.executable, "-m", "lockstep", "run"], env=env, stdout=log_file, stderr=subprocess.STDOUT
         )
         log_file.close()
-        self.starts += 1
 
     def kill(self) -> None:
         """SIGKILL: no cleanup, no lease release, exactly what a crashed node does."""
@@ -282,3 +309,121 @@ class OperatorProcess:
                 parsed = None
             lines.append(parsed if isinstance(parsed, dict) else {"raw": raw.decode(errors="replace")})
         return lines
+
+
+def http_get_text(url: str, timeout: float = 5) -> tuple[int, str]:
+    """GET a plain URL (metrics, health); (0, error text) if nothing answers."""
+    parsed = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(
+        parsed.hostname or "127.0.0.1", parsed.port or 80, timeout=timeout
+    )
+    try:
+        connection.request("GET", parsed.path or "/")
+        response = connection.getresponse()
+        return response.status, response.read().decode(errors="replace")
+    except OSError as exc:
+        return 0, str(exc)
+    finally:
+        connection.close()
+
+
+@contextlib.contextmanager
+def running_operator(sim: RunningCluster, log_path: Path, **extra_env: str) -> Iterator[OperatorProcess]:
+    """``lockstep run`` against ``sim`` until its health endpoint answers; on exit the operator must
+    still be running (it never crashes), then it is stopped."""
+    reason = operator_available()
+    if reason is not None:
+        pytest.skip(reason)
+    operator = OperatorProcess(sim.kubeconfig, log_path, {"LOCKSTEP_LOG_LEVEL": "debug", **extra_env})
+    operator.start()
+    try:
+        wait_until(
+            lambda: operator.exited() is not None or http_get_text(operator.health_url)[0] == 200,
+            timeout=60,
+            what="the operator's /healthz",
+        )
+        assert operator.exited() is None, (
+            f"lockstep run exited with {operator.exited()}: {log_path.read_text()[-3000:]}"
+        )
+        yield operator
+        assert operator.exited() is None, (
+            f"lockstep run crashed ({operator.exited()}): {log_path.read_text()[-3000:]}"
+        )
+    finally:
+        operator.stop()
+
+
+# --- objects the operator tests create ---------------------------------------------------------------
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{next(_serial)}"
+
+
+def podgroup(name: str, min_count: int | None, claims: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    policy: dict[str, Any] = {"gang": {"minCount": min_count}} if min_count else {"basic": {}}
+    spec: dict[str, Any] = {"schedulingPolicy": policy}
+    if claims:
+        spec["resourceClaims"] = claims
+    return {
+        "apiVersion": "scheduling.lockstep.dev/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def pod(
+    name: str,
+    group: str,
+    cpu: str = "100m",
+    claim: dict[str, str] | None = None,
+    node_selector: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "main", "image": "pause", "resources": {"requests": {"cpu": cpu}}}
+    spec: dict[str, Any] = {"schedulerName": "lockstep", "containers": [container]}
+    if claim is not None:
+        spec["resourceClaims"] = [{"name": "gpu", **claim}]
+        container["resources"]["claims"] = [{"name": "gpu"}]
+    if node_selector is not None:
+        spec["nodeSelector"] = node_selector
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {GROUP_LABEL: group}},
+        "spec": spec,
+    }
+
+
+def claim(name: str, device_class: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}},
+    }
+
+
+def create(sim: RunningCluster, path: str, body: dict[str, Any]) -> None:
+    response = sim.http.post(path.format(ns=NAMESPACE), body)
+    assert response.status == 201, (
+        f"creating {body['metadata']['name']}: {response.status} {response.message}"
+    )
+
+
+def create_group(sim: RunningCluster, group: dict[str, Any] | None, pods: list[dict[str, Any]]) -> None:
+    if group is not None:
+        create(sim, PODGROUPS, group)
+    for body in pods:
+        create(sim, PODS, body)
+
+
+def members(sim: RunningCluster, group: str) -> list[dict[str, Any]]:
+    listing = sim.http.get(PODS.format(ns=NAMESPACE), query={"labelSelector": f"{GROUP_LABEL}={group}"})
+    assert listing.status == 200, listing.message
+    items: list[dict[str, Any]] = listing.body["items"]
+    return items
+
+
+def bound(sim: RunningCluster, group: str) -> int:
+    return sum(1 for p in members(sim, group) if p["spec"].get("nodeName"))
