@@ -58,7 +58,6 @@ class AttemptSummary:
     attempted_at: datetime
     next_retry_at: datetime | None = None
     reasons: tuple[ReasonCount, ...] = ()
-    claim_statuses: tuple[tuple[str, str], ...] = ()  # group claim name -> ResourceClaim name
 
 
 @dataclass(slots=True)
@@ -195,7 +194,8 @@ def desired_status(
     attempt: AttemptSummary | None,
     now: datetime,
 ) -> dict[str, Any]:
-    """The full status lockstep owns for ``podgroup`` (fields it clears are None)."""
+    """The status fields the writer owns (fields it clears are None). ``resourceClaimStatuses`` is
+    not among them: the DRA side records it through its own port."""
     meta = podgroup.get("metadata") or {}
     spec = podgroup.get("spec") or {}
     policy = spec.get("schedulingPolicy") or {}
@@ -230,10 +230,6 @@ def desired_status(
             for r in reasons
         ],
     }
-    if attempt is not None and attempt.claim_statuses:
-        status["resourceClaimStatuses"] = [
-            {"name": name, "resourceClaimName": claim} for name, claim in attempt.claim_statuses
-        ]
     return status
 
 

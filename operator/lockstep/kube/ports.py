@@ -1,12 +1,18 @@
-"""The scheduler's ports (``lockstep.scheduler.ports``) implemented over the shared HTTP session."""
+"""The scheduler's and the DRA side's ports (``lockstep.scheduler.ports``, ``lockstep.dra.ports``)
+implemented over the shared HTTP session."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import aiohttp
 
 from lockstep.api.pod import parse_pod
-from lockstep.kube.client import PODS, ApiError, KubeClient
-from lockstep.kube.patching import patch_pod_scheduled_false, post_binding
+from lockstep.api.podgroup import PodGroup
+from lockstep.api.resource import ResourceClaim, ResourceModelError, parse_resource
+from lockstep.dra.ports import ClaimWriteOutcome, WriteResult
+from lockstep.kube.client import POD_GROUPS, PODS, RESOURCE_CLAIMS, ApiError, KubeClient
+from lockstep.kube.patching import patch_pod_scheduled_false, post_binding, strict_merge_patch
 from lockstep.logging import get_logger
 from lockstep.scheduler.framework import PodInfo
 from lockstep.scheduler.ports import BindOutcome, BindResult, PatchOutcome, PatchResult
@@ -67,3 +73,88 @@ class KubePodAPI:
             return PatchOutcome(PatchResult.ERROR, str(exc))
         except TRANSPORT_ERRORS as exc:
             return PatchOutcome(PatchResult.ERROR, f"PATCH pods/status {pod.key}: {exc!r}")
+
+
+def _write_failure(exc: ApiError) -> WriteResult:
+    if exc.conflict:
+        return WriteResult.CONFLICT
+    if exc.not_found:
+        return WriteResult.NOT_FOUND
+    if exc.status == 422:
+        return WriteResult.INVALID
+    return WriteResult.ERROR
+
+
+def _claim_outcome(raw: dict[str, Any]) -> ClaimWriteOutcome:
+    try:
+        return ClaimWriteOutcome(WriteResult.WRITTEN, parse_resource(ResourceClaim, raw))
+    except ResourceModelError as exc:  # written, but the answer is unreadable: say so, do not guess
+        return ClaimWriteOutcome(WriteResult.ERROR, None, str(exc))
+
+
+class KubeClaimAPI:
+    """``ClaimStatusAPI`` and ``GroupClaimAPI``: strict claim-status writes, group claim creation."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+
+    async def write_claim_status(self, claim: ResourceClaim, status: dict[str, Any]) -> ClaimWriteOutcome:
+        meta = claim.metadata
+        try:
+            raw = await strict_merge_patch(
+                self.client,
+                RESOURCE_CLAIMS,
+                meta.namespace,
+                meta.name,
+                meta.resource_version,
+                {"status": status},
+                subresource="status",
+            )
+        except ApiError as exc:
+            return ClaimWriteOutcome(_write_failure(exc), None, str(exc))
+        except TRANSPORT_ERRORS as exc:
+            return ClaimWriteOutcome(
+                WriteResult.ERROR, None, f"PATCH resourceclaims/status {claim.key}: {exc!r}"
+            )
+        return _claim_outcome(raw)
+
+    async def create_claim(self, claim: dict[str, Any]) -> ClaimWriteOutcome:
+        meta = claim.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "")
+        try:
+            raw = await self.client.create(RESOURCE_CLAIMS, namespace, claim)
+        except ApiError as exc:
+            if not exc.conflict or not meta.get("name"):
+                return ClaimWriteOutcome(_write_failure(exc), None, str(exc))
+            try:
+                existing = parse_resource(
+                    ResourceClaim, await self.client.get(RESOURCE_CLAIMS, namespace, str(meta["name"]))
+                )
+            except (ApiError, ResourceModelError, *TRANSPORT_ERRORS):
+                existing = None
+            return ClaimWriteOutcome(WriteResult.CONFLICT, existing, str(exc))
+        except TRANSPORT_ERRORS as exc:
+            return ClaimWriteOutcome(WriteResult.ERROR, None, f"POST resourceclaims in {namespace}: {exc!r}")
+        return _claim_outcome(raw)
+
+    async def record_group_claims(
+        self, podgroup: PodGroup, statuses: list[dict[str, str]]
+    ) -> ClaimWriteOutcome:
+        meta = podgroup.metadata
+        try:
+            await strict_merge_patch(
+                self.client,
+                POD_GROUPS,
+                meta.namespace,
+                meta.name,
+                meta.resource_version,
+                {"status": {"resourceClaimStatuses": statuses}},
+                subresource="status",
+            )
+        except ApiError as exc:
+            return ClaimWriteOutcome(_write_failure(exc), None, str(exc))
+        except TRANSPORT_ERRORS as exc:
+            return ClaimWriteOutcome(
+                WriteResult.ERROR, None, f"PATCH podgroups/status {podgroup.key}: {exc!r}"
+            )
+        return ClaimWriteOutcome(WriteResult.WRITTEN)

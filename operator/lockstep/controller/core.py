@@ -1,0 +1,332 @@
+"""The scheduler core as the operator runs it: watch events in, decisions out.
+
+Raw API objects are parsed here, once, into the core's types (``parse_pod``, ``parse_node``, the
+pydantic PodGroup and DRA models) and handed to the cluster cache and the DRA resource store. The
+scheduler's per-group attempt records become PodGroup status (through the status writer), Events,
+metrics and one log line per decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from lockstep.api.node import parse_node
+from lockstep.api.pod import InvalidObjectError, parse_pod
+from lockstep.api.podgroup import PodGroup
+from lockstep.api.resource import (
+    DeviceClass,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceModelError,
+    ResourceSlice,
+    parse_resource,
+)
+from lockstep.config import Settings
+from lockstep.controller.status import AttemptResult, AttemptSummary, GroupRef, ReasonCount
+from lockstep.dra.features import allocator_features
+from lockstep.dra.store import ResourceStore
+from lockstep.kube.client import KubeClient
+from lockstep.kube.events import NORMAL, WARNING, EventRecorder, ObjectReference
+from lockstep.kube.ports import KubeClaimAPI, KubePodAPI
+from lockstep.logging import get_logger
+from lockstep.metrics import Metrics
+from lockstep.scheduler.framework import Code, GroupKey, PodInfo, Status
+from lockstep.scheduler.records import GroupAttempt
+from lockstep.scheduler.scheduler import Scheduler
+from lockstep.state.cluster import ClusterEvent
+
+log = get_logger("lockstep.scheduler")
+
+PODGROUP_API_VERSION = "scheduling.lockstep.dev/v1alpha1"
+RESULT_LABELS = {
+    Code.SUCCESS: "scheduled",
+    Code.WAIT: "waiting",
+    Code.UNSCHEDULABLE: "unschedulable",
+    Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "unschedulable",
+    Code.ERROR: "error",
+}
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+class SchedulerCore:
+    def __init__(
+        self, settings: Settings, client: KubeClient, events: EventRecorder, metrics: Metrics
+    ) -> None:
+        self.settings = settings
+        self.events = events
+        self.metrics = metrics
+        self.resources = ResourceStore(allocator_features(settings.feature_gates), self._resources_changed)
+        claim_api = KubeClaimAPI(client)
+        self.scheduler = Scheduler(
+            settings,
+            KubePodAPI(client),
+            services={
+                "resources": self.resources,
+                "claim_status_api": claim_api,
+                "group_claim_api": claim_api,
+            },
+        )
+        self.cache = self.scheduler.cache
+        self.scheduler.add_listener(self)
+        self.cache.add_listener(self)
+        self.on_attempt: Callable[[GroupRef], None] | None = None
+        self.last_cycle_at = 0.0
+        self._accepting = True
+        self._wake = asyncio.Event()
+        self._pending_since: dict[str, float] = {}  # pod uid -> when it was first seen unscheduled
+        self._podgroup_uids: dict[GroupRef, str] = {}
+        self._invalid: dict[str, str] = {}  # object key -> resourceVersion already reported invalid
+
+    # --- watch feed -------------------------------------------------------------------------------------
+
+    def on_pod(self, event_type: str, raw: dict[str, Any]) -> None:
+        meta = _meta(raw)
+        uid = str(meta.get("uid") or "")
+        if event_type == "DELETED":
+            self._pending_since.pop(uid, None)
+            if self.cache.delete_pod(uid) is None:
+                self.cache.delete_pod_by_name(str(meta.get("namespace") or "default"), str(meta.get("name")))
+            return
+        try:
+            pod = parse_pod(raw)
+        except InvalidObjectError as exc:
+            self._report_invalid(raw, str(exc))
+            return
+        if not pod.node_name and pod.scheduler_name == self.settings.scheduler_name:
+            self._pending_since.setdefault(pod.uid, time.monotonic())
+        self.cache.upsert_pod(pod)
+
+    def on_node(self, event_type: str, raw: dict[str, Any]) -> None:
+        if event_type == "DELETED":
+            self.cache.delete_node(str(_meta(raw).get("name")))
+            return
+        try:
+            self.cache.upsert_node(parse_node(raw))
+        except InvalidObjectError as exc:
+            self._report_invalid(raw, str(exc))
+
+    def on_podgroup(self, event_type: str, raw: dict[str, Any]) -> None:
+        meta = _meta(raw)
+        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
+        if event_type == "DELETED":
+            self._podgroup_uids.pop((namespace, name), None)
+            self.cache.delete_podgroup(namespace, name)
+            self.resources.delete_pod_group(namespace, name)
+            return
+        try:
+            podgroup = PodGroup.model_validate(raw)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc'])}: {str(err['msg']).removeprefix('Value error, ')}"
+                for err in exc.errors()
+            )
+            self._report_invalid(raw, f"PodGroup {namespace}/{name}: {problems}", kind="PodGroup")
+            return
+        self._podgroup_uids[(namespace, name)] = podgroup.metadata.uid
+        self.resources.upsert_pod_group(podgroup)
+        self.cache.upsert_podgroup(podgroup)
+
+    def on_claim(self, event_type: str, raw: dict[str, Any]) -> None:
+        meta = _meta(raw)
+        if event_type == "DELETED":
+            self.resources.delete_claim(str(meta.get("namespace")), str(meta.get("name")))
+            return
+        self._parse_into(ResourceClaim, raw, self.resources.upsert_claim)
+
+    def on_slice(self, event_type: str, raw: dict[str, Any]) -> None:
+        if event_type == "DELETED":
+            self.resources.delete_slice(str(_meta(raw).get("name")))
+            return
+        self._parse_into(ResourceSlice, raw, self.resources.upsert_slice)
+
+    def on_device_class(self, event_type: str, raw: dict[str, Any]) -> None:
+        if event_type == "DELETED":
+            self.resources.delete_class(str(_meta(raw).get("name")))
+            return
+        self._parse_into(DeviceClass, raw, self.resources.upsert_class)
+
+    def on_claim_template(self, event_type: str, raw: dict[str, Any]) -> None:
+        meta = _meta(raw)
+        if event_type == "DELETED":
+            self.resources.delete_template(str(meta.get("namespace")), str(meta.get("name")))
+            return
+        self._parse_into(ResourceClaimTemplate, raw, self.resources.upsert_template)
+
+    def _parse_into(self, model: Any, raw: dict[str, Any], apply: Callable[[Any], None]) -> None:
+        try:
+            parsed = parse_resource(model, raw)
+        except ResourceModelError as exc:
+            self._report_invalid(raw, str(exc))
+            return
+        apply(parsed)
+
+    def _report_invalid(self, raw: dict[str, Any], problem: str, kind: str = "") -> None:
+        """Log an object lockstep cannot use once per resourceVersion (and tell its PodGroup)."""
+        meta = _meta(raw)
+        key = f"{raw.get('kind', kind)}/{meta.get('namespace', '')}/{meta.get('name', '')}"
+        version = str(meta.get("resourceVersion") or "")
+        if self._invalid.get(key) == version:
+            return
+        self._invalid[key] = version
+        log.warning("object ignored: invalid", error=problem, object=key)
+        if kind == "PodGroup":
+            reference = ObjectReference(
+                "PodGroup",
+                str(meta.get("namespace")),
+                str(meta.get("name")),
+                str(meta.get("uid") or ""),
+                PODGROUP_API_VERSION,
+            )
+            self.events.record(reference, WARNING, "InvalidSpec", problem)
+
+    def _resources_changed(self) -> None:
+        self.cache.on_claims_changed()
+
+    # --- scheduler loop ----------------------------------------------------------------------------------
+
+    def on_cluster_event(self, event: ClusterEvent, group: GroupKey | None) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Run group cycles until :meth:`stop_accepting`; binding cycles are left to :meth:`drain`."""
+        scheduler = self.scheduler
+        while self._accepting:
+            self._wake.clear()
+            if scheduler.schedule_one() is not None:
+                await asyncio.sleep(0)  # let watch events and binding tasks run between cycles
+                continue
+            ready_at = scheduler.queue.next_ready_at()
+            timeout = None if ready_at is None else max(ready_at - scheduler.clock(), 0.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+
+    def stop_accepting(self) -> None:
+        self._accepting = False
+        self._wake.set()
+
+    async def drain(self, grace: float) -> None:
+        """Release pods waiting at Permit (nothing of theirs is in the API yet), let PreBind/Bind in
+        flight finish within ``grace`` seconds, then cancel the rest (each cancellation unreserves)."""
+        shutdown = Status.unschedulable("Binding", "SchedulerShutdown", "lockstep is shutting down")
+        for key in list(self.scheduler.attempts):
+            self.scheduler.waiting.reject_group(key, shutdown)
+        try:
+            await asyncio.wait_for(self.scheduler.wait_for_tasks(), grace)
+        except TimeoutError:
+            log.warning("binding cycles still running at the end of the grace period; cancelling them")
+            await self.scheduler.close()
+
+    def queue_depth(self) -> int:
+        return len(self.scheduler.queue)
+
+    # --- outcomes ----------------------------------------------------------------------------------------
+
+    def attempt_summary(self, key: GroupRef) -> AttemptSummary | None:
+        attempt = self.scheduler.attempts.get(GroupKey(key[0], key[1]))
+        if attempt is None:
+            return None
+        result = attempt.reason
+        if attempt.code is not Code.SUCCESS and attempt.causes.get("Timeout"):
+            result = AttemptResult.TIMEOUT
+        reasons = tuple(
+            ReasonCount(cause, count, _cause_message(cause, count, attempt))
+            for cause, count in sorted(attempt.causes.items(), key=lambda item: (-item[1], item[0]))
+        )
+        return AttemptSummary(
+            result=result,
+            message=attempt.message,
+            attempted_at=datetime.fromtimestamp(attempt.timestamp, UTC),
+            next_retry_at=(
+                datetime.fromtimestamp(attempt.next_retry_at, UTC)
+                if attempt.next_retry_at is not None
+                else None
+            ),
+            reasons=reasons,
+        )
+
+    def on_group_attempt(self, attempt: GroupAttempt) -> None:
+        self.last_cycle_at = attempt.timestamp
+        result = RESULT_LABELS[attempt.code]
+        self.metrics.podgroup_attempts.labels(result).inc()
+        self.metrics.last_cycle.set(attempt.timestamp)
+        self.metrics.inflight_claim_allocations.set(len(self.resources.in_flight))
+        self._update_queue_metrics()
+        key = attempt.group
+        fields: dict[str, Any] = {
+            "attempt": attempt.attempt,
+            "result": attempt.reason,
+            "scheduled": attempt.scheduled,
+            "min_count": attempt.min_count,
+            "total": attempt.total_pods,
+        }
+        if key.pod_group:
+            fields["podgroup"] = f"{key.namespace}/{key.name}"
+        else:
+            fields["pod"] = f"{key.namespace}/{key.name}"
+        if attempt.code is Code.SUCCESS:
+            log.info("placed", placements=[f"{pod}->{node}" for pod, node in attempt.placed], **fields)
+        else:
+            log.info(
+                "waiting" if attempt.code is Code.WAIT else "rejected",
+                reason=attempt.message,
+                causes=dict(attempt.causes),
+                **fields,
+            )
+        self._record_event(attempt)
+        if key.pod_group and self.on_attempt is not None:
+            self.on_attempt((key.namespace, key.name))
+        self._wake.set()
+
+    def _record_event(self, attempt: GroupAttempt) -> None:
+        key = attempt.group
+        if key.pod_group:
+            uid = self._podgroup_uids.get((key.namespace, key.name), "")
+            reference = ObjectReference("PodGroup", key.namespace, key.name, uid, PODGROUP_API_VERSION)
+        else:
+            pod = self.cache.get_pod_by_name(key.namespace, key.name)
+            reference = ObjectReference("Pod", key.namespace, key.name, pod.uid if pod else "", "v1")
+        if attempt.code is Code.SUCCESS:
+            if key.pod_group and attempt.placed:
+                self.events.record(reference, NORMAL, "Scheduled", attempt.message)
+        elif attempt.code is Code.WAIT:
+            self.events.record(reference, NORMAL, "Waiting", attempt.message)
+        elif attempt.causes.get("Timeout"):
+            self.events.record(reference, WARNING, "Timeout", attempt.message)
+        else:
+            self.events.record(reference, WARNING, "FailedScheduling", attempt.message)
+
+    def on_pod_bound(self, pod: PodInfo, node_name: str) -> None:
+        self.metrics.bindings.labels("bound").inc()
+        since = self._pending_since.pop(pod.uid, None)
+        if since is not None:
+            self.metrics.pod_scheduling_duration.observe(time.monotonic() - since)
+        if not pod.group_name:
+            # Pods of a PodGroup get one event on the group per attempt instead of one each.
+            reference = ObjectReference("Pod", pod.namespace, pod.name, pod.uid, "v1")
+            self.events.record(
+                reference, NORMAL, "Scheduled", f"Successfully assigned {pod.key} to {node_name}"
+            )
+        log.info("bound", pod=pod.key, node=node_name, podgroup=pod.group_name or None)
+
+    def _update_queue_metrics(self) -> None:
+        self.metrics.pending_pods.labels("active").set(len(self.scheduler.queue))
+        self.metrics.pending_pods.labels("waiting_at_permit").set(len(self.scheduler.waiting))
+
+
+def _cause_message(cause: str, count: int, attempt: GroupAttempt) -> str:
+    if cause == "TooFewPods":
+        return f"{attempt.total_pods} of minCount {attempt.min_count} pods exist"
+    if cause == "Timeout":
+        return "members timed out at Permit waiting for the rest of the gang"
+    return f"{count} nodes rejected: {cause}"

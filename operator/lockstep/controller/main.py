@@ -1,0 +1,46 @@
+"""``lockstep run``: the production entry point (kubeconfig or in-cluster service account)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from lockstep.cli import settings_from_args
+from lockstep.config import ConfigError, Settings
+from lockstep.controller.runtime import Operator
+from lockstep.kube.credentials import CredentialsError, load_connection_info
+from lockstep.logging import configure_logging, get_logger
+
+log = get_logger("lockstep.controller.main")
+
+
+async def run_operator(settings: Settings) -> int:
+    connection = await load_connection_info(settings.kubeconfig)
+    operator = Operator(settings, connection)
+    log.info(
+        "starting",
+        server=connection.server,
+        scheduler=settings.scheduler_name,
+        identity=operator.identity,
+        leader_elect=settings.leader_elect,
+        namespaces=settings.namespaces or "all",
+        feature_gates=settings.feature_gates,
+    )
+    return await operator.run(asyncio.Event())
+
+
+def run_command(args: argparse.Namespace) -> int:
+    try:
+        settings = settings_from_args(args)
+    except ConfigError as exc:
+        print(f"lockstep run: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.resolved_log_format().value, settings.log_level.value)
+    try:
+        return asyncio.run(run_operator(settings))
+    except CredentialsError as exc:
+        log.error("cannot connect", error=str(exc))
+        return 2
+    except KeyboardInterrupt:
+        return 130
