@@ -12,8 +12,9 @@ talks to the API server, and recognises these call sites (the convention the cod
    ``self.<attribute>``) as the ``KIND`` of form 1 is a helper with those verbs (``strict_merge_patch``,
    ``RawWatch``). A call of the helper by name with a ``ResourceKind`` constant is a call site; a
    ``subresource`` the helper forwards is read from that call.
-3. kubernetes_asyncio API methods, by name, called or handed to ``Watch().stream(...)`` (which adds
-   ``watch``): ``create_namespaced_pod_binding``, ``patch_namespaced_pod_status`` ... parsed as
+3. kubernetes_asyncio API methods, in modules that import kubernetes_asyncio, by name, called or
+   handed to ``Watch().stream(...)`` (which adds ``watch``): ``create_namespaced_pod_binding``,
+   ``patch_namespaced_pod_status`` ... parsed as
    ``<verb>_[namespaced_]<kind>[_<subresource>][_for_all_namespaces]`` against ``KINDS``.
    ``*_custom_object*`` methods address podgroups, the only custom resource lockstep uses;
    ``create_namespaced_event`` exists in CoreV1Api and EventsV1Api, so it counts as both.
@@ -266,6 +267,14 @@ class _ModuleScan:
         self.sites: list[CallSite] = []
         self.unmapped: list[Unmapped] = []
         self.table_kinds: set[Any] = set()
+        self.uses_kubernetes_asyncio = any(
+            (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kubernetes_asyncio"))
+            or (
+                isinstance(node, ast.Import)
+                and any(a.name.startswith("kubernetes_asyncio") for a in node.names)
+            )
+            for node in ast.walk(self.tree)
+        )
         self._parents: dict[ast.AST, ast.AST] = {}
         for parent in ast.walk(self.tree):
             for child in ast.iter_child_nodes(parent):
@@ -444,7 +453,7 @@ class _ModuleScan:
         for node in ast.walk(self.tree):
             if self._in_transport(node):
                 continue
-            if isinstance(node, ast.Attribute) and node.attr in self.methods:
+            if isinstance(node, ast.Attribute) and node.attr in self.methods and self.uses_kubernetes_asyncio:
                 self._scan_method(node)
             elif isinstance(node, ast.Call):
                 self._scan_kopf(node)

@@ -25,9 +25,9 @@ CLUSTER_NEEDS: set[Permission] = (
     | _grants("", "events", "create patch")
     | _grants("scheduling.lockstep.dev", "podgroups", "get list watch")
     | _grants("scheduling.lockstep.dev", "podgroups/status", "patch")
-    | _grants(
-        "resource.k8s.io", "resourceclaims resourceclaimtemplates resourceslices deviceclasses", "list watch"
-    )
+    | _grants("resource.k8s.io", "resourceclaims", "get list watch create")
+    | _grants("resource.k8s.io", "resourceclaims/status", "patch")
+    | _grants("resource.k8s.io", "resourceclaimtemplates resourceslices deviceclasses", "list watch")
 )
 # Leader election, in the release namespace only.
 LEASE_NEEDS: set[Permission] = _grants("coordination.k8s.io", "leases", "get create update")
@@ -209,7 +209,7 @@ def test_scan_maps_each_documented_call_form(tmp_path: Path) -> None:
 )
 def test_scan_reports_what_it_cannot_map(tmp_path: Path, code: str, why: str) -> None:
     source = tmp_path / "sample.py"
-    header = "from lockstep.kube.client import PODS\n"
+    header = "import kubernetes_asyncio\nfrom lockstep.kube.client import PODS\n"
     body = "async def f():\n" + textwrap.indent(code, "    ") if "await" in code else code
     source.write_text(header + body)
     _, unmapped = scan([source])
@@ -218,8 +218,17 @@ def test_scan_reports_what_it_cannot_map(tmp_path: Path, code: str, why: str) ->
 
 def test_scan_finds_a_call_the_role_does_not_allow(tmp_path: Path) -> None:
     source = tmp_path / "sample.py"
-    source.write_text("async def f(core, client):\n    await core.delete_namespaced_pod('p', 'ns')\n")
+    source.write_text(
+        "import kubernetes_asyncio\n\n\n"
+        "async def f(core, client):\n    await core.delete_namespaced_pod('p', 'ns')\n"
+    )
     sites, unmapped = scan([source])
     assert unmapped == []
     granted = granted_permissions(only(render(HA_VALUES), "ClusterRole"))
     assert [p for site in sites for p in site.permissions - granted] == [Permission("", "pods", "delete")]
+
+
+def test_scan_ignores_cache_methods_named_like_api_calls_outside_kubernetes_asyncio(tmp_path: Path) -> None:
+    source = tmp_path / "sample.py"
+    source.write_text("def on_node(cache, name):\n    cache.delete_node(name)\n")
+    assert scan([source]) == ([], [])
