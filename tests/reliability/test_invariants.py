@@ -6,7 +6,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from lockstep.api.pod import pod_requests as scheduler_pod_requests
 from lockstep.sim.invariants import (
     BindingHistory,
     ClusterState,
@@ -470,3 +473,42 @@ def test_tracker_forgets_a_transient_violation_that_clears() -> None:
     now[0] = 6.0
     assert tracker.update(partial) == []
     assert tracker.confirmed == {}
+
+
+# --- differential: the checker's arithmetic against the scheduler's own parsing ---------------------
+
+# Whole base units (millicores, bytes, devices), where both sides are exact.
+RESOURCE_LISTS = st.fixed_dictionaries(
+    {},
+    optional={
+        "cpu": st.one_of(st.integers(0, 64).map(str), st.integers(0, 64_000).map(lambda m: f"{m}m")),
+        "memory": st.one_of(st.integers(0, 4096).map(lambda m: f"{m}Mi"), st.integers(0, 10**9).map(str)),
+        "example.com/gpu": st.integers(0, 8).map(str),
+    },
+)
+CONTAINERS = st.lists(
+    st.builds(
+        lambda requests, limits, sidecar: {
+            "name": "c",
+            "resources": {"requests": requests, "limits": limits},
+            **({"restartPolicy": "Always"} if sidecar else {}),
+        },
+        RESOURCE_LISTS,
+        RESOURCE_LISTS,
+        st.booleans(),
+    ),
+    max_size=4,
+)
+
+
+@given(containers=CONTAINERS, init_containers=CONTAINERS, overhead=RESOURCE_LISTS)
+@settings(max_examples=150, deadline=None)
+def test_checker_requests_agree_with_the_scheduler_parsing(
+    containers: list[dict[str, Any]], init_containers: list[dict[str, Any]], overhead: dict[str, str]
+) -> None:
+    for container in containers:
+        container.pop("restartPolicy", None)
+    spec = {"containers": containers, "initContainers": init_containers, "overhead": overhead}
+    ours = pod_requests({"metadata": {"name": "p", "namespace": NS}, "spec": spec})
+    in_base_units = {name: int(value * 1000 if name == "cpu" else value) for name, value in ours.items()}
+    assert in_base_units == scheduler_pod_requests(spec, f"{NS}/p")
