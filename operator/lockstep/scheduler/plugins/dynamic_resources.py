@@ -1,0 +1,348 @@
+"""DynamicResources: places pods with their resource.k8s.io/v1 ResourceClaims.
+
+PreFilter resolves the pod's claims (its own, the ones generated from its templates, its PodGroup's)
+and sorts them: already allocated (in the assume cache or the informer), allocation pending in flight
+(decided by an earlier member of the group), or to allocate. Filter checks a node against the
+allocated and pending ones' nodeSelector and runs the allocator for the rest.
+
+Reserve (DESIGN.md behaviours 1 and 4): an allocated claim is reused and nothing is recorded in flight;
+a pending allocation is reused (a sharer is added, the node check still applies, upstream #140087);
+otherwise the allocation found by Filter is recorded in flight. Every claim also gets the pod added to
+its reservation plan.
+
+PreBind writes a claim once per gang: one strict patch (the claim's resourceVersion) with the allocation
+and the ``reservedFor`` entries of every planned member. Members wait for each other per claim, so a
+later member finds itself reserved and writes nothing. On success the written claim is assumed and the
+in-flight entry force-removed; on failure nothing is released here (Unreserve does it, once).
+Unreserve removes the pod's sharer and restores the assumed claim only when that deleted the entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
+
+from lockstep.api.resource import (
+    RESERVED_FOR_MAX_SIZE,
+    AllocationResult,
+    ResourceClaim,
+    ResourceClaimConsumerReference,
+)
+from lockstep.dra.allocator import AllocationError, CompiledClaim
+from lockstep.dra.claims import (
+    ClaimsNotReady,
+    check_owner,
+    claim_status_patch,
+    merged_consumers,
+    pod_consumer,
+    reserved_for_limit_message,
+    resolve_claims,
+)
+from lockstep.dra.features import allocator_features
+from lockstep.dra.node_selector import node_selector_matches
+from lockstep.dra.ports import ClaimStatusAPI, WriteResult
+from lockstep.dra.store import ResourceStore
+from lockstep.scheduler.framework import SKIP, SUCCESS, CycleState, NodeInfo, PodInfo, Status
+from lockstep.state.assume_cache import AssumeCacheError
+
+if TYPE_CHECKING:
+    from lockstep.scheduler.profile import PluginContext
+
+STORE_SERVICE = "dra.store"
+CLAIM_API_SERVICE = "dra.claim_api"
+
+_STATE_KEY = "DynamicResources"
+
+
+@dataclass(slots=True)
+class _PodClaims:
+    """The pod's claims as PreFilter sorted them; carried to Filter, Reserve, PreBind, Unreserve."""
+
+    claims: list[ResourceClaim]
+    # Claims whose allocation exists (cache) or is pending (in flight): index -> nodeSelector holder.
+    placed: dict[int, AllocationResult] = field(default_factory=dict)
+    to_allocate: list[int] = field(default_factory=list)
+    compiled: list[CompiledClaim] = field(default_factory=list)
+    allocations: dict[str, list[AllocationResult]] = field(default_factory=dict)  # node -> by to_allocate
+    node_labels: dict[str, Mapping[str, str]] = field(default_factory=dict)  # nodes Filter saw
+    signaled: list[tuple[str, str]] = field(default_factory=list)  # (claim uid, claim key) signaled
+    planned: list[str] = field(default_factory=list)  # claim keys the pod was added to the plan of
+
+
+class DynamicResources:
+    name: ClassVar[str] = "DynamicResources"
+
+    def __init__(self, store: ResourceStore, claim_api: ClaimStatusAPI | None) -> None:
+        self.store = store
+        self.claim_api = claim_api
+        # Reservation plans: claim key -> pod uid -> consumer, for pods reserved but not yet written.
+        self._plans: dict[str, dict[str, ResourceClaimConsumerReference]] = {}
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @classmethod
+    def from_context(cls, ctx: PluginContext) -> DynamicResources:
+        """Uses the store and claim API the operator hands over in ``ctx.services``; without them
+        (a scheduler without DRA wiring) an empty store, and PreBind refuses to write."""
+        store = ctx.services.get(STORE_SERVICE)
+        if not isinstance(store, ResourceStore):
+            store = ResourceStore(allocator_features(ctx.settings.feature_gates), ctx.cache.on_claims_changed)
+        claim_api = ctx.services.get(CLAIM_API_SERVICE)
+        return cls(store, claim_api if isinstance(claim_api, ClaimStatusAPI) else None)
+
+    def _state_key(self, pod: PodInfo) -> str:
+        return f"{_STATE_KEY}/{pod.uid}"
+
+    def _pod_claims(self, state: CycleState, pod: PodInfo) -> _PodClaims | None:
+        value = state.read(self._state_key(pod))
+        return value if isinstance(value, _PodClaims) else None
+
+    def _consumers(self, claim: ResourceClaim) -> set[str]:
+        return {ref.uid for ref in claim.status.reserved_for} | set(self._plans.get(claim.key, ()))
+
+    # --- PreFilter / Filter ------------------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        if not pod.claims and (state.group is None or not state.group.claims):
+            return SKIP
+        group_names = (
+            self.store.group_claim_names((state.group.namespace, state.group.name)) if state.group else {}
+        )
+        try:
+            sources = resolve_claims(pod, state.group, group_names)
+        except ClaimsNotReady as exc:
+            return Status.unresolvable(self.name, "ClaimPending", str(exc))
+        if not sources:
+            return SKIP
+        pod_claims = _PodClaims([])
+        for index, source in enumerate(sources):
+            claim = self.store.claims.get(source.key)
+            if claim is None:
+                return Status.unresolvable(
+                    self.name, "ClaimNotFound", f"ResourceClaim {source.key} ({source.description}) not found"
+                )
+            if claim.metadata.deletion_timestamp is not None:
+                return Status.unresolvable(
+                    self.name, "ClaimDeleting", f"ResourceClaim {source.key} is being deleted"
+                )
+            problem = check_owner(claim, source, pod)
+            if problem is not None:
+                return Status.unresolvable(self.name, "ClaimNotOwned", problem)
+            consumers = self._consumers(claim)
+            if pod.uid not in consumers and len(consumers) >= RESERVED_FOR_MAX_SIZE:
+                return Status.unschedulable(
+                    self.name,
+                    "ReservedForLimit",
+                    reserved_for_limit_message(claim.key, pod.key, len(consumers) + 1),
+                )
+            pod_claims.claims.append(claim)
+            pending = claim.status.allocation or self.store.in_flight.get(claim.metadata.uid)
+            if pending is not None:
+                pod_claims.placed[index] = pending
+                continue
+            try:
+                pod_claims.compiled.append(self.store.allocator.compile(claim))
+            except AllocationError as exc:
+                return Status.unresolvable(self.name, "ClaimUnallocatable", str(exc))
+            pod_claims.to_allocate.append(index)
+        state.write(self._state_key(pod), pod_claims)
+        return SUCCESS
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        pod_claims = self._pod_claims(state, pod)
+        if pod_claims is None:
+            return SUCCESS
+        pod_claims.node_labels[node.name] = node.labels
+        for index, allocation in pod_claims.placed.items():
+            selector = allocation.node_selector
+            if selector is not None and not node_selector_matches(selector, node.name, node.labels):
+                return Status.unresolvable(
+                    self.name,
+                    "ClaimNotOnNode",
+                    f"ResourceClaim {pod_claims.claims[index].key} is allocated to devices not available "
+                    "on the node",
+                )
+        if not pod_claims.to_allocate:
+            return SUCCESS
+        try:
+            allocations = self.store.allocator.allocate(pod_claims.compiled, node.name, node.labels)
+        except AllocationError as exc:
+            return Status.unresolvable(self.name, "ClaimUnallocatable", str(exc))
+        if allocations is None:
+            return Status.unschedulable(self.name, "InsufficientDevices", "cannot allocate all claims")
+        pod_claims.allocations[node.name] = allocations
+        return SUCCESS
+
+    # --- Reserve / Unreserve -----------------------------------------------------------------------
+
+    def _allocations_for(self, pod_claims: _PodClaims, node: str) -> list[AllocationResult] | None:
+        """Filter's allocations for ``node`` if all their devices are still free, else a fresh search."""
+        allocations = pod_claims.allocations.get(node)
+        in_use = self.store.device_in_use
+        if allocations is not None and not any(
+            in_use((result.driver, result.pool, result.device))
+            for allocation in allocations
+            for result in allocation.devices.results
+            if not result.admin_access
+        ):
+            return allocations
+        return self.store.allocator.allocate(pod_claims.compiled, node, pod_claims.node_labels.get(node, {}))
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        pod_claims = self._pod_claims(state, pod)
+        if pod_claims is None:
+            return SUCCESS
+        new_allocations: dict[int, AllocationResult] = {}
+        if pod_claims.to_allocate:
+            try:
+                found = self._allocations_for(pod_claims, node_name)
+            except AllocationError as exc:
+                return Status.unresolvable(self.name, "ClaimUnallocatable", str(exc))
+            if found is None:
+                return Status.unschedulable(
+                    self.name,
+                    "InsufficientDevices",
+                    f"the devices chosen on {node_name} were taken meanwhile",
+                )
+            new_allocations = dict(zip(pod_claims.to_allocate, found, strict=True))
+        for index, claim in enumerate(pod_claims.claims):
+            uid, key = claim.metadata.uid, claim.key
+            latest = self.store.claims.get(key) or claim
+            if latest.status.allocation is not None:
+                # Behaviour 1: allocated already (by an earlier member's PreBind or anyone): reuse it,
+                # record nothing in flight.
+                status = self._check_node(latest.status.allocation, latest, pod_claims, node_name)
+            elif (pending := self.store.in_flight.get(uid)) is not None:
+                status = self._check_node(pending, latest, pod_claims, node_name)
+                if status.ok:
+                    self.store.in_flight.signal(uid, latest)
+                    pod_claims.signaled.append((uid, key))
+            elif index in new_allocations:
+                allocated = latest.model_copy(
+                    update={"status": latest.status.model_copy(update={"allocation": new_allocations[index]})}
+                )
+                if self.store.in_flight.signal(uid, allocated):
+                    pod_claims.signaled.append((uid, key))
+                status = SUCCESS
+            else:
+                status = Status.unschedulable(
+                    self.name, "ClaimChanged", f"ResourceClaim {key} lost its allocation since PreFilter"
+                )
+            if not status.ok:
+                return status
+            consumers = self._consumers(latest)
+            if pod.uid not in consumers and len(consumers) >= RESERVED_FOR_MAX_SIZE:
+                return Status.unschedulable(
+                    self.name,
+                    "ReservedForLimit",
+                    reserved_for_limit_message(key, pod.key, len(consumers) + 1),
+                )
+            self._plans.setdefault(key, {})[pod.uid] = pod_consumer(pod)
+            pod_claims.planned.append(key)
+        return SUCCESS
+
+    def _check_node(
+        self, allocation: AllocationResult, claim: ResourceClaim, pod_claims: _PodClaims, node_name: str
+    ) -> Status:
+        """The node must satisfy the allocation's nodeSelector, also for a reused pending one (#140087)."""
+        selector = allocation.node_selector
+        labels = pod_claims.node_labels.get(node_name, {})
+        if selector is None or node_selector_matches(selector, node_name, labels):
+            return SUCCESS
+        return Status.unschedulable(
+            self.name,
+            "ClaimNotOnNode",
+            f"ResourceClaim {claim.key} is allocated to devices not available on {node_name}",
+        )
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        pod_claims = self._pod_claims(state, pod)
+        if pod_claims is None:
+            return
+        for uid, key in pod_claims.signaled:
+            if self.store.in_flight.maybe_remove(uid, force=False):
+                self.store.claims.restore(key)
+        pod_claims.signaled.clear()
+        for key in pod_claims.planned:
+            self._unplan(key, pod.uid)
+        pod_claims.planned.clear()
+
+    def _unplan(self, key: str, pod_uid: str) -> None:
+        plan = self._plans.get(key)
+        if plan is not None:
+            plan.pop(pod_uid, None)
+            if not plan:
+                del self._plans[key]
+
+    # --- PreBind -----------------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _claim_lock(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        pod_claims = self._pod_claims(state, pod)
+        if pod_claims is None:
+            return SUCCESS
+        for claim in pod_claims.claims:
+            async with self._claim_lock(claim.key):
+                status = await self._write_claim(claim, pod)
+            if not status.ok:
+                return status
+        return SUCCESS
+
+    async def _write_claim(self, claim: ResourceClaim, pod: PodInfo) -> Status:
+        uid, key = claim.metadata.uid, claim.key
+        latest = self.store.claims.get(key)
+        if latest is None or latest.metadata.uid != uid:
+            return Status.unschedulable(self.name, "ClaimNotFound", f"ResourceClaim {key} was deleted")
+        if latest.status.allocation is not None and latest.is_reserved_for(pod.uid):
+            return SUCCESS  # an earlier member's write reserved it for this pod too
+        allocation = None
+        if latest.status.allocation is None:
+            allocation = self.store.in_flight.get(uid)
+            if allocation is None:
+                return Status.error(self.name, f"ResourceClaim {key} has no allocation and none is pending")
+        planned = list(self._plans.get(key, {}).values())
+        if not any(ref.uid == pod.uid for ref in planned):
+            planned.append(pod_consumer(pod))
+        consumers = merged_consumers(latest, planned)
+        if len(consumers) > RESERVED_FOR_MAX_SIZE:
+            return Status.unschedulable(
+                self.name, "ReservedForLimit", reserved_for_limit_message(key, pod.key, len(consumers))
+            )
+        if self.claim_api is None:
+            return Status.error(self.name, f"ResourceClaim {key}: no claim API is configured to write it")
+        outcome = await self.claim_api.write_claim_status(latest, claim_status_patch(allocation, consumers))
+        if outcome.result is not WriteResult.WRITTEN or outcome.claim is None:
+            # This pod will be unreserved; later members must not write its reservation.
+            self._unplan(key, pod.uid)
+            message = (
+                f"ResourceClaim {key}: writing {'allocation and ' if allocation else ''}reservedFor failed"
+            )
+            detail = f"{outcome.result.value}{': ' + outcome.message if outcome.message else ''}"
+            if outcome.result in (WriteResult.CONFLICT, WriteResult.NOT_FOUND):
+                return Status.unschedulable(self.name, "ClaimChanged", f"{message}: {detail}")
+            return Status.error(self.name, f"{message}: {detail}")
+        # AssumeCacheError: the informer already delivered something at least as new.
+        with contextlib.suppress(AssumeCacheError):
+            self.store.claims.assume(outcome.claim)
+        self.store.in_flight.maybe_remove(uid, force=True)
+        written = {ref.uid for ref in consumers}
+        plan = self._plans.get(key, {})
+        for pod_uid in written & set(plan):
+            self._unplan(key, pod_uid)
+        return SUCCESS
