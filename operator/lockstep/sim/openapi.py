@@ -13,8 +13,8 @@ nullable type lists, Quantity/IntOrString). Custom resources get a schema built 
 ``openAPIV3Schema`` the way kube-apiextensions-apiserver does (``metadata`` as ObjectMeta, the
 ``x-kubernetes-group-version-kind`` extension, a ``<Kind>List`` schema).
 
-``/openapi/v2`` is answered 404: client-go reads it only as protobuf and every kubectl from 1.27
-falls back from it or prefers v3.
+``/openapi/v2`` (JSON, or gnostic protobuf which is all client-go asks for) is the union of the v3
+documents in v2 form; kubectl 1.27 and 1.28 still read it for ``explain``.
 """
 
 from __future__ import annotations
@@ -22,11 +22,16 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.resources
+import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
+from aiohttp import web
+
+if TYPE_CHECKING:
+    from lockstep.sim.apiserver import ApiServer
 
 JsonObject = dict[str, Any]
 
@@ -440,7 +445,7 @@ def group_version_document(
 
 
 class OpenApiDocuments:
-    """The ``/openapi/v3`` root and the per group-version documents, serialized and hashed."""
+    """The ``/openapi/v3`` root, the per group-version documents and ``/openapi/v2``, serialized."""
 
     def __init__(
         self,
@@ -450,8 +455,11 @@ class OpenApiDocuments:
         index = SchemaIndex(crds)
         self.documents: dict[str, bytes] = {}
         self.hashes: dict[str, str] = {}
+        self._v3: list[JsonObject] = []
         for (group, version), resources in sorted(resources_by_group_version.items()):
-            body = orjson.dumps(group_version_document(group, version, resources, index))
+            document = group_version_document(group, version, resources, index)
+            self._v3.append(document)
+            body = orjson.dumps(document)
             path = document_path(group, version)
             self.documents[path] = body
             self.hashes[path] = hashlib.sha512(body).hexdigest().upper()
@@ -465,3 +473,285 @@ class OpenApiDocuments:
                 }
             }
         )
+
+    @functools.cached_property
+    def v2(self) -> JsonObject:
+        return v2_document(self._v3)
+
+    @functools.cached_property
+    def v2_json(self) -> bytes:
+        return orjson.dumps(self.v2)
+
+    @functools.cached_property
+    def v2_protobuf(self) -> bytes:
+        return v2_protobuf(self.v2)
+
+
+# --- OpenAPI v2 ---------------------------------------------------------------------------------
+# kubectl 1.27 and 1.28 read /openapi/v2 (explain, and the fieldValidation check), and client-go
+# asks for it only as gnostic protobuf (openapi.v2.Document). The v2 document is derived from the
+# v3 ones; the encoder below writes the subset of gnostic's OpenAPIv2.proto that it needs.
+
+V2_REF_PREFIX = "#/definitions/"
+V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+V3_ONLY_KEYS = frozenset({"anyOf", "oneOf", "not", "nullable"})
+
+
+def v2_schema(schema: Any) -> Any:
+    """An OpenAPI v3 schema in v2 form: refs to ``#/definitions/``, no allOf wrapper, no v3-only keys."""
+    if isinstance(schema, list):
+        return [v2_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: JsonObject = {}
+    all_of = schema.get("allOf")
+    if isinstance(all_of, list) and len(all_of) == 1 and "$ref" in all_of[0]:
+        out["$ref"] = V2_REF_PREFIX + str(all_of[0]["$ref"])[len(V3_REF_PREFIX) :]
+    for key, value in schema.items():
+        if key in V3_ONLY_KEYS or (key == "allOf" and "$ref" in out):
+            continue
+        if key == "$ref":
+            out[key] = V2_REF_PREFIX + str(value)[len(V3_REF_PREFIX) :]
+        elif key == "properties" and isinstance(value, dict):
+            out[key] = {name: v2_schema(sub) for name, sub in value.items()}
+        elif key.startswith("x-") or key in ("default", "enum", "example"):
+            out[key] = value
+        else:
+            out[key] = v2_schema(value)
+    return out
+
+
+def v2_document(v3_documents: Iterable[JsonObject]) -> JsonObject:
+    paths: JsonObject = {}
+    definitions: JsonObject = {}
+    for document in v3_documents:
+        for path, item in document["paths"].items():
+            paths[path] = {
+                method: {
+                    "operationId": operation["operationId"],
+                    "parameters": [
+                        {"name": p["name"], "in": p["in"], "type": p["schema"]["type"], "uniqueItems": True}
+                        for p in operation.get("parameters") or []
+                    ],
+                    **{key: value for key, value in operation.items() if key.startswith("x-")},
+                }
+                for method, operation in item.items()
+                if method in ("get", "put", "post", "delete", "patch")
+            }
+        for name, schema in document["components"]["schemas"].items():
+            definitions[name] = v2_schema(schema)
+    return {
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": "v1.36.2"},
+        "paths": dict(sorted(paths.items())),
+        "definitions": dict(sorted(definitions.items())),
+    }
+
+
+def _pb_varint(value: int) -> bytes:
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _pb_len(field_number: int, payload: bytes) -> bytes:
+    return _pb_varint(field_number << 3 | 2) + _pb_varint(len(payload)) + payload
+
+
+def _pb_str(field_number: int, text: str) -> bytes:
+    return _pb_len(field_number, text.encode())
+
+
+def _pb_int(field_number: int, value: int) -> bytes:
+    return _pb_varint(field_number << 3) + _pb_varint(value)
+
+
+def _pb_double(field_number: int, value: float) -> bytes:
+    return _pb_varint(field_number << 3 | 1) + struct.pack("<d", float(value))
+
+
+def _pb_any(field_number: int, value: Any) -> bytes:
+    # gnostic's Any keeps a value as YAML text; JSON is YAML.
+    return _pb_len(field_number, _pb_str(2, orjson.dumps(value).decode()))
+
+
+def _pb_named_any(field_number: int, name: str, value: Any) -> bytes:
+    return _pb_len(field_number, _pb_str(1, name) + _pb_any(2, value))
+
+
+SCHEMA_STRINGS = (("format", 2), ("title", 3), ("description", 4), ("pattern", 13), ("discriminator", 26))
+SCHEMA_DOUBLES = (("multipleOf", 6), ("maximum", 7), ("minimum", 9))
+SCHEMA_INTS = (
+    ("maxLength", 11),
+    ("minLength", 12),
+    ("maxItems", 14),
+    ("minItems", 15),
+    ("maxProperties", 17),
+    ("minProperties", 18),
+)
+SCHEMA_BOOLS = (("exclusiveMaximum", 8), ("exclusiveMinimum", 10), ("uniqueItems", 16), ("readOnly", 27))
+
+
+def _pb_schema(schema: JsonObject) -> bytes:
+    """openapi.v2.Schema"""
+    out = bytearray()
+    if "$ref" in schema:
+        out += _pb_str(1, str(schema["$ref"]))
+    for key, number in SCHEMA_STRINGS:
+        if isinstance(schema.get(key), str):
+            out += _pb_str(number, schema[key])
+    if "default" in schema:
+        out += _pb_any(5, schema["default"])
+    for key, number in SCHEMA_DOUBLES:
+        if isinstance(schema.get(key), int | float):
+            out += _pb_double(number, schema[key])
+    for key, number in SCHEMA_INTS:
+        if isinstance(schema.get(key), int):
+            out += _pb_int(number, schema[key])
+    for key, number in SCHEMA_BOOLS:
+        if schema.get(key) is True:
+            out += _pb_int(number, 1)
+    for required in schema.get("required") or []:
+        out += _pb_str(19, str(required))
+    for value in schema.get("enum") or []:
+        out += _pb_any(20, value)
+    additional = schema.get("additionalProperties")
+    if isinstance(additional, dict):
+        out += _pb_len(21, _pb_len(1, _pb_schema(additional)))
+    elif isinstance(additional, bool):
+        out += _pb_len(21, _pb_int(2, int(additional)))
+    kinds = schema.get("type")
+    if kinds:
+        out += _pb_len(
+            22, b"".join(_pb_str(1, kind) for kind in ([kinds] if isinstance(kinds, str) else kinds))
+        )
+    items = schema.get("items")
+    if isinstance(items, dict):
+        out += _pb_len(23, _pb_len(1, _pb_schema(items)))
+    for member in schema.get("allOf") or []:
+        out += _pb_len(24, _pb_schema(member))
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        named = b"".join(
+            _pb_len(1, _pb_str(1, name) + _pb_len(2, _pb_schema(sub))) for name, sub in properties.items()
+        )
+        out += _pb_len(25, named)
+    for key, value in schema.items():
+        if key.startswith("x-"):
+            out += _pb_named_any(31, key, value)
+    return bytes(out)
+
+
+PATH_ITEM_FIELDS = {"get": 2, "put": 3, "post": 4, "delete": 5, "patch": 8}
+
+
+def _pb_operation(operation: JsonObject) -> bytes:
+    """openapi.v2.Operation with query parameters as NonBodyParameter.QueryParameterSubSchema."""
+    out = bytearray(_pb_str(5, str(operation["operationId"])))
+    for parameter in operation.get("parameters") or []:
+        query = (
+            _pb_str(2, str(parameter["in"]))
+            + _pb_str(4, str(parameter["name"]))
+            + _pb_str(6, str(parameter["type"]))
+            + _pb_int(20, 1)
+        )
+        out += _pb_len(8, _pb_len(1, _pb_len(2, _pb_len(3, query))))
+    for key, value in operation.items():
+        if key.startswith("x-"):
+            out += _pb_named_any(13, key, value)
+    return bytes(out)
+
+
+def v2_protobuf(document: JsonObject) -> bytes:
+    """openapi.v2.Document, as client-go's discovery client reads ``/openapi/v2``."""
+    info = _pb_str(1, document["info"]["title"]) + _pb_str(2, document["info"]["version"])
+    paths = b"".join(
+        _pb_len(
+            2,
+            _pb_str(1, path)
+            + _pb_len(
+                2,
+                b"".join(_pb_len(PATH_ITEM_FIELDS[method], _pb_operation(op)) for method, op in item.items()),
+            ),
+        )
+        for path, item in document["paths"].items()
+    )
+    definitions = b"".join(
+        _pb_len(1, _pb_str(1, name) + _pb_len(2, _pb_schema(schema)))
+        for name, schema in document["definitions"].items()
+    )
+    return _pb_str(1, document["swagger"]) + _pb_len(2, info) + _pb_len(8, paths) + _pb_len(9, definitions)
+
+
+# --- HTTP ---------------------------------------------------------------------------------------
+
+CRD_TYPE_KEY = ("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+V2_PROTOBUF_RESPONSE = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+
+
+class _DocumentCache:
+    """Rebuilds the documents only when the served types or the CRDs changed."""
+
+    def __init__(self, server: ApiServer) -> None:
+        self.server = server
+        self._fingerprint: tuple[Any, ...] = ()
+        self._documents: OpenApiDocuments | None = None
+
+    def current(self) -> OpenApiDocuments:
+        server = self.server
+        crd_type = server.types.get(CRD_TYPE_KEY)
+        crd_items = server.stores[crd_type.storage].sorted_items(None) if crd_type is not None else []
+        fingerprint = (
+            tuple(sorted(server.types)),
+            tuple((s.obj["metadata"]["name"], s.rv) for s in crd_items),
+        )
+        if self._documents is None or fingerprint != self._fingerprint:
+            by_group_version: dict[tuple[str, str], list[ApiResource]] = {}
+            for (group, version, _), resource_type in sorted(server.types.items()):
+                group_version = f"{group}/{version}" if group else version
+                by_group_version.setdefault((group, version), []).extend(
+                    resources_from_discovery(group_version, {"resources": resource_type.discovery()})
+                )
+            self._documents = OpenApiDocuments(by_group_version, [s.obj for s in crd_items])
+            self._fingerprint = fingerprint
+        return self._documents
+
+
+def register(app: web.Application, server: ApiServer) -> None:
+    """Serve ``/openapi/v2``, ``/openapi/v3`` and ``/openapi/v3/<group-version>`` from ``server``'s types."""
+    cache = _DocumentCache(server)
+
+    async def v2(request: web.Request) -> web.Response:
+        documents = cache.current()
+        if "protobuf" in request.headers.get("Accept", ""):
+            return web.Response(body=documents.v2_protobuf, headers={"Content-Type": V2_PROTOBUF_RESPONSE})
+        return web.Response(body=documents.v2_json, content_type="application/json")
+
+    async def v3_root(request: web.Request) -> web.Response:
+        return web.Response(body=cache.current().root(), content_type="application/json")
+
+    async def v3_document(request: web.Request) -> web.Response:
+        documents = cache.current()
+        path = request.match_info["path"]
+        body = documents.documents.get(path)
+        if body is None:
+            return web.Response(status=404, text="404 page not found\n")
+        digest = documents.hashes[path]
+        immutable = request.query.get("hash") == digest
+        headers = {
+            "Content-Type": "application/json",
+            "Etag": f'"{digest}"',
+            "Cache-Control": "public, immutable" if immutable else "no-cache, private",
+        }
+        return web.Response(body=body, headers=headers)
+
+    app.router.add_get("/openapi/v2", v2)
+    app.router.add_get("/openapi/v3", v3_root)
+    app.router.add_get("/openapi/v3/{path:.+}", v3_document)

@@ -1,0 +1,99 @@
+"""``lockstep sim``: run the simulated cluster until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from lockstep.logging import configure_logging
+from lockstep.sim.cluster import SimCluster
+from lockstep.sim.dra_driver import DRIVER_NAME
+
+CONTEXT_NAME = "lockstep-sim"
+USAGE_EXIT = 2
+
+
+def kubeconfig(server_url: str, namespace: str = "default") -> dict[str, object]:
+    """A kubeconfig for the plain-http emulator (it needs no credentials)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": CONTEXT_NAME, "cluster": {"server": server_url}}],
+        "users": [{"name": CONTEXT_NAME, "user": {}}],
+        "contexts": [
+            {
+                "name": CONTEXT_NAME,
+                "context": {"cluster": CONTEXT_NAME, "user": CONTEXT_NAME, "namespace": namespace},
+            }
+        ],
+        "current-context": CONTEXT_NAME,
+        "preferences": {},
+    }
+
+
+def write_kubeconfig(server_url: str, path: str | None) -> tuple[Path, bool]:
+    """Write the kubeconfig to ``path`` or a new temporary file; returns (path, created a temp file)."""
+    text = yaml.safe_dump(kubeconfig(server_url), sort_keys=False)
+    if path:
+        target = Path(path).expanduser().resolve()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        return target, False
+    fd, name = tempfile.mkstemp(prefix="lockstep-sim-", suffix=".kubeconfig")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    return Path(name), True
+
+
+async def run_until_stopped(cluster: SimCluster, kubeconfig_path: str | None) -> int:
+    url = await cluster.start()
+    written, temporary = write_kubeconfig(url, kubeconfig_path)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        print(f"export KUBECONFIG={written}", flush=True)
+        print(
+            f"# lockstep sim: API server {url}, {cluster.node_count} nodes, "
+            f"{cluster.devices_per_node} {DRIVER_NAME} devices per node, PodGroup CRD installed. "
+            "Ctrl-C stops it.",
+            flush=True,
+        )
+        await stop.wait()
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+        await cluster.stop()
+        if temporary:
+            written.unlink(missing_ok=True)
+    return 0
+
+
+def sim_command(args: argparse.Namespace) -> int:
+    if args.nodes < 1:
+        print(f"lockstep sim: --nodes must be at least 1, got {args.nodes}", file=sys.stderr)
+        return USAGE_EXIT
+    if args.devices_per_node < 0:
+        print(
+            f"lockstep sim: --devices-per-node must not be negative, got {args.devices_per_node}",
+            file=sys.stderr,
+        )
+        return USAGE_EXIT
+    if not 0 <= args.port <= 65535:
+        print(f"lockstep sim: --port must be between 0 and 65535, got {args.port}", file=sys.stderr)
+        return USAGE_EXIT
+    configure_logging(fmt="console", level="warning", stream=sys.stderr)
+    cluster = SimCluster(nodes=args.nodes, devices_per_node=args.devices_per_node, port=args.port)
+    try:
+        return asyncio.run(run_until_stopped(cluster, args.kubeconfig))
+    except OSError as exc:
+        print(f"lockstep sim: cannot start the API server on port {args.port}: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,352 @@
+"""The simulated cluster: API server emulator, nodes, kubelets, DRA driver and resourceclaim controller.
+
+Node ``i`` of N is in rack ``i // rack_size`` and zone ``rack % zones`` (whole racks per zone), has
+the labels ``kubernetes.io/hostname``, ``topology.kubernetes.io/zone`` and ``lockstep.dev/rack``,
+the pod CIDR ``10.(64 + i // 256).(i % 256).0/24`` and the InternalIP ``10.0.(i // 250).(i % 250 + 1)``.
+With ``taint_every=k`` every k-th node (i % k == k - 1) carries ``lockstep.dev/dedicated=infra:NoSchedule``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+import structlog
+import yaml
+
+from lockstep.sim.apiserver import ApiServer
+from lockstep.sim.claim_controller import ClaimController
+from lockstep.sim.dra_driver import DraDriver
+from lockstep.sim.kubelet import Kubelets, now_rfc3339
+from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, new_session
+
+log = structlog.get_logger("lockstep.sim.cluster")
+
+ZONE_NAMES = "abcdefghijklmnopqrstuvwxyz"
+TAINT_KEY = "lockstep.dev/dedicated"
+RACK_LABEL = "lockstep.dev/rack"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+CRD_FILE = "scheduling.lockstep.dev_podgroups.yaml"
+SIM_KUBELET_VERSION = "v1.36.2-lockstep-sim"
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """Capacity of every simulated node; allocatable is capacity less a fixed system reservation."""
+
+    cpu_millis: int = 32_000
+    memory_gi: int = 256
+    pods: int = 110
+    ephemeral_storage_gi: int = 500
+    reserved_cpu_millis: int = 500
+    reserved_memory_gi: int = 2
+    reserved_storage_gi: int = 10
+
+    def __post_init__(self) -> None:
+        for name, value, reserved in (
+            ("cpu_millis", self.cpu_millis, self.reserved_cpu_millis),
+            ("memory_gi", self.memory_gi, self.reserved_memory_gi),
+            ("ephemeral_storage_gi", self.ephemeral_storage_gi, self.reserved_storage_gi),
+        ):
+            if value <= reserved:
+                raise ValueError(f"NodeShape.{name}: {value} must exceed the system reservation {reserved}")
+        if self.pods < 1:
+            raise ValueError(f"NodeShape.pods: must be at least 1, got {self.pods}")
+
+
+def node_name(index: int, count: int) -> str:
+    return f"node-{index:0{max(3, len(str(count - 1)))}d}"
+
+
+def node_pod_cidr(index: int) -> str:
+    return f"10.{64 + index // 256}.{index % 256}.0/24"
+
+
+def node_internal_ip(index: int) -> str:
+    return f"10.0.{index // 250}.{index % 250 + 1}"
+
+
+def make_node(
+    index: int,
+    count: int,
+    *,
+    shape: NodeShape = NodeShape(),
+    zones: int = 3,
+    rack_size: int = 8,
+    taint_every: int = 0,
+    created: str = "",
+) -> JsonObject:
+    """The Node object (spec, labels and a Ready status) of simulated node ``index`` of ``count``."""
+    if not 0 <= index < count:
+        raise ValueError(f"node index {index} out of range for {count} nodes")
+    if not 1 <= zones <= len(ZONE_NAMES):
+        raise ValueError(f"zones: must be between 1 and {len(ZONE_NAMES)}, got {zones}")
+    if rack_size < 1:
+        raise ValueError(f"rack_size: must be at least 1, got {rack_size}")
+    name = node_name(index, count)
+    rack = index // rack_size
+    spec: JsonObject = {"podCIDR": node_pod_cidr(index), "podCIDRs": [node_pod_cidr(index)]}
+    if taint_every > 0 and index % taint_every == taint_every - 1:
+        spec["taints"] = [{"key": TAINT_KEY, "value": "infra", "effect": "NoSchedule"}]
+    capacity = {
+        "cpu": f"{shape.cpu_millis}m" if shape.cpu_millis % 1000 else str(shape.cpu_millis // 1000),
+        "memory": f"{shape.memory_gi}Gi",
+        "pods": str(shape.pods),
+        "ephemeral-storage": f"{shape.ephemeral_storage_gi}Gi",
+    }
+    allocatable_cpu = shape.cpu_millis - shape.reserved_cpu_millis
+    allocatable = {
+        "cpu": f"{allocatable_cpu}m" if allocatable_cpu % 1000 else str(allocatable_cpu // 1000),
+        "memory": f"{shape.memory_gi - shape.reserved_memory_gi}Gi",
+        "pods": str(shape.pods),
+        "ephemeral-storage": f"{shape.ephemeral_storage_gi - shape.reserved_storage_gi}Gi",
+    }
+
+    def condition(kind: str, status: str, reason: str, message: str) -> JsonObject:
+        return {
+            "type": kind,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastHeartbeatTime": created,
+            "lastTransitionTime": created,
+        }
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                HOSTNAME_LABEL: name,
+                ZONE_LABEL: f"zone-{ZONE_NAMES[rack % zones]}",
+                RACK_LABEL: f"rack-{rack:02d}",
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+            },
+        },
+        "spec": spec,
+        "status": {
+            "capacity": capacity,
+            "allocatable": allocatable,
+            "conditions": [
+                condition(
+                    "MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory"
+                ),
+                condition(
+                    "DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"
+                ),
+                condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID"),
+                condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+            ],
+            "addresses": [
+                {"type": "InternalIP", "address": node_internal_ip(index)},
+                {"type": "Hostname", "address": name},
+            ],
+            "nodeInfo": {
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "osImage": "lockstep simulated node",
+                "kernelVersion": "6.1.0-sim",
+                "containerRuntimeVersion": "sim://1.0",
+                "kubeletVersion": SIM_KUBELET_VERSION,
+                "kubeProxyVersion": "",
+                "machineID": f"sim-{index}",
+                "systemUUID": f"sim-{index}",
+                "bootID": f"sim-{index}",
+            },
+            "phase": "Running",
+        },
+    }
+
+
+def find_crd_file() -> Path:
+    """The PodGroup CRD in the repository's ``crds/``, found from this source file upwards."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        candidate = parent / "crds" / CRD_FILE
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"crds/{CRD_FILE} not found in any parent directory of {here}")
+
+
+def load_crd(path: Path | None = None) -> JsonObject:
+    document = yaml.safe_load((path or find_crd_file()).read_text())
+    if not isinstance(document, dict) or document.get("kind") != "CustomResourceDefinition":
+        raise ValueError(f"{path}: not a CustomResourceDefinition")
+    return document
+
+
+class SimCluster:
+    """Starts the API server emulator and the cluster's components; stops them in reverse order."""
+
+    def __init__(
+        self,
+        nodes: int = 10,
+        devices_per_node: int = 8,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        shape: NodeShape = NodeShape(),
+        zones: int = 3,
+        rack_size: int = 8,
+        taint_every: int = 0,
+        kubelet_start_delay: float = 0.1,
+        kubelet_delete_delay: float = 0.1,
+        pod_run_seconds: float | None = None,
+        install_crd: bool = True,
+        start_timeout: float = 60.0,
+    ) -> None:
+        if nodes < 1:
+            raise ValueError(f"SimCluster nodes: must be at least 1, got {nodes}")
+        if devices_per_node < 0:
+            raise ValueError(f"SimCluster devices_per_node: must not be negative, got {devices_per_node}")
+        self.node_count = nodes
+        self.devices_per_node = devices_per_node
+        self.server = ApiServer(host=host, port=port)
+        self.shape = shape
+        self.zones = zones
+        self.rack_size = rack_size
+        self.taint_every = taint_every
+        self.kubelet_start_delay = kubelet_start_delay
+        self.kubelet_delete_delay = kubelet_delete_delay
+        self.pod_run_seconds = pod_run_seconds
+        self.install_crd = install_crd
+        self.start_timeout = start_timeout
+        self.url = ""
+        self.node_names = [node_name(i, nodes) for i in range(nodes)]
+        self._session: aiohttp.ClientSession | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._kubelets: Kubelets | None = None
+        self._claim_controller: ClaimController | None = None
+        self._dra_driver: DraDriver | None = None
+
+    @property
+    def http(self) -> KubeHttp:
+        if self._session is None:
+            raise RuntimeError("SimCluster is not started")
+        return KubeHttp(self.url, self._session)
+
+    async def start(self) -> str:
+        """Start everything; return the API server's base URL once nodes, slices and CRD are ready."""
+        self.url = await self.server.start()
+        try:
+            await asyncio.wait_for(self._start_components(), self.start_timeout)
+        except BaseException:
+            await self.stop()
+            raise
+        log.info(
+            "simulated cluster ready", url=self.url, nodes=self.node_count, devices=self.devices_per_node
+        )
+        return self.url
+
+    async def _start_components(self) -> None:
+        self._session = new_session()
+        http = self.http
+        if self.install_crd:
+            await self._install_crd(http)
+        await self._create_nodes(http)
+
+        pods = Informer(http, "/api/v1/pods")
+        claims = Informer(http, "/apis/resource.k8s.io/v1/resourceclaims")
+        self._kubelets = Kubelets(
+            http,
+            pods,
+            self.node_names,
+            [node_pod_cidr(i) for i in range(self.node_count)],
+            [node_internal_ip(i) for i in range(self.node_count)],
+            start_delay=self.kubelet_start_delay,
+            delete_delay=self.kubelet_delete_delay,
+            run_seconds=self.pod_run_seconds,
+        )
+        self._claim_controller = ClaimController(http, pods, claims)
+        self._kubelets.start()
+        self._claim_controller.start()
+        for informer, name in ((pods, "sim-pods-watch"), (claims, "sim-claims-watch")):
+            self._tasks.append(asyncio.create_task(informer.run(), name=name))
+        await pods.synced.wait()
+        await claims.synced.wait()
+        if self.devices_per_node > 0:
+            self._dra_driver = DraDriver(http, self.node_names, self.devices_per_node)
+            await self._dra_driver.start()
+
+    async def _create_nodes(self, http: KubeHttp) -> None:
+        created = now_rfc3339()
+        nodes = [
+            make_node(
+                i,
+                self.node_count,
+                shape=self.shape,
+                zones=self.zones,
+                rack_size=self.rack_size,
+                taint_every=self.taint_every,
+                created=created,
+            )
+            for i in range(self.node_count)
+        ]
+        semaphore = asyncio.Semaphore(32)
+
+        async def create(node: JsonObject) -> None:
+            async with semaphore:
+                try:
+                    await http.create("/api/v1/nodes", node)
+                except ApiError as exc:
+                    if exc.status != 409:
+                        raise
+
+        await asyncio.gather(*(create(node) for node in nodes))
+
+    async def _install_crd(self, http: KubeHttp) -> None:
+        crd = load_crd()
+        name = crd["metadata"]["name"]
+        try:
+            await http.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+        await wait_for_crd_established(http, name)
+
+    async def stop(self) -> None:
+        if self._dra_driver is not None:
+            await self._dra_driver.stop()
+        if self._claim_controller is not None:
+            await self._claim_controller.stop()
+        if self._kubelets is not None:
+            await self._kubelets.stop()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        await self.server.stop()
+
+    async def __aenter__(self) -> SimCluster:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+
+def is_established(crd: JsonObject) -> bool:
+    conditions: list[dict[str, Any]] = crd.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+
+async def wait_for_crd_established(http: KubeHttp, name: str) -> None:
+    """Poll until the CRD is Established (the caller bounds the wait)."""
+    path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+    while not is_established(await http.get(path)):  # noqa: ASYNC110 - the state lives in the server
+        await asyncio.sleep(0.05)

@@ -1,0 +1,128 @@
+"""End-to-end fixtures: a ``lockstep sim`` subprocess and a real ``kubectl`` pointed at it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+KUBECTL = shutil.which("kubectl")
+MANIFESTS = Path(__file__).parent / "manifests"
+REPO = Path(__file__).resolve().parents[2]
+SIM_START_TIMEOUT = 60.0
+KUBECTL_TIMEOUT = 30.0
+
+
+@dataclass
+class KubectlResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def __str__(self) -> str:
+        return f"exit {self.returncode}\nstdout:\n{self.stdout}\nstderr:\n{self.stderr}"
+
+
+@dataclass
+class Kubectl:
+    """Runs one kubectl binary against the simulated cluster with its own cache directory."""
+
+    binary: str
+    kubeconfig: Path
+    cache_dir: Path
+
+    def run(self, *args: str, check: bool = True, stdin: str | None = None) -> KubectlResult:
+        command = [self.binary, f"--kubeconfig={self.kubeconfig}", f"--cache-dir={self.cache_dir}", *args]
+        completed = subprocess.run(
+            command, input=stdin, capture_output=True, text=True, timeout=KUBECTL_TIMEOUT, check=False
+        )
+        result = KubectlResult(completed.returncode, completed.stdout, completed.stderr)
+        if check and completed.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {result}")
+        return result
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        command = [self.binary, f"--kubeconfig={self.kubeconfig}", f"--cache-dir={self.cache_dir}", *args]
+        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@dataclass
+class RunningSim:
+    process: subprocess.Popen[str]
+    kubeconfig: Path
+    server_url: str
+
+
+def _start_sim(kubeconfig: Path) -> RunningSim:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lockstep",
+            "sim",
+            "--nodes",
+            "3",
+            "--devices-per-node",
+            "2",
+            "--kubeconfig",
+            str(kubeconfig),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=env,
+    )
+    assert process.stdout is not None
+    deadline = time.monotonic() + SIM_START_TIMEOUT
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        if line.startswith("export KUBECONFIG="):
+            assert line.strip() == f"export KUBECONFIG={kubeconfig}"
+            config = kubeconfig.read_text()
+            server_url = next(
+                part.split("server:", 1)[1].strip() for part in config.splitlines() if "server:" in part
+            )
+            return RunningSim(process, kubeconfig, server_url)
+    process.kill()
+    _, stderr = process.communicate(timeout=10)
+    raise AssertionError(f"lockstep sim did not start (exit {process.returncode}):\n{stderr}")
+
+
+def _stop_sim(sim: RunningSim) -> int:
+    sim.process.send_signal(signal.SIGTERM)
+    try:
+        return sim.process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        sim.process.kill()
+        sim.process.wait(timeout=10)
+        raise
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSim]:
+    if KUBECTL is None:
+        pytest.skip("kubectl is not installed")
+    running = _start_sim(tmp_path_factory.mktemp("sim") / "kubeconfig")
+    try:
+        yield running
+    finally:
+        exit_code = _stop_sim(running)
+        assert exit_code == 0, f"lockstep sim exited {exit_code} on SIGTERM"
+
+
+@pytest.fixture
+def kubectl(sim: RunningSim, tmp_path: Path) -> Kubectl:
+    assert KUBECTL is not None
+    return Kubectl(KUBECTL, sim.kubeconfig, tmp_path / "kubectl-cache")

@@ -1,0 +1,126 @@
+"""Real kubectl against ``lockstep sim``: the PodGroup CRD as a user meets it.
+
+The tests of this module share one simulated cluster and run in order: they walk one PodGroup
+through apply, get, patch, describe, wait, explain, re-apply and delete.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from conftest import Kubectl
+
+pytestmark = pytest.mark.e2e
+
+MANIFESTS = Path(__file__).parent / "manifests"
+REPO = Path(__file__).resolve().parents[2]
+
+CRD = REPO / "crds" / "scheduling.lockstep.dev_podgroups.yaml"
+GANG = MANIFESTS / "podgroup-gang.yaml"
+
+
+def test_apply_crd_and_podgroup(kubectl: Kubectl) -> None:
+    crd = kubectl.run("apply", "-f", str(CRD))
+    assert "customresourcedefinition.apiextensions.k8s.io/podgroups.scheduling.lockstep.dev" in crd.stdout
+    created = kubectl.run("apply", "-f", str(GANG))
+    assert created.stdout.strip() == "podgroup.scheduling.lockstep.dev/train created"
+
+
+def test_get_shows_the_printer_columns(kubectl: Kubectl) -> None:
+    lines = kubectl.run("get", "lpg").stdout.splitlines()
+    assert lines[0].split() == ["NAME", "POLICY", "MINCOUNT", "SCHEDULED", "RUNNING", "PHASE", "AGE"]
+    row = lines[1].split()
+    assert row[0] == "train"
+    assert row[1] == "4", "MinCount column (policy/status columns are empty until lockstep writes status)"
+    by_category = kubectl.run("get", "lockstep", "-o", "name").stdout.split()
+    assert by_category == ["podgroup.scheduling.lockstep.dev/train"]
+
+
+def test_invalid_podgroup_is_rejected_naming_the_field(kubectl: Kubectl) -> None:
+    result = kubectl.run("apply", "-f", str(MANIFESTS / "podgroup-invalid.yaml"), check=False)
+    assert result.returncode != 0
+    assert "spec.schedulingPolicy.gang.minCount" in result.stderr
+    assert "empty-gang" in result.stderr
+    missing = kubectl.run("get", "lpg", "empty-gang", check=False)
+    assert missing.returncode != 0 and "NotFound" in missing.stderr
+
+
+def test_patch_then_describe(kubectl: Kubectl) -> None:
+    patched = kubectl.run(
+        "patch", "lpg", "train", "--type=merge", "-p", '{"spec":{"scheduleTimeoutSeconds":120}}'
+    )
+    assert "podgroup.scheduling.lockstep.dev/train patched" in patched.stdout
+    timeout = kubectl.run("get", "lpg", "train", "-o", "jsonpath={.spec.scheduleTimeoutSeconds}").stdout
+    assert timeout == "120"
+    described = kubectl.run("describe", "lpg", "train").stdout
+    assert "Name:         train" in described
+    assert "Kind:         PodGroup" in described
+    assert "Min Count:  4" in described
+    assert "Schedule Timeout Seconds:  120" in described
+
+
+def test_wait_for_a_status_written_through_the_status_subresource(kubectl: Kubectl) -> None:
+    waiter = kubectl.start("wait", "lpg/train", "--for=jsonpath={.status.phase}=Scheduled", "--timeout=20s")
+    try:
+        kubectl.run(
+            "patch",
+            "lpg",
+            "train",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps({"status": {"phase": "Scheduled", "policy": "Gang", "scheduled": 4, "running": 0}}),
+        )
+        stdout, stderr = waiter.communicate(timeout=25)
+    except subprocess.TimeoutExpired:
+        waiter.kill()
+        raise
+    assert waiter.returncode == 0, stderr
+    assert "podgroup.scheduling.lockstep.dev/train condition met" in stdout
+    row = kubectl.run("get", "lpg", "train", "--no-headers").stdout.split()
+    assert row[:6] == ["train", "Gang", "4", "4", "0", "Scheduled"]
+
+
+def test_explain_reads_the_crd_schema(kubectl: Kubectl) -> None:
+    spec = kubectl.run("explain", "podgroups.spec").stdout
+    assert "KIND:       PodGroup" in spec or "KIND:     PodGroup" in spec
+    for field in ("schedulingPolicy", "resourceClaims", "scheduleTimeoutSeconds"):
+        assert field in spec
+    min_count = kubectl.run("explain", "lpg.spec.schedulingPolicy.gang.minCount").stdout
+    assert "<integer>" in min_count
+    assert "Pods that must be placed in the same scheduling cycle." in min_count
+
+
+def test_reapply_of_a_changed_manifest_updates_the_podgroup(kubectl: Kubectl) -> None:
+    applied = kubectl.run("apply", "-f", str(MANIFESTS / "podgroup-gang-changed.yaml"))
+    assert applied.stdout.strip() == "podgroup.scheduling.lockstep.dev/train configured"
+    spec = json.loads(kubectl.run("get", "lpg", "train", "-o", "jsonpath={.spec}").stdout)
+    # scheduleTimeoutSeconds was 120 by patch; the manifest now owns it.
+    assert spec == {"schedulingPolicy": {"gang": {"minCount": 6}}, "scheduleTimeoutSeconds": 60}
+    unchanged = kubectl.run("apply", "-f", str(MANIFESTS / "podgroup-gang-changed.yaml"))
+    assert unchanged.stdout.strip() == "podgroup.scheduling.lockstep.dev/train unchanged"
+
+
+def test_client_side_apply_of_a_pod_uses_strategic_merge(kubectl: Kubectl) -> None:
+    manifest = (MANIFESTS / "pod-member.yaml").read_text()
+    assert kubectl.run("apply", "-f", "-", stdin=manifest).stdout.strip() == "pod/train-0 created"
+    relabelled = manifest.replace("  labels:\n", "  labels:\n    attempt: second\n")
+    configured = kubectl.run("apply", "-f", "-", stdin=relabelled)
+    assert configured.stdout.strip() == "pod/train-0 configured"
+    labels = json.loads(kubectl.run("get", "pod", "train-0", "-o", "jsonpath={.metadata.labels}").stdout)
+    assert labels == {"attempt": "second", "scheduling.lockstep.dev/pod-group": "train"}
+    kubectl.run("delete", "pod", "train-0", "--wait=true")
+
+
+def test_delete_removes_the_podgroup(kubectl: Kubectl) -> None:
+    deleted = kubectl.run("delete", "-f", str(GANG))
+    assert deleted.stdout.strip() == 'podgroup.scheduling.lockstep.dev "train" deleted'
+    gone = kubectl.run("get", "lpg", "train", check=False)
+    assert gone.returncode != 0
+    assert 'podgroups.scheduling.lockstep.dev "train" not found' in gone.stderr
