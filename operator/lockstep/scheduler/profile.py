@@ -23,6 +23,7 @@ from lockstep.scheduler.framework import (
     ReservePlugin,
     ScorePlugin,
 )
+from lockstep.scheduler.plugins.dynamic_resources import DynamicResources
 from lockstep.scheduler.plugins.gang import GangPermit, GangTopology
 from lockstep.scheduler.plugins.node_affinity import NodeAffinity
 from lockstep.scheduler.plugins.node_basics import NodeName, NodeUnschedulable, TaintToleration
@@ -63,7 +64,7 @@ REGISTRY: dict[str, PluginFactory] = {
     NodeResourcesScore.name: lambda ctx: NodeResourcesScore(ctx.settings.score_strategy),
     GangTopology.name: lambda ctx: GangTopology(ctx.cache, ctx.settings.topology_key),
     GangPermit.name: lambda ctx: GangPermit(ctx.cache, ctx.waiting),
-    # DynamicResources registers here (one line): "DynamicResources": <factory>,
+    DynamicResources.name: DynamicResources.from_context,
 }
 
 # Cheap, selective filters first: a node is rejected by the first filter that fails.
@@ -73,7 +74,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     TaintToleration.name,
     NodeAffinity.name,
     NodeResourcesFit.name,
-    # "DynamicResources" goes here, after the node filters (it is the most expensive one).
+    DynamicResources.name,  # after the node filters: it is the most expensive one
     NodeResourcesScore.name,
     GangTopology.name,
     GangPermit.name,
