@@ -1,0 +1,117 @@
+"""DynamicResources inside the real group cycle and default profile (scheduler core + DRA together)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from dra_builders import claim, device, device_class, exactly, match, resource_slice
+from dra_memory_api import MemoryClaimAPI
+
+from lockstep import SCHEDULER_NAME
+from lockstep.config import Settings
+from lockstep.dra.features import allocator_features
+from lockstep.dra.store import ResourceStore
+from lockstep.scheduler.cycle import GroupCycle
+from lockstep.scheduler.framework import Code, GroupKey, NodeInfo, PodClaimRef, PodGroupInfo, PodInfo
+from lockstep.scheduler.plugins.dynamic_resources import CLAIM_API_SERVICE, STORE_SERVICE, DynamicResources
+from lockstep.scheduler.profile import PluginContext, build_profile
+from lockstep.scheduler.waiting import WaitingPods
+from lockstep.state.cluster import ClusterCache
+
+
+def cluster(
+    nodes: int, devices_per_node: int, gates: dict[str, bool] | None = None
+) -> tuple[ClusterCache, ResourceStore, MemoryClaimAPI, GroupCycle]:
+    settings = Settings(feature_gates=gates or {})
+    cache = ClusterCache(SCHEDULER_NAME)
+    store = ResourceStore(allocator_features(settings.feature_gates), cache.on_claims_changed)
+    store.upsert_class(device_class())
+    for n in range(nodes):
+        name = f"node-{n}"
+        cache.upsert_node(NodeInfo(name=name, allocatable={"cpu": 8000, "memory": 2**35, "pods": 110}))
+        devices = [device(f"gpu-{i}", numa=[i // 2, (i + 1) // 2]) for i in range(devices_per_node)]
+        store.upsert_slice(resource_slice(f"slice-{name}", devices, name))
+    api = MemoryClaimAPI(store)
+    ctx = PluginContext(settings, cache, WaitingPods(), {STORE_SERVICE: store, CLAIM_API_SERVICE: api})
+    return cache, store, api, GroupCycle(cache, build_profile(ctx), feasible_nodes_to_find=100, spread=True)
+
+
+def member(name: str, group: str, *claims: PodClaimRef) -> PodInfo:
+    return PodInfo(
+        uid=f"uid-{name}",
+        namespace="ns",
+        name=name,
+        scheduler_name=SCHEDULER_NAME,
+        group_name=group,
+        requests={"cpu": 100},
+        claims=claims,
+    )
+
+
+def add_group(
+    cache: ClusterCache, name: str, size: int, min_count: int, *claims: PodClaimRef
+) -> PodGroupInfo:
+    group = PodGroupInfo("ns", name, f"uid-{name}", min_count=min_count, is_gang=True, claims=claims)
+    cache.upsert_podgroup(group)
+    for i in range(size):
+        cache.upsert_pod(member(f"{name}-{i}", name))
+    return group
+
+
+def dra_plugin(cycle: GroupCycle) -> DynamicResources:
+    plugin = cycle.profile.get(DynamicResources.name)
+    assert isinstance(plugin, DynamicResources)
+    return plugin
+
+
+async def test_gang_with_a_group_claim_places_all_members_with_one_claim_write() -> None:
+    cache, _, api, cycle = cluster(nodes=3, devices_per_node=2)
+    api.add(claim("shared", exactly("gpu", 2), uid="uid-shared"))
+    group = add_group(cache, "g", 6, 6, PodClaimRef("shared", resource_claim_name="shared"))
+    outcome = cycle.run(group, cache.unscheduled_members(GroupKey("ns", "g")))
+    assert outcome.status.ok, outcome.status
+    assert len({p.node_name for p in outcome.placements}) == 1  # the claim's devices are node-local
+    plugin = dra_plugin(cycle)
+    statuses = await asyncio.gather(
+        *(plugin.pre_bind(p.state, p.pod, p.node_name) for p in outcome.placements)
+    )
+    assert all(s.ok for s in statuses)
+    assert len(api.status_writes) == 1
+    assert len(api.objects["ns/shared"]["status"]["reservedFor"]) == 6
+
+
+def test_gang_that_cannot_get_devices_is_released_completely() -> None:
+    cache, store, api, cycle = cluster(nodes=2, devices_per_node=2)
+    refs = []
+    for i in range(5):
+        api.add(claim(f"c{i}", exactly("gpu", 1), uid=f"uid-c{i}"))
+        refs.append(PodClaimRef("gpu", resource_claim_name=f"c{i}"))
+    group = PodGroupInfo("ns", "g", "uid-g", min_count=5, is_gang=True)
+    cache.upsert_podgroup(group)
+    for i, ref in enumerate(refs):
+        cache.upsert_pod(member(f"g-{i}", "g", ref))
+    outcome = cycle.run(group, cache.unscheduled_members(GroupKey("ns", "g")))
+    assert outcome.status.code is Code.UNSCHEDULABLE
+    assert len(store.in_flight) == 0  # every member's pending allocation was released
+    assert not any(
+        store.device_in_use(("gpu.example.com", f"node-{n}", f"gpu-{i}")) for n in (0, 1) for i in (0, 1)
+    )
+    assert api.status_writes == []
+
+
+def test_list_type_attribute_gate_decides_whether_the_gang_fits() -> None:
+    """Behaviour 5 end to end: Settings.feature_gates -> allocator features -> allocation outcome."""
+    for enabled, fits in ((True, True), (False, False)):
+        cache, _, api, cycle = cluster(nodes=1, devices_per_node=4, gates={"DRAListTypeAttributes": enabled})
+        api.add(
+            claim(
+                "pair",
+                exactly("a"),
+                exactly("b"),
+                constraints=[match("gpu.example.com/numa")],
+                uid="uid-pair",
+            )
+        )
+        group = add_group(cache, "g", 1, 1, PodClaimRef("pair", resource_claim_name="pair"))
+        outcome = cycle.run(group, cache.unscheduled_members(GroupKey("ns", "g")))
+        assert outcome.status.ok is fits, (enabled, outcome.status)
