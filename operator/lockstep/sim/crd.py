@@ -1,0 +1,456 @@
+"""CustomResourceDefinitions and the custom resources they serve: structural schema validation,
+defaulting, pruning of unknown fields and ``x-kubernetes-validations`` CEL rules."""
+
+from __future__ import annotations
+
+import copy
+import re
+from functools import lru_cache
+from typing import Any
+
+import celpy
+
+from lockstep.sim import errors as fe
+from lockstep.sim.builtins import validate_name
+from lockstep.sim.errors import FieldError, bad_request
+from lockstep.sim.resources import ResourceType, Strategy, WriteContext, storage_version_hash
+
+JsonObject = dict[str, Any]
+
+CRD_GROUP = "apiextensions.k8s.io"
+# Errors after which CEL rules are not evaluated (upstream ``hasBlockingErr``).
+BLOCKING_REASONS = {
+    "FieldValueNotSupported",
+    "FieldValueRequired",
+    "FieldValueTooLong",
+    "FieldValueTooMany",
+    "FieldValueTypeInvalid",
+}
+RULES_SKIPPED = FieldError(
+    "FieldValueInvalid",
+    "<nil>",
+    "Invalid value: null: some validation rules were not checked because the object was invalid; "
+    "correct the existing errors to complete validation",
+)
+CUSTOM_RESOURCE_VERBS = ("delete", "deletecollection", "get", "list", "patch", "create", "update", "watch")
+JSON_TYPE_NAMES = {
+    str: "string",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    dict: "object",
+    list: "array",
+}
+
+
+def json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    return JSON_TYPE_NAMES.get(type(value), "object")
+
+
+def _type_ok(expected: str, value: Any) -> bool:
+    if expected == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if expected == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if expected == "boolean":
+        return isinstance(value, bool)
+    if expected == "string":
+        return isinstance(value, str)
+    if expected == "object":
+        return isinstance(value, dict)
+    if expected == "array":
+        return isinstance(value, list)
+    return True
+
+
+@lru_cache(maxsize=512)
+def _cel_program(rule: str) -> Any:
+    env = celpy.Environment()
+    return env.program(env.compile(rule))
+
+
+def _child(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+class SchemaValidator:
+    """Validation of one value against a structural OpenAPI v3 schema, with kube-apiserver's messages."""
+
+    def __init__(self) -> None:
+        self.errors: list[FieldError] = []
+        self.has_rules = False
+
+    def validate(self, value: Any, schema: JsonObject, path: str) -> None:
+        if schema.get("x-kubernetes-validations"):
+            self.has_rules = True
+        if value is None and schema.get("nullable"):
+            return
+        expected = schema.get("type")
+        if expected and not schema.get("x-kubernetes-int-or-string") and not _type_ok(expected, value):
+            actual = json_type(value)
+            self.errors.append(
+                fe.type_invalid(
+                    path, actual, f"{path} in body must be of type {expected}: {fe.go_value(actual)}"
+                )
+            )
+            return
+        if "enum" in schema and value not in schema["enum"]:
+            self.errors.append(fe.not_supported(path, value, schema["enum"]))
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            self._numbers(value, schema, path)
+        elif isinstance(value, str):
+            self._string(value, schema, path)
+        elif isinstance(value, list):
+            self._array(value, schema, path)
+        elif isinstance(value, dict):
+            self._object(value, schema, path)
+
+    def _numbers(self, value: float, schema: JsonObject, path: str) -> None:
+        checks = (
+            ("minimum", "exclusiveMinimum", lambda v, m: v < m, lambda v, m: v <= m, "greater than"),
+            ("maximum", "exclusiveMaximum", lambda v, m: v > m, lambda v, m: v >= m, "less than"),
+        )
+        for key, exclusive_key, fails, fails_exclusive, words in checks:
+            if key not in schema:
+                continue
+            bound = schema[key]
+            if schema.get(exclusive_key):
+                if fails_exclusive(value, bound):
+                    self.errors.append(fe.invalid(path, value, f"{path} in body should be {words} {bound}"))
+            elif fails(value, bound):
+                self.errors.append(
+                    fe.invalid(path, value, f"{path} in body should be {words} or equal to {bound}")
+                )
+
+    def _string(self, value: str, schema: JsonObject, path: str) -> None:
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            self.errors.append(fe.too_long(path, schema["maxLength"]))
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            self.errors.append(
+                fe.invalid(path, value, f"{path} in body should be at least {schema['minLength']} chars long")
+            )
+        if "pattern" in schema and not re.search(schema["pattern"], value):
+            self.errors.append(fe.invalid(path, value, f"{path} in body should match '{schema['pattern']}'"))
+
+    def _array(self, value: list[Any], schema: JsonObject, path: str) -> None:
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            self.errors.append(fe.too_many(path, len(value), schema["maxItems"]))
+            return
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            self.errors.append(
+                fe.invalid(path, value, f"{path} in body should have at least {schema['minItems']} items")
+            )
+        items = schema.get("items") or {}
+        for i, item in enumerate(value):
+            self.validate(item, items, f"{path}[{i}]")
+        list_type = schema.get("x-kubernetes-list-type")
+        if list_type == "map":
+            keys = schema.get("x-kubernetes-list-map-keys") or []
+            seen: set[tuple[Any, ...]] = set()
+            for i, item in enumerate(value):
+                if not isinstance(item, dict):
+                    continue
+                key = tuple(repr(item.get(k)) for k in keys)
+                if key in seen:
+                    shown = {k: item.get(k) for k in keys}
+                    self.errors.append(fe.duplicate(f"{path}[{i}]", shown))
+                seen.add(key)
+        elif list_type == "set":
+            seen_values: list[Any] = []
+            for i, item in enumerate(value):
+                if item in seen_values:
+                    self.errors.append(fe.duplicate(f"{path}[{i}]", item))
+                seen_values.append(item)
+
+    def _object(self, value: JsonObject, schema: JsonObject, path: str) -> None:
+        for name in schema.get("required") or []:
+            if name not in value:
+                self.errors.append(fe.required(_child(path, name)))
+        if "maxProperties" in schema and len(value) > schema["maxProperties"]:
+            self.errors.append(fe.too_many(path, len(value), schema["maxProperties"]))
+        properties = schema.get("properties") or {}
+        additional = schema.get("additionalProperties")
+        for key, item in value.items():
+            if key in properties:
+                self.validate(item, properties[key], _child(path, key))
+            elif isinstance(additional, dict):
+                self.validate(item, additional, _child(path, key))
+
+
+def run_cel_rules(value: Any, old: Any, schema: JsonObject, path: str, errors: list[FieldError]) -> None:
+    """Evaluate ``x-kubernetes-validations`` at every schema node that holds a value."""
+    if value is None:
+        return
+    for rule in schema.get("x-kubernetes-validations") or []:
+        expression = rule.get("rule", "")
+        uses_old = "oldSelf" in expression
+        if uses_old and old is None:
+            continue
+        activation = {"self": celpy.json_to_cel(value)}
+        if uses_old:
+            activation["oldSelf"] = celpy.json_to_cel(old)
+        try:
+            passed = _cel_program(expression).evaluate(activation)
+        except Exception as error:  # celpy raises several internal types for evaluation errors
+            errors.append(fe.invalid_no_value(path, f"rule evaluation failed: {error}"))
+            continue
+        if passed is not True and not (isinstance(passed, celpy.celtypes.BoolType) and bool(passed)):
+            message = rule.get("message") or f"failed rule: {expression}"
+            field = path + rule["fieldPath"] if rule.get("fieldPath") else path
+            errors.append(fe.invalid_no_value(field, message))
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        additional = schema.get("additionalProperties")
+        for key, item in value.items():
+            sub = properties.get(key) or (additional if isinstance(additional, dict) else None)
+            if sub:
+                old_item = old.get(key) if isinstance(old, dict) else None
+                run_cel_rules(item, old_item, sub, _child(path, key), errors)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            run_cel_rules(item, None, schema["items"], f"{path}[{i}]", errors)
+
+
+def prune(value: Any, schema: JsonObject, path: str, unknown: list[str]) -> Any:
+    """Drop fields the schema does not know (recording their paths), like the structural pruner."""
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        return value
+    if isinstance(value, dict) and schema.get("type", "object") == "object":
+        properties = schema.get("properties")
+        additional = schema.get("additionalProperties")
+        if isinstance(additional, dict):
+            return {k: prune(v, additional, _child(path, k), unknown) for k, v in value.items()}
+        if additional is True:
+            return value
+        result = {}
+        for key, item in value.items():
+            if properties and key in properties:
+                result[key] = prune(item, properties[key], _child(path, key), unknown)
+            else:
+                unknown.append(_child(path, key))
+        return result
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [prune(item, schema["items"], f"{path}[{i}]", unknown) for i, item in enumerate(value)]
+    return value
+
+
+def apply_defaults(value: Any, schema: JsonObject) -> None:
+    if isinstance(value, dict):
+        for key, sub in (schema.get("properties") or {}).items():
+            if key not in value and "default" in sub:
+                value[key] = copy.deepcopy(sub["default"])
+            if key in value:
+                apply_defaults(value[key], sub)
+        additional = schema.get("additionalProperties")
+        if isinstance(additional, dict):
+            for item in value.values():
+                apply_defaults(item, additional)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for item in value:
+            apply_defaults(item, schema["items"])
+
+
+class CustomResourceStrategy(Strategy):
+    def __init__(self, schema: JsonObject) -> None:
+        self.schema = schema or {}
+
+    def _body_schema(self) -> JsonObject:
+        properties = dict(self.schema.get("properties") or {})
+        for key in ("apiVersion", "kind", "metadata"):
+            properties.pop(key, None)
+        return {**self.schema, "properties": properties}
+
+    def decode(self, rt: ResourceType, obj: JsonObject, ctx: WriteContext) -> None:
+        unknown: list[str] = []
+        body_schema = self._body_schema()
+        for key in list(obj):
+            if key in ("apiVersion", "kind", "metadata"):
+                continue
+            sub = (body_schema.get("properties") or {}).get(key)
+            if sub is None:
+                if not body_schema.get("x-kubernetes-preserve-unknown-fields"):
+                    unknown.append(key)
+                    del obj[key]
+                continue
+            obj[key] = prune(obj[key], sub, key, unknown)
+        unknown.sort()
+        if not unknown or ctx.field_validation == "Ignore":
+            return
+        if ctx.field_validation == "Strict":
+            listed = ", ".join(f'unknown field "{u}"' for u in unknown)
+            raise bad_request(
+                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                f"strict decoding error: {listed}"
+            )
+        ctx.warnings.extend(f'unknown field "{u}"' for u in unknown)
+
+    def default(self, rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> None:
+        apply_defaults(obj, self._body_schema())
+
+    def validate(
+        self, rt: ResourceType, obj: JsonObject, old: JsonObject | None, ctx: WriteContext
+    ) -> list[FieldError]:
+        errors = validate_name(obj["metadata"].get("name")) if old is None else []
+        body_schema = self._body_schema()
+        validator = SchemaValidator()
+        for key, sub in (body_schema.get("properties") or {}).items():
+            if key in obj:
+                validator.validate(obj[key], sub, key)
+        errors.extend(validator.errors)
+        if not validator.has_rules and not _has_rules(body_schema):
+            return errors
+        if any(e.reason in BLOCKING_REASONS for e in errors):
+            errors.append(RULES_SKIPPED)
+            return errors
+        for key, sub in (body_schema.get("properties") or {}).items():
+            if key in obj:
+                run_cel_rules(obj[key], (old or {}).get(key), sub, key, errors)
+        return errors
+
+    def spec_changed(self, new: JsonObject, old: JsonObject) -> bool:
+        ignored = ("metadata", "status")
+        return {k: v for k, v in new.items() if k not in ignored} != {
+            k: v for k, v in old.items() if k not in ignored
+        }
+
+
+def _has_rules(schema: Any) -> bool:
+    if isinstance(schema, dict):
+        if schema.get("x-kubernetes-validations"):
+            return True
+        return any(_has_rules(v) for v in schema.values())
+    if isinstance(schema, list):
+        return any(_has_rules(v) for v in schema)
+    return False
+
+
+class CrdStrategy(Strategy):
+    def default(self, rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> None:
+        spec = obj.setdefault("spec", {})
+        names = spec.setdefault("names", {})
+        if names.get("kind"):
+            names.setdefault("singular", names["kind"].lower())
+            names.setdefault("listKind", names["kind"] + "List")
+        spec.setdefault("conversion", {"strategy": "None"})
+        if old is None:
+            storage = [
+                v["name"] for v in spec.get("versions") or [] if isinstance(v, dict) and v.get("storage")
+            ]
+            obj["status"] = {
+                "conditions": None,
+                "acceptedNames": {"plural": "", "kind": ""},
+                "storedVersions": storage,
+            }
+
+    def validate(
+        self, rt: ResourceType, obj: JsonObject, old: JsonObject | None, ctx: WriteContext
+    ) -> list[FieldError]:
+        errors: list[FieldError] = []
+        spec = obj.get("spec") or {}
+        names = spec.get("names") or {}
+        if not spec.get("group"):
+            errors.append(fe.required("spec.group"))
+        if not names.get("plural"):
+            errors.append(fe.required("spec.names.plural"))
+        if not names.get("kind"):
+            errors.append(fe.required("spec.names.kind"))
+        if spec.get("scope") not in ("Namespaced", "Cluster"):
+            errors.append(fe.not_supported("spec.scope", spec.get("scope", ""), ["Cluster", "Namespaced"]))
+        versions = spec.get("versions") or []
+        if not versions or sum(1 for v in versions if v.get("storage")) != 1:
+            errors.append(
+                fe.invalid(
+                    "spec.versions", versions, "must have exactly one version marked as storage version"
+                )
+            )
+        name = obj["metadata"].get("name")
+        if (
+            old is None
+            and names.get("plural")
+            and spec.get("group")
+            and name != f"{names['plural']}.{spec['group']}"
+        ):
+            errors.append(fe.invalid("metadata.name", name, 'must be spec.names.plural+"."+spec.group'))
+        if old is not None and spec.get("group") != (old.get("spec") or {}).get("group"):
+            errors.append(fe.invalid("spec.group", spec.get("group"), "field is immutable"))
+        return errors
+
+    def spec_changed(self, new: JsonObject, old: JsonObject) -> bool:
+        return new.get("spec") != old.get("spec")
+
+
+def crd_type() -> ResourceType:
+    return ResourceType(
+        CRD_GROUP,
+        "v1",
+        "customresourcedefinitions",
+        "customresourcedefinition",
+        "CustomResourceDefinition",
+        False,
+        CrdStrategy(),
+        short_names=("crd", "crds"),
+        categories=("api-extensions",),
+        subresources=("status",),
+        has_generation=True,
+        unconditional_update=False,
+        smp_lists={},
+    )
+
+
+def established_status(crd: JsonObject, now: str) -> JsonObject:
+    names = dict((crd.get("spec") or {}).get("names") or {})
+    return {
+        "conditions": [
+            {
+                "type": "NamesAccepted",
+                "status": "True",
+                "lastTransitionTime": now,
+                "reason": "NoConflicts",
+                "message": "no conflicts found",
+            },
+            {
+                "type": "Established",
+                "status": "True",
+                "lastTransitionTime": now,
+                "reason": "InitialNamesAccepted",
+                "message": "the initial names have been accepted",
+            },
+        ],
+        "acceptedNames": names,
+        "storedVersions": (crd.get("status") or {}).get("storedVersions") or [],
+    }
+
+
+def custom_types(crd: JsonObject) -> list[tuple[ResourceType, list[JsonObject]]]:
+    """The ResourceTypes a CRD serves, one per served version, with its printer columns."""
+    spec = crd.get("spec") or {}
+    names = spec.get("names") or {}
+    storage = next((v["name"] for v in spec.get("versions") or [] if v.get("storage")), "")
+    out = []
+    for version in spec.get("versions") or []:
+        if not version.get("served", True):
+            continue
+        schema = ((version.get("schema") or {}).get("openAPIV3Schema")) or {}
+        rt = ResourceType(
+            spec["group"],
+            version["name"],
+            names["plural"],
+            names.get("singular") or names["kind"].lower(),
+            names["kind"],
+            spec.get("scope") == "Namespaced",
+            CustomResourceStrategy(schema),
+            short_names=tuple(names.get("shortNames") or ()),
+            categories=tuple(names.get("categories") or ()),
+            subresources=("status",) if "status" in (version.get("subresources") or {}) else (),
+            verbs=CUSTOM_RESOURCE_VERBS,
+            has_generation=True,
+            unconditional_update=False,
+            storage=f"{spec['group']}/{names['plural']}",
+            smp_lists=None,
+            custom=True,
+        )
+        rt.storage_hash = storage_version_hash(spec["group"], storage, names["kind"])
+        out.append((rt, list(version.get("additionalPrinterColumns") or [])))
+    return out

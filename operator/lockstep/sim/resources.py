@@ -1,0 +1,157 @@
+"""Served resource types: names and discovery data, and the per-type write strategy hooks."""
+
+from __future__ import annotations
+
+import hashlib
+from base64 import b64encode
+from dataclasses import dataclass, field
+from typing import Any
+
+from lockstep.sim.errors import FieldError
+from lockstep.sim.patch import METADATA_LISTS, ListStrategies
+from lockstep.sim.store import View
+
+JsonObject = dict[str, Any]
+
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+STATUS_VERBS = ("get", "patch", "update")
+METADATA_FIELDS = {"metadata.name": "metadata.name", "metadata.namespace": "metadata.namespace"}
+
+
+@dataclass(slots=True)
+class WriteContext:
+    """Per-request knobs and results of a write: field validation mode and Warning headers."""
+
+    field_validation: str = "Warn"
+    subresource: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+
+class Strategy:
+    """Hooks that make a resource type behave like its kube-apiserver registry strategy."""
+
+    def decode(self, rt: ResourceType, obj: JsonObject, ctx: WriteContext) -> None:
+        """Reject what the real decoder would (400) and prune unknown fields; may mutate ``obj``."""
+
+    def default(self, rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> None:
+        """Apply defaults (create, and again on update like the real decoder)."""
+
+    def normalize(self, rt: ResourceType, obj: JsonObject) -> None:
+        """Fields the server always renders (explicit nulls, derived fields)."""
+
+    def validate(
+        self, rt: ResourceType, obj: JsonObject, old: JsonObject | None, ctx: WriteContext
+    ) -> list[FieldError]:
+        return []
+
+    def bookmark(self, rt: ResourceType, rv: int) -> JsonObject:
+        return {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(rv)}}
+
+    def spec_changed(self, new: JsonObject, old: JsonObject) -> bool:
+        """Whether a write changes what metadata.generation tracks."""
+        return new.get("spec") != old.get("spec")
+
+
+def storage_version_hash(group: str, version: str, kind: str) -> str:
+    digest = hashlib.sha256(f"{group}/{version}/{kind}".encode()).digest()
+    return b64encode(digest[:8]).decode()
+
+
+@dataclass(eq=False)
+class ResourceType:
+    group: str
+    version: str
+    plural: str
+    singular: str
+    kind: str
+    namespaced: bool
+    strategy: Strategy
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = ALL_VERBS
+    subresources: tuple[str, ...] = ()
+    has_generation: bool = False
+    returns_deleted_object: bool = False
+    unconditional_update: bool = True
+    # pods/status (and nodes/status) also apply label and annotation changes; others reset metadata.
+    status_updates_metadata: bool = False
+    storage: str = ""
+    view: View | None = None
+    field_labels: dict[str, str] = field(default_factory=lambda: dict(METADATA_FIELDS))
+    smp_lists: ListStrategies | None = None
+    storage_hash: str = ""
+    custom: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.storage:
+            self.storage = f"{self.group}/{self.plural}"
+        if not self.storage_hash:
+            self.storage_hash = storage_version_hash(self.group, self.version, self.kind)
+        if self.smp_lists is not None:
+            self.smp_lists = {**METADATA_LISTS, **self.smp_lists}
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def list_kind(self) -> str:
+        return self.kind + "List"
+
+    @property
+    def group_version(self) -> str:
+        return self.api_version
+
+    def discovery(self) -> list[JsonObject]:
+        """The APIResourceList entries of this type and its subresources."""
+        main: JsonObject = {
+            "name": self.plural,
+            "singularName": self.singular,
+            "namespaced": self.namespaced,
+            "kind": self.kind,
+            "verbs": list(self.verbs),
+        }
+        if self.short_names:
+            main["shortNames"] = list(self.short_names)
+        if self.categories:
+            main["categories"] = list(self.categories)
+        main["storageVersionHash"] = self.storage_hash
+        entries = [main]
+        for sub in self.subresources:
+            kind, verbs = ("Binding", ["create"]) if sub == "binding" else (self.kind, list(STATUS_VERBS))
+            entries.append(
+                {
+                    "name": f"{self.plural}/{sub}",
+                    "singularName": "",
+                    "namespaced": self.namespaced,
+                    "kind": kind,
+                    "verbs": verbs,
+                }
+            )
+        return entries
+
+    def aggregated_discovery(self) -> JsonObject:
+        entry: JsonObject = {
+            "resource": self.plural,
+            "responseKind": {"group": "", "version": "", "kind": self.kind},
+            "scope": "Namespaced" if self.namespaced else "Cluster",
+            "singularResource": self.singular,
+            "verbs": list(self.verbs),
+        }
+        if self.short_names:
+            entry["shortNames"] = list(self.short_names)
+        if self.categories:
+            entry["categories"] = list(self.categories)
+        subs = []
+        for sub in self.subresources:
+            kind, verbs = ("Binding", ["create"]) if sub == "binding" else (self.kind, list(STATUS_VERBS))
+            subs.append(
+                {
+                    "subresource": sub,
+                    "responseKind": {"group": "", "version": "", "kind": kind},
+                    "verbs": verbs,
+                }
+            )
+        if subs:
+            entry["subresources"] = subs
+        return entry
