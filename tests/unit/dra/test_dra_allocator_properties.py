@@ -1,0 +1,112 @@
+"""Property test: allocations never share a device, satisfy their selectors and constraints, and the
+search finds an allocation whenever one exists (checked by brute force on small inventories)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+from dra_builders import CLASS, DRIVER, claim, device, device_class, exactly, match, resource_slice
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lockstep.dra.allocator import Allocator
+from lockstep.dra.features import Features
+from lockstep.dra.inventory import DeviceID, DeviceInventory
+
+# (CEL expression, the same condition in Python over the device's attributes)
+SELECTORS: list[tuple[str, Callable[[dict[str, Any]], bool]]] = [
+    ("", lambda attrs: True),
+    (f'device.attributes["{DRIVER}"].model == "a"', lambda attrs: attrs["model"] == "a"),
+    (f'device.attributes["{DRIVER}"].memory >= 2', lambda attrs: attrs["memory"] >= 2),
+    (f'device.attributes["{DRIVER}"].numa.includes(1)', lambda attrs: 1 in attrs["numa"]),
+]
+NODES = ("node-0", "node-1")
+
+device_attributes = st.fixed_dictionaries(
+    {
+        "model": st.sampled_from(["a", "b"]),
+        "memory": st.integers(1, 4),
+        "numa": st.lists(st.integers(0, 3), min_size=1, max_size=2, unique=True),
+    }
+)
+request_spec = st.tuples(st.integers(1, 3), st.integers(0, len(SELECTORS) - 1))
+claim_spec = st.tuples(
+    st.lists(request_spec, min_size=1, max_size=2),
+    st.booleans(),  # matchAttribute numa over all requests
+    st.sampled_from(NODES),
+)
+
+
+def _satisfies(
+    chosen: list[list[str]], requests: list[tuple[int, int]], constrained: bool, attrs: dict[str, Any]
+) -> bool:
+    for names, (count, selector) in zip(chosen, requests, strict=True):
+        if len(names) != count or not all(SELECTORS[selector][1](attrs[name]) for name in names):
+            return False
+    flat = [name for names in chosen for name in names]
+    if len(set(flat)) != len(flat):
+        return False
+    if constrained:
+        common = set.intersection(*(set(attrs[name]["numa"]) for name in flat))
+        if not common:
+            return False
+    return True
+
+
+def _exists(
+    free: list[str], requests: list[tuple[int, int]], constrained: bool, attrs: dict[str, Any]
+) -> bool:
+    def assign(index: int, left: list[str], chosen: list[list[str]]) -> bool:
+        if index == len(requests):
+            return _satisfies(chosen, requests, constrained, attrs)
+        return any(
+            assign(index + 1, [n for n in left if n not in combo], [*chosen, list(combo)])
+            for combo in itertools.combinations(left, requests[index][0])
+        )
+
+    return assign(0, free, [])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    inventory=st.lists(st.lists(device_attributes, min_size=1, max_size=6), min_size=2, max_size=2),
+    claims=st.lists(claim_spec, min_size=1, max_size=5),
+)
+def test_allocations_are_exclusive_valid_and_complete(
+    inventory: list[list[dict[str, Any]]], claims: list[tuple[list[tuple[int, int]], bool, str]]
+) -> None:
+    attrs: dict[str, dict[str, Any]] = {}
+    devices = DeviceInventory()
+    for node, node_devices in zip(NODES, inventory, strict=True):
+        entries = []
+        for i, attributes in enumerate(node_devices):
+            name = f"{node}-d{i}"
+            attrs[name] = attributes
+            entries.append(device(name, **attributes))
+        devices.update_slice(resource_slice(f"slice-{node}", entries, node))
+    taken: set[DeviceID] = set()
+    features = Features(prioritized_list=True, list_type_attributes=True)
+    allocator = Allocator(features, devices, {CLASS: device_class()}, taken.__contains__)
+    for number, (requests, constrained, node) in enumerate(claims):
+        request_dicts = [
+            exactly(f"r{i}", count, *([SELECTORS[selector][0]] if SELECTORS[selector][0] else []))
+            for i, (count, selector) in enumerate(requests)
+        ]
+        constraints = [match(f"{DRIVER}/numa")] if constrained else []
+        compiled = allocator.compile(claim(f"c{number}", *request_dicts, constraints=constraints))
+        result = allocator.allocate([compiled], node, {})
+        free = [name for name in attrs if name.startswith(node) and (DRIVER, node, name) not in taken]
+        if result is None:
+            assert not _exists(free, requests, constrained, attrs), "an allocation existed but was not found"
+            continue
+        [allocation] = result
+        chosen: list[list[str]] = [[] for _ in requests]
+        for entry in allocation.devices.results:
+            device_id = (entry.driver, entry.pool, entry.device)
+            assert device_id not in taken, "device allocated twice"
+            assert entry.pool == node
+            chosen[int(entry.request.removeprefix("r"))].append(entry.device)
+        assert _satisfies(chosen, requests, constrained, attrs)
+        taken.update((DRIVER, node, name) for names in chosen for name in names)
