@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import textwrap
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 from chart_render import HA_VALUES, NAMESPACE, only, render
-from rbac_scan import Permission, granted_permissions, python_files, scan
+from rbac_scan import CallSite, Permission, Unmapped, granted_permissions, python_files, scan
 
 
 def _grants(group: str, resources: str, verbs: str) -> set[Permission]:
@@ -33,6 +34,11 @@ CLUSTER_NEEDS: set[Permission] = (
 LEASE_NEEDS: set[Permission] = _grants("coordination.k8s.io", "leases", "get create update")
 
 DANGEROUS_VERBS = {"*", "escalate", "bind", "impersonate", "deletecollection"}
+
+
+@cache
+def operator_code_scan() -> tuple[list[CallSite], list[Unmapped]]:
+    return scan(python_files())
 
 
 def roles(values: dict[str, Any]) -> list[dict[str, Any]]:
@@ -68,7 +74,7 @@ def test_lease_role_grants_exactly_leader_election_in_the_release_namespace() ->
 
 
 def test_every_api_call_in_the_operator_code_is_allowed() -> None:
-    sites, unmapped = scan(python_files())
+    sites, unmapped = operator_code_scan()
     assert unmapped == [], "API calls the RBAC scan cannot map (see tests/unit/chart/rbac_scan.py):\n" + (
         "\n".join(str(u) for u in unmapped)
     )
@@ -82,7 +88,7 @@ def test_every_api_call_in_the_operator_code_is_allowed() -> None:
 
 
 def test_roles_grant_nothing_the_operator_code_does_not_use() -> None:
-    sites, _ = scan(python_files())
+    sites, _ = operator_code_scan()
     if not sites:
         pytest.skip("operator/lockstep/kube and controller/ make no API calls yet")
     used = set().union(*(site.permissions for site in sites))

@@ -1,0 +1,173 @@
+"""examples/: every object is valid, every pod reaches a PodGroup and its claims, headers parse."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+import kubernetes_validate
+import pytest
+import yaml
+from chart_render import REPO_ROOT
+
+from lockstep import POD_GROUP_LABEL, SCHEDULER_NAME
+from lockstep.api.podgroup import PodGroup, PodGroupPhase
+from lockstep.config import KNOWN_FEATURE_GATES
+
+EXAMPLES = REPO_ROOT / "examples"
+EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
+NAMESPACE = "demo"
+DRIVER = "gpu.sim.lockstep.dev"
+HEADER_RE = re.compile(r"^# lockstep-demo: expect=(?P<phase>[A-Za-z]+)(?: gates=(?P<gates>[A-Za-z,]+))?$")
+CRD = yaml.safe_load((REPO_ROOT / "crds" / "scheduling.lockstep.dev_podgroups.yaml").read_text())
+PODGROUP_SCHEMA = CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+def objects(path: Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def header(path: Path) -> tuple[str, list[str]] | None:
+    """(expected phase, gates) from the ``# lockstep-demo:`` first line; None for setup files."""
+    first = path.read_text().splitlines()[0]
+    if not first.startswith("# lockstep-demo:"):
+        return None
+    match = HEADER_RE.match(first)
+    assert match is not None, f"{path.name}: malformed header {first!r}"
+    return match["phase"], (match["gates"] or "").split(",") if match["gates"] else []
+
+
+DEMO_FILES = [path for path in EXAMPLE_FILES if header(path) is not None]
+
+
+def by_kind(path: Path, kind: str) -> list[dict[str, Any]]:
+    return [o for o in objects(path) if o["kind"] == kind]
+
+
+def example(stem_fragment: str) -> Path:
+    [path] = [p for p in EXAMPLE_FILES if stem_fragment in p.stem]
+    return path
+
+
+def test_namespace_file_comes_first_and_every_example_is_tagged() -> None:
+    assert EXAMPLE_FILES[0].name == "00-namespace.yaml"
+    assert [o["kind"] for o in objects(EXAMPLE_FILES[0])] == ["Namespace"]
+    assert objects(EXAMPLE_FILES[0])[0]["metadata"]["name"] == NAMESPACE
+    assert EXAMPLE_FILES[1:] == DEMO_FILES, "every file but the namespace starts with # lockstep-demo:"
+    for path in DEMO_FILES:
+        text = path.read_text().splitlines()
+        assert any(line.startswith("# expect: ") for line in text[:10]), f"{path.name}: no # expect: line"
+
+
+@pytest.mark.parametrize("path", DEMO_FILES, ids=lambda p: p.stem)
+def test_header_names_a_phase_and_known_gates(path: Path) -> None:
+    parsed = header(path)
+    assert parsed is not None
+    phase, gates = parsed
+    assert phase in {p.value for p in PodGroupPhase}
+    assert set(gates) <= set(KNOWN_FEATURE_GATES)
+
+
+@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.stem)
+def test_built_in_objects_validate_against_the_kubernetes_schema(path: Path) -> None:
+    for obj in objects(path):
+        if obj["apiVersion"] == PodGroup.model_fields["api_version"].default:
+            continue
+        kubernetes_validate.validate(obj, "1.37.0", strict=True)
+
+
+@pytest.mark.parametrize("path", DEMO_FILES, ids=lambda p: p.stem)
+def test_podgroups_validate_against_the_crd_schema_and_model(path: Path) -> None:
+    groups = by_kind(path, "PodGroup")
+    assert len(groups) == 1, f"{path.name}: one PodGroup per example"
+    jsonschema.validate(groups[0], PODGROUP_SCHEMA)
+    PodGroup.model_validate(groups[0])
+
+
+@pytest.mark.parametrize("path", DEMO_FILES, ids=lambda p: p.stem)
+def test_pods_join_the_group_and_reference_claims_defined_with_them(path: Path) -> None:
+    [group] = by_kind(path, "PodGroup")
+    pods = by_kind(path, "Pod")
+    claims = {o["metadata"]["name"] for o in by_kind(path, "ResourceClaim")}
+    templates = {o["metadata"]["name"] for o in by_kind(path, "ResourceClaimTemplate")}
+    assert all(o["metadata"]["namespace"] == NAMESPACE for o in objects(path))
+    assert pods, f"{path.name}: no pods"
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        assert pod["metadata"]["labels"][POD_GROUP_LABEL] == group["metadata"]["name"], name
+        assert pod["spec"]["schedulerName"] == SCHEDULER_NAME, name
+        declared = {entry["name"] for entry in pod["spec"].get("resourceClaims", [])}
+        for entry in pod["spec"].get("resourceClaims", []):
+            if "resourceClaimName" in entry:
+                assert entry["resourceClaimName"] in claims, name
+            else:
+                assert entry["resourceClaimTemplateName"] in templates, name
+        for container in pod["spec"]["containers"]:
+            assert {c["name"] for c in container["resources"].get("claims", [])} <= declared, name
+    for entry in group["spec"].get("resourceClaims", []):
+        assert entry.get("resourceClaimTemplateName") in templates or entry.get("resourceClaimName") in claims
+    min_count = PodGroup.model_validate(group).spec.min_count
+    assert len(pods) >= min_count, f"{path.name}: fewer pods than minCount"
+
+
+def device_requests(path: Path) -> list[dict[str, Any]]:
+    specs = [o["spec"] for o in by_kind(path, "ResourceClaim")]
+    specs += [o["spec"]["spec"] for o in by_kind(path, "ResourceClaimTemplate")]
+    return [spec["devices"] for spec in specs]
+
+
+@pytest.mark.parametrize("path", DEMO_FILES, ids=lambda p: p.stem)
+def test_claims_ask_the_simulated_driver_for_devices(path: Path) -> None:
+    for devices in device_requests(path):
+        for request in devices["requests"]:
+            assert request["exactly"]["deviceClassName"] == DRIVER
+
+
+def test_training_gang_is_eight_workers_all_required() -> None:
+    path = example("training-gang")
+    [group] = by_kind(path, "PodGroup")
+    assert group["spec"]["schedulingPolicy"]["gang"]["minCount"] == 8
+    assert len(by_kind(path, "Pod")) == 8
+
+
+def test_shared_claim_is_one_claim_referenced_by_name_by_every_member() -> None:
+    path = example("shared-claim")
+    [claim] = by_kind(path, "ResourceClaim")
+    for pod in by_kind(path, "Pod"):
+        assert [e.get("resourceClaimName") for e in pod["spec"]["resourceClaims"]] == [
+            claim["metadata"]["name"]
+        ]
+
+
+def test_podgroup_claim_comes_from_a_template_on_the_group() -> None:
+    path = example("podgroup-claim")
+    [group] = by_kind(path, "PodGroup")
+    [template] = by_kind(path, "ResourceClaimTemplate")
+    assert group["spec"]["resourceClaims"] == [
+        {"name": "gpus", "resourceClaimTemplateName": template["metadata"]["name"]}
+    ]
+    assert not by_kind(path, "ResourceClaim")
+
+
+def test_numa_example_matches_a_list_attribute_and_needs_its_gate() -> None:
+    path = example("numa")
+    parsed = header(path)
+    assert parsed is not None and "DRAListTypeAttributes" in parsed[1]
+    [devices] = device_requests(path)
+    assert devices["constraints"] == [{"requests": ["gpus"], "matchAttribute": f"{DRIVER}/numaNodes"}]
+    from lockstep.sim.dra_driver import device
+
+    assert "ints" in device(0, 8)["attributes"]["numaNodes"], "numaNodes must be a list attribute"
+
+
+def test_cannot_fit_example_selects_a_rack_no_simulated_node_has() -> None:
+    path = example("cannot-fit")
+    parsed = header(path)
+    assert parsed is not None and parsed[0] == "Unschedulable"
+    from lockstep.sim.cluster import RACK_LABEL, make_node
+
+    racks = {make_node(i, 1000)["metadata"]["labels"][RACK_LABEL] for i in range(1000)}
+    for pod in by_kind(path, "Pod"):
+        assert pod["spec"]["nodeSelector"][RACK_LABEL] not in racks
