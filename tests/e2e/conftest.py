@@ -39,6 +39,10 @@ class Kubectl:
     kubeconfig: Path
     cache_dir: Path
 
+    def using(self, binary: str) -> Kubectl:
+        """The same cluster and cache through another kubectl binary."""
+        return Kubectl(binary, self.kubeconfig, self.cache_dir)
+
     def run(self, *args: str, check: bool = True, stdin: str | None = None) -> KubectlResult:
         command = [self.binary, f"--kubeconfig={self.kubeconfig}", f"--cache-dir={self.cache_dir}", *args]
         completed = subprocess.run(
