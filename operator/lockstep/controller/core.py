@@ -30,6 +30,7 @@ from lockstep.api.resource import (
 )
 from lockstep.config import Settings
 from lockstep.controller.status import AttemptResult, AttemptSummary, GroupRef, ReasonCount
+from lockstep.dra.claims import ensure_group_claims
 from lockstep.dra.features import allocator_features
 from lockstep.dra.store import ResourceStore
 from lockstep.kube.client import KubeClient
@@ -38,6 +39,7 @@ from lockstep.kube.ports import KubeClaimAPI, KubePodAPI
 from lockstep.logging import get_logger
 from lockstep.metrics import Metrics
 from lockstep.scheduler.framework import Code, GroupKey, PodInfo, Status
+from lockstep.scheduler.plugins.dynamic_resources import CLAIM_API_SERVICE, STORE_SERVICE
 from lockstep.scheduler.records import GroupAttempt
 from lockstep.scheduler.scheduler import Scheduler
 from lockstep.state.cluster import ClusterEvent
@@ -67,15 +69,11 @@ class SchedulerCore:
         self.events = events
         self.metrics = metrics
         self.resources = ResourceStore(allocator_features(settings.feature_gates), self._resources_changed)
-        claim_api = KubeClaimAPI(client)
+        self.claim_api = KubeClaimAPI(client)
         self.scheduler = Scheduler(
             settings,
             KubePodAPI(client),
-            services={
-                "resources": self.resources,
-                "claim_status_api": claim_api,
-                "group_claim_api": claim_api,
-            },
+            services={STORE_SERVICE: self.resources, CLAIM_API_SERVICE: self.claim_api},
         )
         self.cache = self.scheduler.cache
         self.scheduler.add_listener(self)
@@ -87,6 +85,8 @@ class SchedulerCore:
         self._pending_since: dict[str, float] = {}  # pod uid -> when it was first seen unscheduled
         self._podgroup_uids: dict[GroupRef, str] = {}
         self._invalid: dict[str, str] = {}  # object key -> resourceVersion already reported invalid
+        self._podgroups: dict[GroupRef, PodGroup] = {}
+        self._claim_tasks: dict[GroupRef, asyncio.Task[None]] = {}
 
     # --- watch feed -------------------------------------------------------------------------------------
 
@@ -121,6 +121,7 @@ class SchedulerCore:
         namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
         if event_type == "DELETED":
             self._podgroup_uids.pop((namespace, name), None)
+            self._podgroups.pop((namespace, name), None)
             self.cache.delete_podgroup(namespace, name)
             self.resources.delete_pod_group(namespace, name)
             return
@@ -136,6 +137,39 @@ class SchedulerCore:
         self._podgroup_uids[(namespace, name)] = podgroup.metadata.uid
         self.resources.upsert_pod_group(podgroup)
         self.cache.upsert_podgroup(podgroup)
+        self._podgroups[(namespace, name)] = podgroup
+        self._ensure_group_claims(podgroup)
+
+    def _ensure_group_claims(self, podgroup: PodGroup) -> None:
+        """Create the claims of the PodGroup's template entries (once per group at a time)."""
+        key = (podgroup.metadata.namespace, podgroup.metadata.name)
+        recorded = {s.name for s in podgroup.status.resource_claim_statuses if s.resource_claim_name}
+        wanted = [e for e in podgroup.spec.resource_claims if e.resource_claim_template_name]
+        if all(e.name in recorded for e in wanted) or key in self._claim_tasks:
+            return
+        task = asyncio.get_running_loop().create_task(self._create_group_claims(podgroup))
+        self._claim_tasks[key] = task
+        task.add_done_callback(lambda _: self._claim_tasks.pop(key, None))
+
+    async def _create_group_claims(self, podgroup: PodGroup) -> None:
+        report = await ensure_group_claims(
+            podgroup,
+            self.resources.templates.get,
+            self.resources.claims.get,
+            self.claim_api,
+            on_created=self.resources.upsert_claim,
+        )
+        key = (podgroup.metadata.namespace, podgroup.metadata.name)
+        if report.statuses:
+            self.resources.record_group_claims(
+                key, {s["name"]: s["resourceClaimName"] for s in report.statuses}
+            )
+        for problem in report.problems:
+            log.warning("podgroup claims", podgroup=f"{key[0]}/{key[1]}", error=problem)
+            reference = ObjectReference(
+                "PodGroup", key[0], key[1], podgroup.metadata.uid, PODGROUP_API_VERSION
+            )
+            self.events.record(reference, WARNING, "ClaimCreationFailed", problem)
 
     def on_claim(self, event_type: str, raw: dict[str, Any]) -> None:
         meta = _meta(raw)
@@ -162,6 +196,9 @@ class SchedulerCore:
             self.resources.delete_template(str(meta.get("namespace")), str(meta.get("name")))
             return
         self._parse_into(ResourceClaimTemplate, raw, self.resources.upsert_template)
+        for podgroup in self._podgroups.values():
+            if podgroup.metadata.namespace == meta.get("namespace"):
+                self._ensure_group_claims(podgroup)
 
     def _parse_into(self, model: Any, raw: dict[str, Any], apply: Callable[[Any], None]) -> None:
         try:

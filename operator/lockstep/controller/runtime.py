@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Coroutine, Mapping
@@ -40,6 +42,7 @@ from lockstep.kube.client import (
     ResourceKind,
     wait_for_server,
 )
+from lockstep.kube.credentials import load_connection_info
 from lockstep.kube.events import EventRecorder
 from lockstep.kube.lease import LeaderElector
 from lockstep.kube.watch import EventSink, RawWatch
@@ -182,16 +185,32 @@ class Operator:
                 watch_pods_with_kopf=PODS in kopf_sinks,
             )
             namespaces = settings.namespaces
-            await kopf.operator(
-                registry=registry,
-                settings=kopf_settings,
-                standalone=True,
-                clusterwide=not namespaces,
-                namespaces=namespaces,
-                liveness_endpoint=liveness_url(settings.health_bind_address),
-                stop_flag=stop,
+            kopf_stop, kopf_ready = asyncio.Event(), asyncio.Event()
+            self._spawn(self._take_over_signals(kopf_ready, stop), "signals")
+            # Kopf cancels every task created after it started when it stops, so the scheduler is
+            # drained first and Kopf stopped last.
+            kopf_task = asyncio.create_task(
+                kopf.operator(
+                    registry=registry,
+                    settings=kopf_settings,
+                    standalone=True,
+                    clusterwide=not namespaces,
+                    namespaces=namespaces,
+                    liveness_endpoint=liveness_url(settings.health_bind_address),
+                    stop_flag=kopf_stop,
+                    ready_flag=kopf_ready,
+                ),
+                name="lockstep-kopf",
             )
+            stop_requested = asyncio.create_task(stop.wait(), name="lockstep-stop-flag")
+            await asyncio.wait({kopf_task, stop_requested}, return_when=asyncio.FIRST_COMPLETED)
+            stop_requested.cancel()
+            if kopf_task.done() and not kopf_task.cancelled() and kopf_task.exception() is not None:
+                log.error("kopf stopped with an error", error=repr(kopf_task.exception()))
             await self._shutdown()
+            kopf_stop.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await kopf_task
         finally:
             for task in self._tasks:
                 task.cancel()
@@ -251,26 +270,41 @@ class Operator:
         await asyncio.gather(*(prime(kind, sink) for kind, sink in sinks.items()))
 
     async def _start_raw_watches(self, sinks: Mapping[ResourceKind, EventSink]) -> None:
-        assert self.client is not None
-        synced: list[asyncio.Event] = []
+        """Start the raw watches and wait for their initial lists. Besides the kinds in ``sinks``,
+        bound pods of other schedulers are always watched (cluster-wide): they use node capacity."""
+        assert self.client is not None and self.core is not None
+        watches: list[tuple[ResourceKind, EventSink, str | None, str | None]] = []
         for kind, sink in sinks.items():
             namespaces: list[str | None] = list(self.settings.namespaces) if kind.namespaced else []
-            for namespace in namespaces or [None]:
-                done = asyncio.Event()
-                synced.append(done)
-                watch = RawWatch(
-                    self.client,
-                    kind,
-                    _with_kind(kind, sink),
-                    namespace=namespace,
-                    field_selector=f"spec.schedulerName={self.settings.scheduler_name}"
-                    if kind is PODS
-                    else None,
-                    retry_delay=self.options.watch_retry_delay,
-                    on_synced=done.set,
-                )
-                self._spawn(watch.run(), f"watch-{kind.plural}")
+            selector = f"spec.schedulerName={self.settings.scheduler_name}" if kind is PODS else None
+            watches += [(kind, sink, namespace, selector) for namespace in namespaces or [None]]
+        foreign = f"spec.schedulerName!={self.settings.scheduler_name},spec.nodeName!="
+        watches.append((PODS, self.core.on_pod, None, foreign))
+        synced: list[asyncio.Event] = []
+        for kind, sink, namespace, selector in watches:
+            done = asyncio.Event()
+            synced.append(done)
+            watch = RawWatch(
+                self.client,
+                kind,
+                _with_kind(kind, sink),
+                namespace=namespace,
+                field_selector=selector,
+                retry_delay=self.options.watch_retry_delay,
+                on_synced=done.set,
+            )
+            self._spawn(watch.run(), f"watch-{kind.plural}")
         await asyncio.gather(*(event.wait() for event in synced))
+
+    async def _take_over_signals(self, kopf_ready: asyncio.Event, stop: asyncio.Event) -> None:
+        """Kopf installs SIGTERM/SIGINT handlers that stop it at once; once it is up, route the
+        signals to our stop flag instead so the scheduler drains before Kopf stops."""
+        await kopf_ready.wait()
+        if threading.current_thread() is not threading.main_thread():
+            return
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
 
     async def _lead(self) -> None:
         settings = self.settings
@@ -346,46 +380,79 @@ def _with_kind(kind: ResourceKind, sink: EventSink) -> EventSink:
     return deliver
 
 
-@dataclass(slots=True)
-class RunningOperator:
-    """An operator started in the current event loop (tests, ``lockstep demo``, benchmarks)."""
+class OperatorThread:
+    """An operator on its own thread and event loop, for tests, ``lockstep demo`` and benchmarks.
 
-    operator: Operator
-    task: asyncio.Task[int]
-    stop_flag: asyncio.Event
+    Kopf treats every task of its event loop as its own and cancels them when it stops, so an
+    operator must not share a loop with a simulated cluster or with another operator. The blocking
+    methods are meant for ``asyncio.to_thread`` when called from async code."""
 
-    async def stop(self, wait_seconds: float = 30.0) -> int:
-        self.stop_flag.set()
-        return await asyncio.wait_for(asyncio.shield(self.task), wait_seconds)
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        connection: kopf.ConnectionInfo | None = None,
+        options: RuntimeOptions | None = None,
+    ) -> None:
+        self.settings = settings
+        self.connection = connection
+        self.options = options or RuntimeOptions()
+        self.operator: Operator | None = None
+        self.exit_code: int | None = None
+        self.error: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._runner: asyncio.Task[int] | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="lockstep-operator", daemon=True)
 
-    async def kill(self) -> None:
-        """Cancel without a graceful shutdown: what SIGKILL leaves behind, minus the process."""
-        self.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self.task
+    def start(self, ready_seconds: float = 30.0) -> OperatorThread:
+        """Start and return once the informers are primed and the tasks run."""
+        self._thread.start()
+        if not self._ready.wait(ready_seconds):
+            self.kill()
+            raise TimeoutError(f"operator did not start within {ready_seconds}s")
+        if self.error is not None:
+            raise RuntimeError(f"operator failed to start: {self.error!r}") from self.error
+        return self
 
+    def stop(self, wait_seconds: float = 30.0) -> int | None:
+        """Graceful stop, as on SIGTERM; returns the exit code."""
+        if self._loop is not None and self._stop is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(wait_seconds)
+        return self.exit_code
 
-async def start_operator(
-    settings: Settings,
-    *,
-    connection: kopf.ConnectionInfo | None = None,
-    options: RuntimeOptions | None = None,
-    ready_timeout: float = 30.0,
-) -> RunningOperator:
-    """Start an operator in this event loop against ``connection`` (or ``settings.kubeconfig``) and
-    return once its caches are primed and its tasks run."""
-    from lockstep.kube.credentials import load_connection_info
+    def kill(self, wait_seconds: float = 10.0) -> None:
+        """Abrupt stop: no drain, no status flush, no lease release (what SIGKILL leaves behind)."""
+        runner = self._runner
+        if self._loop is not None and runner is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(runner.cancel)
+        self._thread.join(wait_seconds)
 
-    info = connection or await load_connection_info(settings.kubeconfig)
-    operator = Operator(settings, info, options)
-    stop_flag = asyncio.Event()
-    task = asyncio.create_task(operator.run(stop_flag), name="lockstep-operator")
-    started = asyncio.create_task(operator.started.wait())
-    done, _ = await asyncio.wait({task, started}, timeout=ready_timeout, return_when=asyncio.FIRST_COMPLETED)
-    if started not in done:
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(self._run())
+        except BaseException as exc:  # reported through start() / error
+            self.error = self.error or exc
+        finally:
+            self._ready.set()
+
+    async def _run(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        info = self.connection or await load_connection_info(self.settings.kubeconfig)
+        self.operator = Operator(self.settings, info, self.options)
+        self._runner = asyncio.create_task(self.operator.run(self._stop), name="lockstep-operator")
+        started = asyncio.create_task(self.operator.started.wait())
+        await asyncio.wait({self._runner, started}, return_when=asyncio.FIRST_COMPLETED)
         started.cancel()
-        if task in done:
-            task.result()  # re-raise the start-up error
-        task.cancel()
-        raise TimeoutError(f"operator did not start within {ready_timeout}s")
-    return RunningOperator(operator, task, stop_flag)
+        if self._runner.done() and not self._runner.cancelled() and self._runner.exception() is not None:
+            self.error = self._runner.exception()
+        self._ready.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            self.exit_code = await self._runner

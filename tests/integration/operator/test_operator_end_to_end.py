@@ -1,0 +1,55 @@
+"""The whole operator in-process against a simulated cluster over HTTP: gangs, single pods, status,
+events, metrics, probes, and that pods of other schedulers are never written."""
+
+from __future__ import annotations
+
+import aiohttp
+from acceptance_harness import NAMESPACE, eventually, pod, podgroup, simulated_cluster
+
+from lockstep.kube.client import EVENTS, PODS
+
+
+async def test_a_gang_of_eight_binds_and_its_podgroup_says_scheduled() -> None:
+    async with simulated_cluster(nodes=4) as env:
+        await env.create(podgroup("train", 8))
+        for i in range(8):
+            await env.create(pod(f"train-{i}", "train", cpu="2"))
+        await env.create(pod("solo"))  # our scheduler, no group label: scheduled as a single pod
+        await env.create(pod("theirs", scheduler="default-scheduler"))
+
+        async def scheduled() -> dict:
+            status = await env.podgroup_status("train")
+            return status if status.get("phase") in ("Scheduled", "Running") else {}
+
+        status = await eventually(scheduled, what="PodGroup train Scheduled")
+        assert await env.bound("train") == 8
+        condition = next(c for c in status["conditions"] if c["type"] == "PodGroupScheduled")
+        assert (condition["status"], condition["reason"]) == ("True", "Scheduled")
+        assert status["scheduled"] == 8 and status["total"] == 8
+        assert status["observedGeneration"] >= 1
+
+        async def solo_bound() -> bool:
+            return bool((await env.client.get(PODS, NAMESPACE, "solo"))["spec"].get("nodeName"))
+
+        await eventually(solo_bound, what="the single pod bound")
+        theirs = await env.client.get(PODS, NAMESPACE, "theirs")
+        assert not theirs["spec"].get("nodeName")
+        assert not theirs.get("status", {}).get("conditions")  # never written to
+
+        events = (await env.client.list(EVENTS, NAMESPACE)).get("items") or []
+        reasons = {(e["involvedObject"]["kind"], e["involvedObject"]["name"], e["reason"]) for e in events}
+        assert ("PodGroup", "train", "Scheduled") in reasons
+        assert ("Pod", "solo", "Scheduled") in reasons
+
+        operator = env.operator
+        assert operator.metrics_port is not None
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{operator.metrics_port}/metrics") as response,
+        ):
+            text = await response.text()
+        assert 'scheduler_podgroup_schedule_attempts_total{result="scheduled"}' in text
+        assert "lockstep_bindings_total" in text
+        probe = operator.probe()
+        assert probe["leader"] is True and probe["last_successful_cycle"] is not None
+        assert await env.invariant_violations() == []
