@@ -45,6 +45,7 @@ import aiohttp
 
 from harness.api import load_kubeconfig
 from harness.procs import Child, ProcessFailed, free_port, start_sim
+from lockstep.logging import configure_logging
 from lockstep.sim.invariants import (
     BindingHistory,
     ClusterState,
@@ -71,6 +72,7 @@ EXIT_NOT_AVAILABLE = 3
 # How long a transient violation (gang mid-binding, claim reserved just before its Bind) may last.
 TRANSIENT_GRACE_SECONDS = 30.0
 CHECK_INTERVAL_SECONDS = 2.0
+WATCH_DROP_SECONDS = 10.0
 # Substrings that explain an operator ERROR line: the emulator's injected failures and their effects.
 EXPLAINED_ERRORS = (
     "injected",
@@ -219,21 +221,57 @@ async def persist(action: Callable[[], Awaitable[Any]], what: str, attempts: int
     raise RuntimeError(f"soak driver could not {what} through the injected faults")
 
 
-async def set_faults(http: KubeHttp, faults: dict[str, Any]) -> None:
-    await http.request("PUT", "/__sim/faults", body=faults)
+WRITE_VERBS = ("create", "update", "patch", "delete")
 
 
-def chaos_faults() -> dict[str, Any]:
-    return {
-        "writeErrorRates": {"500": 0.05, "409": 0.05},
-        "latencyMs": [50, 200],
-        "dropWatchesEverySeconds": 10,
-        "expireOnResume": True,
-    }
+async def admin(http: KubeHttp, body: dict[str, Any] | None = None) -> Any:
+    """The emulator's fault admin API: POST a rule or action, or DELETE (body None) to clear all."""
+    if body is None:
+        return await http.request("DELETE", "/__sim/faults")
+    return await http.request("POST", "/__sim/faults", body=body)
 
 
-async def create_workload(http: KubeHttp, plans: list[GroupPlan]) -> None:
+async def inject_chaos(http: KubeHttp) -> None:
+    """5% 500s and 5% 409s on every write, 50-200 ms on every request."""
+    for verb in WRITE_VERBS:
+        for status in (500, 409):
+            await admin(http, {"verb": verb, "status": status, "probability": 0.05})
+    await admin(http, {"latency": 0.05, "latency_max": 0.2})
+
+
+async def drop_and_expire_watches(http: KubeHttp, every_seconds: float) -> None:
+    """Every ``every_seconds``: forget the watch history (a resume gets 410), then cut every stream."""
+    while True:
+        await asyncio.sleep(every_seconds)
+        with contextlib.suppress(ApiError, aiohttp.ClientError):
+            await admin(http, {"action": "compact"})
+            await admin(http, {"action": "drop_watches"})
+
+
+class Chaos:
+    """The soak's faults: on from ``start`` until ``stop``."""
+
+    def __init__(self, http: KubeHttp) -> None:
+        self.http = http
+        self._dropper: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await inject_chaos(self.http)
+        self._dropper = asyncio.create_task(drop_and_expire_watches(self.http, WATCH_DROP_SECONDS))
+
+    async def stop(self) -> None:
+        if self._dropper is not None:
+            self._dropper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._dropper
+            self._dropper = None
+        await persist(lambda: admin(self.http), "clear the faults")
+
+
+async def create_workload(http: KubeHttp, plans: list[GroupPlan], spread_seconds: float = 0.0) -> None:
+    """Create every group (PodGroup, claims, pods), spread evenly over ``spread_seconds``."""
     semaphore = asyncio.Semaphore(32)
+    pause = spread_seconds / max(1, len(plans))
 
     async def create(path: str, body: dict[str, Any]) -> None:
         async with semaphore:
@@ -243,6 +281,7 @@ async def create_workload(http: KubeHttp, plans: list[GroupPlan]) -> None:
         await create(PODGROUPS, podgroup_manifest(plan))
         await asyncio.gather(*(create(CLAIMS, claim_manifest(name)) for name in claim_names(plan)))
         await asyncio.gather(*(create(PODS, pod_manifest(plan, i)) for i in range(plan.pods)))
+        await asyncio.sleep(pause)
 
 
 async def delete_group(http: KubeHttp, plan: GroupPlan) -> None:
@@ -275,9 +314,11 @@ class Operator:
         self.child: Child | None = None
         self.logs: list[Path] = []
         self.metrics_port = 0
+        self.health_port = 0
 
     def start(self) -> None:
         self.metrics_port = free_port()
+        self.health_port = free_port()
         log = self.workdir / f"{self.name}-{len(self.logs) + 1}.log"
         duration, deadline, retry = self.lease
         argv = [
@@ -299,7 +340,7 @@ class Operator:
             "--metrics-bind-address",
             f"127.0.0.1:{self.metrics_port}",
             "--health-bind-address",
-            f"127.0.0.1:{free_port()}",
+            f"127.0.0.1:{self.health_port}",
             "--log-format",
             "json",
             "--log-level",
@@ -316,6 +357,18 @@ class Operator:
         self.child.process.wait()
         self.child.stop()
         return killed_at
+
+    async def wait_healthy(self, within_seconds: float) -> bool:
+        """Wait until this incarnation's /healthz answers 200 (False if it exits or time runs out)."""
+        deadline = time.monotonic() + within_seconds
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+            while self.running() and time.monotonic() < deadline:
+                with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                    async with session.get(f"http://127.0.0.1:{self.health_port}/healthz") as response:
+                        if response.status == 200:
+                            return True
+                await asyncio.sleep(0.2)
+        return False
 
     def running(self) -> bool:
         return self.child is not None and self.child.process.poll() is None
@@ -476,13 +529,17 @@ async def run_chaos_phase(
     operator.start()
     started = time.monotonic()
     deadline = started + args.max_seconds
-    await set_faults(http, chaos_faults())
-    creation = asyncio.create_task(create_workload(http, plans))
-    kill_times = sorted(rng.uniform(2.0, args.max_seconds * 0.6) for _ in range(args.kills))
+    chaos = Chaos(http)
+    await chaos.start()
+    creation = asyncio.create_task(create_workload(http, plans, spread_seconds=args.max_seconds * 0.3))
+    # Kills land at random moments, but each incarnation first gets to start and do some work.
+    spacing = args.max_seconds * 0.6 / max(1, args.kills)
     churned: set[str] = set()
     try:
-        for kill_at in kill_times:
-            await asyncio.sleep(max(0.0, started + kill_at - time.monotonic()))
+        for _ in range(args.kills):
+            if not await operator.wait_healthy(within_seconds=60):
+                report.fail(f"operator incarnation {len(operator.logs)} never answered /healthz")
+            await asyncio.sleep(rng.uniform(0.5, spacing))
             if not operator.running():
                 report.fail(f"the operator exited by itself before kill {report.kills + 1}")
                 operator.start()
@@ -508,7 +565,7 @@ async def run_chaos_phase(
                 operator.start()
             await asyncio.sleep(1.0)
         # Final judgement without faults, so what we read is not an injected error.
-        await set_faults(http, {})
+        await chaos.stop()
         await asyncio.sleep(TRANSIENT_GRACE_SECONDS if report.seconds_to_settle is None else 3.0)
         await watch.check_once()
         final = check_state(watch.last_state)
@@ -528,9 +585,14 @@ async def run_chaos_phase(
                 if not has_clear_unschedulable_condition(watch.last_state, plan):
                     report.groups_without_clear_condition.append(plan.name)
         report.pods_bound_twice = [str(v) for v in watch.history.violations()]
+        if not await operator.wait_healthy(within_seconds=30):
+            report.fail("the operator is not healthy at the end")
         async with aiohttp.ClientSession() as session:
             report.leaked_inflight_allocations = await operator.inflight_allocations(session)
+        if report.leaked_inflight_allocations is None:
+            report.fail("the operator's /metrics shows no lockstep_inflight_claim_allocations at the end")
     finally:
+        await chaos.stop()
         operator.stop()
         await watch.stop()
         creation.cancel()
@@ -562,7 +624,8 @@ async def run_replica_phase(
     ]
     watch = InvariantWatch(http, report)
     await watch.start()
-    await set_faults(http, chaos_faults())
+    chaos = Chaos(http)
+    await chaos.start()
     for replica in replicas:
         replica.start()
     try:
@@ -597,11 +660,12 @@ async def run_replica_phase(
             await asyncio.sleep(1.0)
         else:
             report.fail("two-replica phase: not every group was bound in time")
-        await set_faults(http, {})
+        await chaos.stop()
         await asyncio.sleep(3.0)
         await watch.check_once()
         report.pods_bound_twice += [str(v) for v in watch.history.violations()]
     finally:
+        await chaos.stop()
         for replica in replicas:
             replica.stop()
         await watch.stop()
@@ -680,6 +744,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    configure_logging("console", "warning")
     for name in ("pods", "kills", "nodes"):
         if getattr(args, name) < (0 if name == "kills" else 1):
             print(f"soak: --{name} must be positive", file=sys.stderr)
