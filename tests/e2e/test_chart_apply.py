@@ -1,0 +1,263 @@
+"""Real ``kubectl apply`` of the rendered Helm chart and of ``examples/`` against lockstep's API emulator.
+
+There is no helm binary here, so the chart is rendered with helm-python-sdk (Helm's Go SDK, the same
+as ``helm template``) and the manifests are applied the way ``helm install`` would: CRDs first, then
+the templates. The emulator serves the kinds lockstep itself talks to; the chart's workload kinds
+(Deployment, RBAC, Service, PodDisruptionBudget, ...) are added to it as plain stored types, and a
+minimal ServiceMonitor CRD stands in for the Prometheus Operator's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import helm_python
+import pytest
+import yaml
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "lockstep"
+EXAMPLES = REPO / "examples"
+RELEASE_NAMESPACE = "lockstep-system"
+KUBECTL = shutil.which("kubectl")
+KUBECTL_TIMEOUT = 30.0
+
+try:
+    from lockstep.sim.apiserver import ApiServer
+    from lockstep.sim.builtins import POD_SMP_LISTS, PlainStrategy
+    from lockstep.sim.resources import ResourceType
+except (
+    ImportError
+) as exc:  # the emulator is written in parallel; until it imports there is nothing to apply to
+    pytest.skip(f"lockstep.sim does not import yet: {exc}", allow_module_level=True)
+
+# (group, version, plural, singular, kind, namespaced) of what the chart renders besides lockstep's own kinds.
+CHART_KINDS = [
+    ("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", True),
+    ("", "v1", "services", "service", "Service", True),
+    ("apps", "v1", "deployments", "deployment", "Deployment", True),
+    ("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", True),
+    ("rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole", False),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterrolebindings",
+        "clusterrolebinding",
+        "ClusterRoleBinding",
+        False,
+    ),
+    ("rbac.authorization.k8s.io", "v1", "roles", "role", "Role", True),
+    ("rbac.authorization.k8s.io", "v1", "rolebindings", "rolebinding", "RoleBinding", True),
+]
+SERVICE_MONITOR_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
+    "spec": {
+        "group": "monitoring.coreos.com",
+        "scope": "Namespaced",
+        "names": {"plural": "servicemonitors", "singular": "servicemonitor", "kind": "ServiceMonitor"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+# Strategic-merge list keys (kubectl apply patches built-in kinds with SMP), as upstream's patchMergeKey tags.
+SMP_LISTS: dict[str, dict[tuple[str, ...], str]] = {
+    "Deployment": {
+        ("spec", "template", *path): key for path, key in POD_SMP_LISTS.items() if path[0] == "spec"
+    },
+    "Service": {("spec", "ports"): "port"},
+}
+HA_VALUES: dict[str, Any] = {
+    "replicaCount": 2,
+    "featureGates": {"DRAListTypeAttributes": True},
+    "namespaces": ["demo"],
+    "metrics": {"serviceMonitor": {"enabled": True}},
+}
+
+
+class Emulator:
+    """lockstep's API server emulator on its own event loop thread, with a kubeconfig for kubectl."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="emulator", daemon=True)
+        self.server = ApiServer(host="127.0.0.1", port=0)
+        for group, version, plural, singular, kind, namespaced in CHART_KINDS:
+            if (group, version, plural) not in self.server.types:
+                plain = ResourceType(
+                    group,
+                    version,
+                    plural,
+                    singular,
+                    kind,
+                    namespaced,
+                    PlainStrategy(),
+                    smp_lists=SMP_LISTS.get(kind, {}),
+                )
+                self.server._register(plain)
+        self.kubeconfig = workdir / "kubeconfig"
+
+    def start(self) -> None:
+        self.thread.start()
+        url = asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(timeout=30)
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "sim", "cluster": {"server": url}}],
+            "users": [{"name": "admin", "user": {}}],
+            "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "admin"}}],
+            "current-context": "sim",
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(config))
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(timeout=30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+    def kubectl(
+        self, *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        assert KUBECTL is not None
+        command = [KUBECTL, f"--kubeconfig={self.kubeconfig}", f"--cache-dir={self.workdir / 'cache'}", *args]
+        done = subprocess.run(
+            command, input=stdin, capture_output=True, text=True, timeout=KUBECTL_TIMEOUT, check=False
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} exited {done.returncode}:\n{done.stderr}")
+        return done
+
+
+@pytest.fixture(scope="module")
+def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
+    if KUBECTL is None:
+        pytest.skip("kubectl is not installed")
+    running = Emulator(tmp_path_factory.mktemp("chart-apply"))
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def rendered(values: dict[str, Any]) -> str:
+    manifests = helm_python.Chart.load(CHART).render(values, name="lockstep", namespace=RELEASE_NAMESPACE)
+    return "\n---\n".join(text for name, text in sorted(manifests.items()) if not name.endswith("NOTES.txt"))
+
+
+def applied(output: str) -> dict[str, str]:
+    """``kind.group/name created|configured|unchanged`` lines of kubectl apply, as {object: action}."""
+    result = {}
+    for line in output.splitlines():
+        target, _, action = line.rpartition(" ")
+        result[target] = action
+    return result
+
+
+def test_helm_install_order_crds_then_templates_applies_cleanly(emulator: Emulator) -> None:
+    emulator.kubectl("create", "namespace", RELEASE_NAMESPACE)
+    crds = emulator.kubectl("apply", "-f", str(CHART / "crds"))
+    assert applied(crds.stdout) == {
+        "customresourcedefinition.apiextensions.k8s.io/podgroups.scheduling.lockstep.dev": "created"
+    }
+    emulator.kubectl("wait", "--for=condition=Established", "crd/podgroups.scheduling.lockstep.dev")
+
+    first = emulator.kubectl("apply", "-f", "-", stdin=rendered({}))
+    assert applied(first.stdout) == {
+        "clusterrole.rbac.authorization.k8s.io/lockstep": "created",
+        "clusterrolebinding.rbac.authorization.k8s.io/lockstep": "created",
+        "deployment.apps/lockstep": "created",
+        "service/lockstep-metrics": "created",
+        "serviceaccount/lockstep": "created",
+    }
+    again = emulator.kubectl("apply", "-f", "-", stdin=rendered({}))
+    assert set(applied(again.stdout).values()) == {"unchanged"}
+
+
+def test_upgrade_to_ha_values_applies_the_new_objects(emulator: Emulator) -> None:
+    emulator.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(SERVICE_MONITOR_CRD))
+    emulator.kubectl("wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com")
+    upgrade = applied(emulator.kubectl("apply", "-f", "-", stdin=rendered(HA_VALUES)).stdout)
+    assert upgrade["deployment.apps/lockstep"] == "configured"
+    for new in (
+        "poddisruptionbudget.policy/lockstep",
+        "role.rbac.authorization.k8s.io/lockstep-leader-election",
+        "rolebinding.rbac.authorization.k8s.io/lockstep-leader-election",
+        "servicemonitor.monitoring.coreos.com/lockstep",
+    ):
+        assert upgrade[new] == "created", upgrade
+    deployment = json.loads(
+        emulator.kubectl("get", "deployment", "lockstep", "-n", RELEASE_NAMESPACE, "-o", "json").stdout
+    )
+    [expected] = [
+        doc for doc in yaml.safe_load_all(rendered(HA_VALUES)) if doc and doc["kind"] == "Deployment"
+    ]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["env"] == expected["spec"]["template"]["spec"]["containers"][0]["env"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert (env["LOCKSTEP_LEADER_ELECT"], env["LOCKSTEP_NAMESPACES"]) == ("true", "demo")
+    assert deployment["spec"]["replicas"] == 2
+
+
+def test_cluster_role_reads_back_as_rendered(emulator: Emulator) -> None:
+    stored = json.loads(emulator.kubectl("get", "clusterrole", "lockstep", "-o", "json").stdout)
+    [expected] = [doc for doc in yaml.safe_load_all(rendered({})) if doc and doc["kind"] == "ClusterRole"]
+    assert stored["rules"] == expected["rules"]
+
+
+def test_examples_apply_and_show_up_as_podgroups(emulator: Emulator) -> None:
+    result = emulator.kubectl("apply", "-f", str(EXAMPLES))
+    actions = applied(result.stdout)
+    assert set(actions.values()) == {"created"}, result.stdout
+    expected_objects = sum(
+        1 for path in EXAMPLES.glob("*.yaml") for doc in yaml.safe_load_all(path.read_text()) if doc
+    )
+    assert len(actions) == expected_objects
+    groups = emulator.kubectl(
+        "get",
+        "lpg",
+        "-n",
+        "demo",
+        "-o",
+        "custom-columns=NAME:.metadata.name,MIN:.spec.schedulingPolicy.gang.minCount",
+    )
+    rows = dict(line.split() for line in groups.stdout.splitlines()[1:])
+    assert rows == {
+        "inference": "4",
+        "misplaced": "4",
+        "numa": "2",
+        "pipeline": "3",
+        "trainer": "8",
+        "web": "<none>",
+    }
+    claims = emulator.kubectl("get", "resourceclaims,resourceclaimtemplates", "-n", "demo", "-o", "name")
+    assert sorted(claims.stdout.split()) == [
+        "resourceclaim.resource.k8s.io/shared-gpu",
+        "resourceclaimtemplate.resource.k8s.io/numa-aligned-gpus",
+        "resourceclaimtemplate.resource.k8s.io/two-gpus",
+    ]
