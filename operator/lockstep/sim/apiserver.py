@@ -25,7 +25,7 @@ from multidict import CIMultiDict
 
 from lockstep.sim import crd as crds
 from lockstep.sim import errors as fe
-from lockstep.sim import openapi, tables
+from lockstep.sim import openapi, protobuf, tables
 from lockstep.sim.builtins import PlainStrategy, core_types, ensure_object_shape, now_rfc3339, random_name
 from lockstep.sim.dra_types import dra_types
 from lockstep.sim.errors import ApiError, FieldError, bad_request, generic_not_found, page_not_found
@@ -69,6 +69,7 @@ MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
+PROTOBUF = "application/vnd.kubernetes.protobuf"
 BOOTSTRAP_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
 SYSTEM_METADATA = (
     "uid",
@@ -542,6 +543,11 @@ class ApiServer:
     async def _body(request: web.Request) -> Any:
         raw = await request.read()
         content_type = request.headers.get("Content-Type", JSON).split(";")[0].strip()
+        if content_type == PROTOBUF:
+            try:
+                return protobuf.decode(raw)
+            except protobuf.ProtobufError as error:
+                raise UNSUPPORTED_MEDIA from error
         if content_type in ("application/yaml", "application/x-yaml", APPLY_PATCH):
             try:
                 return yaml.safe_load(raw)
