@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 
 from harness.api import ApiClient, ApiError
 from harness.tracker import Tracker
@@ -25,9 +25,6 @@ from harness.workloads import (
 PODS_PATH = f"/api/v1/namespaces/{NAMESPACE}/pods"
 PODGROUPS_PATH = f"/apis/{PODGROUP_API_VERSION}/namespaces/{NAMESPACE}/podgroups"
 GANGS_IN_FLIGHT = 8
-
-# Called after a pod's create was answered; the ceiling client binds it there.
-AfterCreate = Callable[[GangSpec, int], Awaitable[None]]
 
 
 def setup_path(manifest: dict[str, object]) -> str:
@@ -61,12 +58,10 @@ class LoadGenerator:
         client: ApiClient,
         tracker: Tracker,
         shape: NodeShape,
-        after_create: AfterCreate | None = None,
     ) -> None:
         self.client = client
         self.tracker = tracker
         self.shape = shape
-        self.after_create = after_create
         self.created_gangs: list[GangSpec] = []
 
     async def create_gang(self, gang: GangSpec) -> None:
@@ -84,8 +79,6 @@ class LoadGenerator:
                 "POST", f"{PODS_PATH} (pod {pod_name(gang, index)})", exc.status, exc.body
             ) from None
         self.tracker.created(pod_name(gang, index))
-        if self.after_create is not None:
-            await self.after_create(gang, index)
 
     async def delete_gang(self, gang: GangSpec) -> None:
         self.tracker.remove_gang(gang)
@@ -175,27 +168,28 @@ class CompletionWatcher:
 
 
 class CeilingBinder:
-    """The ceiling: binds each pod right after its create, to a node decided up front, nothing else.
+    """The ceiling: POSTs a binding for every pod to a node decided up front, and does nothing else.
 
-    Nodes are taken round-robin; only the workload's counted pods are bound, and where capacity limits
-    the workload (fewer pods expected than counted) only that many, so it does the binding work
-    lockstep has to do and no scheduling.
+    It runs once all pods exist, so it measures how fast this emulator, with its kubelets and
+    watchers reacting, accepts bindings. Nodes are taken round-robin; only counted pods are bound, and
+    where capacity limits the workload (fewer pods expected than counted) only that many.
     """
 
-    def __init__(self, client: ApiClient, nodes: Sequence[str], workload: Workload) -> None:
+    def __init__(self, client: ApiClient, nodes: Sequence[str]) -> None:
         if not nodes:
             raise ValueError("CeilingBinder needs at least one node to bind to")
         self.client = client
         self.nodes = list(nodes)
-        counted = sum(g.pods for g in workload.gangs if g.counted)
-        self.budget: int | None = workload.pods_expected if workload.pods_expected < counted else None
-        self._next = 0
 
-    async def __call__(self, gang: GangSpec, index: int) -> None:
-        if not gang.counted or self.budget == 0:
-            return
-        if self.budget is not None:
-            self.budget -= 1
-        node = self.nodes[self._next % len(self.nodes)]
-        self._next += 1
-        await self.client.bind(NAMESPACE, pod_name(gang, index), node)
+    async def bind_all(self, gangs: Sequence[GangSpec], limit: int) -> None:
+        pods = [pod_name(g, i) for g in gangs if g.counted for i in range(g.pods)][:limit]
+        queue: asyncio.Queue[tuple[int, str]] = asyncio.Queue()
+        for item in enumerate(pods):
+            queue.put_nowait(item)
+
+        async def worker() -> None:
+            while not queue.empty():
+                index, name = queue.get_nowait()
+                await self.client.bind(NAMESPACE, name, self.nodes[index % len(self.nodes)])
+
+        await asyncio.gather(*(worker() for _ in range(min(self.client.connections, len(pods)))))

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+CLAIM_STATUS_WRITES = frozenset({"patch resourceclaims/status", "update resourceclaims/status"})
 TIMELINE_POINTS = 400
 
 
@@ -142,12 +143,12 @@ def summarize_phase(
     pods: Mapping[str, PodTimes],
     expected: Iterable[str],
     start: float,
-    create_done: float,
+    create_seconds: float,
 ) -> PhaseResult:
-    """Throughput and latency of the pods in ``expected``; ``start`` is when the first create was sent.
+    """Throughput and latency of the pods in ``expected``, timed from ``start`` to the last bind.
 
-    Throughput is expected pods bound divided by the time from the first create to the last bind, so
-    a scheduler that keeps up with the load generator is limited by creation, like scheduler_perf.
+    For the scheduler ``start`` is the first create, so a scheduler that keeps up with the load
+    generator is limited by creation, like scheduler_perf; for the ceiling it is the first binding.
     """
     expected_names = set(expected)
     measured = {name: pods[name] for name in expected_names if name in pods}
@@ -161,7 +162,7 @@ def summarize_phase(
         pods_expected=len(expected_names),
         pods_bound=len(bound),
         seconds=round(seconds, 4),
-        create_seconds=round(create_done - start, 4),
+        create_seconds=round(create_seconds, 4),
         pods_per_second=round(len(bound) / seconds, 2) if seconds > 0 else 0.0,
         gang_latency_p50=round(percentile(latencies, 50), 4) if latencies else None,
         gang_latency_p99=round(percentile(latencies, 99), 4) if latencies else None,
@@ -191,6 +192,9 @@ class WorkloadRun:
             phase.operator_requests = operator_requests(phase.server_requests, ceiling.server_requests)
             phase.requests_per_pod = per_pod_by_verb(phase.operator_requests, phase.pods_bound)
             phase.writes_per_pod = writes_per_pod(phase.requests_per_pod)
+            phase.extra["claim_status_writes"] = float(
+                sum(n for key, n in phase.operator_requests.items() if key in CLAIM_STATUS_WRITES)
+            )
 
     @property
     def ceiling_ratio(self) -> float | None:
@@ -345,7 +349,7 @@ TARGETS: dict[str, tuple[Target, ...]] = {
     "claim-template": (Target("throughput", "pods_per_second", ">=", 200),),
     "shared-claim": (
         Target("seconds to bind all", "seconds", "<=", 10),
-        Target("claim write conflicts", "claim_conflicts", "<=", 0),
+        Target("claim status writes (one per gang: no retries)", "claim_status_writes", "<=", 1),
     ),
     "mixed": (Target("feasible gangs' throughput vs. alone", "baseline_ratio", ">=", 0.8),),
 }

@@ -125,18 +125,21 @@ async def measure(
     tracker = Tracker(workload.pods_expected)
     watcher = CompletionWatcher(client, tracker)
     await watcher.start()
-    binder = CeilingBinder(client, node_names, workload) if operator is None else None
-    generator = LoadGenerator(client, tracker, shape, after_create=binder)
+    generator = LoadGenerator(client, tracker, shape)
     stats_before = server_counts(await client.admin("/__sim/stats"))
     sent_before = Counter(client.sent)
     usage_before = operator.usage() if operator is not None else None
-    start = time.monotonic()
+    load_start = start = time.monotonic()
     timed_out = False
     try:
         creation = asyncio.create_task(generator.run(workload.gangs), name="bench-load")
         replaced = await churn(generator, workload, creation)
         await creation
         create_done = time.monotonic()
+        if operator is None:
+            # The ceiling's clock starts when its bindings start: all pods exist by then.
+            start = create_done
+            await CeilingBinder(client, node_names).bind_all(generator.created_gangs, workload.pods_expected)
         tracker.creation_finished()
         deadline = start + phase_timeout(workload)
         while not tracker.complete.is_set():
@@ -154,7 +157,7 @@ async def measure(
     usage_after = operator.usage() if operator is not None else None
     stats_after = server_counts(await client.admin("/__sim/stats"))
     own = client.sent - sent_before
-    result = summarize_phase(phase, tracker.pods, tracker.counted, start, create_done)
+    result = summarize_phase(phase, tracker.pods, tracker.counted, start, create_done - load_start)
     result.pods_expected = workload.pods_expected
     result.server_requests = server_minus_own(stats_before, stats_after, own)
     if usage_before is not None and usage_after is not None:
@@ -162,6 +165,7 @@ async def measure(
         result.operator_rss_peak_mb = round(usage_after.rss_peak_mb, 1)
     result.load_average = round(os.getloadavg()[0], 2)
     result.extra = {"watch_events": float(watcher.events), "gangs_replaced": float(replaced)}
+
     if timed_out:
         result.extra["timed_out"] = 1.0
         log.warning(

@@ -124,7 +124,7 @@ def _result(phase: str, pods_per_second: float, **fields: object) -> PhaseResult
 def test_summarize_phase_measures_only_counted_pods_from_the_first_create() -> None:
     pods = {f"g-{i}": PodTimes("g", created_at=100.0 + i, bound_at=102.0 + i) for i in range(4)}
     pods["other-0"] = PodTimes("other", created_at=100.0, bound_at=101.0)
-    result = summarize_phase("lockstep", pods, [f"g-{i}" for i in range(4)], start=100.0, create_done=103.5)
+    result = summarize_phase("lockstep", pods, [f"g-{i}" for i in range(4)], start=100.0, create_seconds=3.5)
     assert result.pods_bound == 4
     assert result.seconds == pytest.approx(5.0)
     assert result.pods_per_second == pytest.approx(0.8)
