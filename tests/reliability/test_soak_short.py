@@ -1,4 +1,4 @@
-"""The CI form of the chaos soak: 200 pods, 2 SIGKILLs, at most 60 s of scheduling under faults."""
+"""The CI form of the chaos soak: 200 pods, 2 SIGKILLs, at most 45 s of scheduling under faults."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def test_short_soak_keeps_every_invariant(tmp_path: Path) -> None:
             str(REPO_ROOT / "bench" / "soak.py"),
             "--pods=200",
             "--kills=2",
-            "--max-seconds=60",
+            "--max-seconds=45",
             "--replicas=1",
             "--nodes=10",
             "--devices-per-node=8",
