@@ -171,37 +171,47 @@ class GroupCycle:
         return placement, None
 
     def _candidates(self, state: CycleState, pod: PodInfo) -> Iterator[str]:
+        """Node names to evaluate, each once: preferred nodes first, then the rest, restricted to
+        what CandidateNodes plugins allow; unrestricted, in free-cpu order."""
         narrowed: set[str] | None = None
         for plugin in self.profile.candidate_nodes:
             names = plugin.candidate_nodes(state, pod)
             if names is not None:
                 narrowed = set(names) if narrowed is None else narrowed & set(names)
-        preferred: set[str] | None = None
+        seen: set[str] = set()
         for preferring in self.profile.preferred_nodes:
             names = preferring.preferred_nodes(state, pod)
-            if names:
-                preferred = set(names) if preferred is None else preferred & set(names)
-        if preferred:
-            first = preferred if narrowed is None else preferred & narrowed
-            yield from first
+            for name in names or ():
+                if name not in seen and (narrowed is None or name in narrowed):
+                    seen.add(name)
+                    yield name
+        rest = (
+            narrowed
+            if narrowed is not None
+            else self.cache.nodes_by_free_cpu(pod.requests.get("cpu", 0), self.spread)
+        )
+        if seen:
+            yield from (name for name in rest if name not in seen)
         else:
-            first = set()
-        if narrowed is not None:
-            yield from (n for n in narrowed if n not in first)
-            return
-        cpu = pod.requests.get("cpu", 0)
-        if first:
-            yield from (n for n in self.cache.nodes_by_free_cpu(cpu, self.spread) if n not in first)
-        else:
-            yield from self.cache.nodes_by_free_cpu(cpu, self.spread)
+            yield from rest
 
     def _find_feasible(self, state: CycleState, pod: PodInfo, filters: list[FilterPlugin]) -> list[NodeInfo]:
         nodes = self.cache.nodes
         wanted = self.feasible_nodes_to_find
         feasible: list[NodeInfo] = []
+        cpu = pod.requests.get("cpu", 0)
+        memory = pod.requests.get("memory", 0)
         for name in self._candidates(state, pod):
             node = nodes.get(name)
             if node is None:
+                continue
+            # Candidate selection, not a verdict: skip nodes plainly short of cpu or memory without
+            # running the filters. If no node is found this way, _diagnose runs every filter.
+            free, used = node.allocatable, node.requested
+            if (
+                free.get("cpu", 0) - used.get("cpu", 0) < cpu
+                or free.get("memory", 0) - used.get("memory", 0) < memory
+            ):
                 continue
             for plugin in filters:
                 if plugin.filter(state, pod, node).code is not Code.SUCCESS:

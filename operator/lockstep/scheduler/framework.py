@@ -15,7 +15,7 @@ Extension points, in the order they run:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
@@ -262,8 +262,9 @@ class CandidateNodesPlugin(Plugin, Protocol):
 
 @runtime_checkable
 class PreferredNodesPlugin(Plugin, Protocol):
-    def preferred_nodes(self, state: CycleState, pod: PodInfo) -> Collection[str] | None:
-        """Nodes to evaluate first (they score best with this plugin); None: no preference."""
+    def preferred_nodes(self, state: CycleState, pod: PodInfo) -> Iterable[str] | None:
+        """Nodes to evaluate first, best first (they score best with this plugin); None: no
+        preference. May be a lazy iterator: the cycle stops reading once it has enough nodes."""
         ...
 
 

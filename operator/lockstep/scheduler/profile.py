@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from lockstep.config import Settings
+from lockstep.config import ScoreStrategy, Settings
 from lockstep.scheduler.framework import (
     CandidateNodesPlugin,
     FilterPlugin,
@@ -62,7 +62,9 @@ REGISTRY: dict[str, PluginFactory] = {
     NodeAffinity.name: lambda ctx: NodeAffinity(ctx.cache),
     NodeResourcesFit.name: lambda ctx: NodeResourcesFit(),
     NodeResourcesScore.name: lambda ctx: NodeResourcesScore(ctx.settings.score_strategy),
-    GangTopology.name: lambda ctx: GangTopology(ctx.cache, ctx.settings.topology_key),
+    GangTopology.name: lambda ctx: GangTopology(
+        ctx.cache, ctx.settings.topology_key, ctx.settings.score_strategy is ScoreStrategy.LEAST_ALLOCATED
+    ),
     GangPermit.name: lambda ctx: GangPermit(ctx.cache, ctx.waiting),
     DynamicResources.name: DynamicResources.from_context,
 }

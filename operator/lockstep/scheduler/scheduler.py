@@ -118,7 +118,9 @@ class Scheduler:
         self.options = options
         self.clock = clock
         self.wall_clock = wall_clock
-        self.cache = cache if cache is not None else ClusterCache(settings.scheduler_name)
+        self.cache = (
+            cache if cache is not None else ClusterCache(settings.scheduler_name, settings.topology_key)
+        )
         self.waiting = WaitingPods()
         context = PluginContext(settings, self.cache, self.waiting, services or {})
         self.profile = build_profile(context, plugins, extra_plugins)

@@ -86,8 +86,9 @@ class _Group:
 
 
 class ClusterCache:
-    def __init__(self, scheduler_name: str) -> None:
+    def __init__(self, scheduler_name: str, topology_key: str = "topology.kubernetes.io/zone") -> None:
         self.scheduler_name = scheduler_name
+        self.topology_key = topology_key  # the free-cpu index is also kept per value of this label
         self._pods: dict[str, PodInfo] = {}
         self._uid_by_key: dict[str, str] = {}
         self._nodes: dict[str, NodeInfo] = {}
@@ -97,7 +98,8 @@ class ClusterCache:
         self._groups: dict[GroupKey, _Group] = {}
         self._labels: dict[str, dict[str, set[str]]] = {}
         self._cpu_buckets: dict[int, dict[str, None]] = {}
-        self._node_bucket: dict[str, int] = {}
+        self._domain_buckets: dict[str, dict[int, dict[str, None]]] = {}
+        self._node_bucket: dict[str, tuple[str | None, int]] = {}
         self._listeners: list[ClusterListener] = []
 
     # ----------------------------------------------------------------- listeners
@@ -274,8 +276,7 @@ class ClusterCache:
         if node is None:
             return
         self._unindex_labels(node)
-        bucket = self._node_bucket.pop(name)
-        del self._cpu_buckets[bucket][name]
+        self._unbucket(name)
         if not self._pods_on_node.get(name):
             self._pods_on_node.pop(name, None)
 
@@ -289,14 +290,24 @@ class ClusterCache:
                     del self._labels[key]
 
     def _rebucket(self, node: NodeInfo) -> None:
-        bucket = _free_cpu_bucket(node)
-        old = self._node_bucket.get(node.name)
-        if old == bucket:
+        place = (node.labels.get(self.topology_key), _free_cpu_bucket(node))
+        if self._node_bucket.get(node.name) == place:
             return
-        if old is not None:
-            del self._cpu_buckets[old][node.name]
+        self._unbucket(node.name)
+        domain, bucket = place
         self._cpu_buckets.setdefault(bucket, {})[node.name] = None
-        self._node_bucket[node.name] = bucket
+        if domain is not None:
+            self._domain_buckets.setdefault(domain, {}).setdefault(bucket, {})[node.name] = None
+        self._node_bucket[node.name] = place
+
+    def _unbucket(self, name: str) -> None:
+        place = self._node_bucket.pop(name, None)
+        if place is None:
+            return
+        domain, bucket = place
+        del self._cpu_buckets[bucket][name]
+        if domain is not None:
+            del self._domain_buckets[domain][bucket][name]
 
     @property
     def nodes(self) -> Mapping[str, NodeInfo]:
@@ -309,14 +320,18 @@ class ClusterCache:
         """Every value of node label ``key`` with the nodes carrying it."""
         return self._labels.get(key, {})
 
-    def nodes_by_free_cpu(self, at_least: int, most_free_first: bool) -> Iterator[str]:
+    def nodes_by_free_cpu(
+        self, at_least: int, most_free_first: bool, domain: str | None = None
+    ) -> Iterator[str]:
         """Node names whose free cpu may be >= ``at_least`` millicores, by power-of-two bucket:
         most free first (spreading) or least free first (bin-packing); within a bucket, in the order
-        nodes entered it. Nodes in the lowest bucket returned may still have too little."""
+        nodes entered it. Nodes in the lowest bucket returned may still have too little.
+        ``domain``: only nodes whose ``topology_key`` label has this value. Do not change the cache
+        while iterating."""
+        buckets = self._cpu_buckets if domain is None else self._domain_buckets.get(domain, {})
         lowest = at_least.bit_length() if at_least > 0 else 0
-        buckets = sorted((b for b in self._cpu_buckets if b >= lowest), reverse=most_free_first)
-        for bucket in buckets:
-            yield from list(self._cpu_buckets[bucket])
+        for bucket in sorted((b for b in buckets if b >= lowest), reverse=most_free_first):
+            yield from buckets[bucket]
 
     # ----------------------------------------------------------------- PodGroups
 

@@ -4,14 +4,16 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Iterable
 from typing import ClassVar
 
 from lockstep.scheduler.framework import SUCCESS, CycleState, GroupKey, NodeInfo, PodInfo, Status
 from lockstep.scheduler.waiting import WaitingPods
 from lockstep.state.cluster import ClusterCache
 
-_DOMAINS_KEY = "GangTopology/domains"
+_DOMAINS_KEY = "GangTopology/domains"  # group_data: domain -> members placed there
+_DOMAIN_KEY = "GangTopology/domain"  # per pod: the preferred domain when the pod was evaluated
+_UNSET = object()
 
 
 class GangPermit:
@@ -52,9 +54,10 @@ class GangTopology:
 
     name: ClassVar[str] = "GangTopology"
 
-    def __init__(self, cache: ClusterCache, topology_key: str) -> None:
+    def __init__(self, cache: ClusterCache, topology_key: str, spread: bool = True) -> None:
         self.cache = cache
         self.topology_key = topology_key
+        self.spread = spread  # order the domain's nodes emptiest first (else fullest first)
 
     def _domains(self, state: CycleState) -> Counter[str]:
         domains: Counter[str] | None = state.group_data.get(_DOMAINS_KEY)
@@ -79,12 +82,20 @@ class GangTopology:
             return None
         return max(domains.items(), key=lambda item: (item[1], item[0]))[0]
 
-    def preferred_nodes(self, state: CycleState, pod: PodInfo) -> Collection[str] | None:
+    def preferred_nodes(self, state: CycleState, pod: PodInfo) -> Iterable[str] | None:
         domain = self._preferred_domain(state)
-        return self.cache.nodes_with_label(self.topology_key, domain) if domain is not None else None
+        state.write(_DOMAIN_KEY, domain)
+        if domain is None:
+            return None
+        if self.topology_key == self.cache.topology_key:
+            return self.cache.nodes_by_free_cpu(pod.requests.get("cpu", 0), self.spread, domain)
+        return self.cache.nodes_with_label(self.topology_key, domain)
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        domain = self._preferred_domain(state)
+        domain = state.read(_DOMAIN_KEY, _UNSET)
+        if domain is _UNSET:
+            domain = self._preferred_domain(state)
+            state.write(_DOMAIN_KEY, domain)
         if domain is None:
             return 0
         return 100 if node.labels.get(self.topology_key) == domain else 0
