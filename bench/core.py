@@ -19,16 +19,13 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
-
-from lockstep import POD_GROUP_LABEL  # noqa: E402
-from lockstep.config import ScoreStrategy, Settings  # noqa: E402
-from lockstep.scheduler.framework import NodeInfo, PodCondition, PodGroupInfo, PodInfo  # noqa: E402
-from lockstep.scheduler.ports import BindOutcome, BindResult, PatchOutcome, PatchResult  # noqa: E402
-from lockstep.scheduler.scheduler import Scheduler, SchedulerOptions  # noqa: E402
-from lockstep.state.cluster import ClusterCache  # noqa: E402
+from lockstep import POD_GROUP_LABEL
+from lockstep.config import ScoreStrategy, Settings
+from lockstep.scheduler.framework import NodeInfo, PodCondition, PodGroupInfo, PodInfo
+from lockstep.scheduler.ports import BindOutcome, BindResult, PatchOutcome, PatchResult
+from lockstep.scheduler.scheduler import Scheduler, SchedulerOptions
+from lockstep.state.cluster import ClusterCache
 
 TARGET_MEDIAN_MS = 5.0
 TARGET_PODS_PER_SECOND = 2000.0
