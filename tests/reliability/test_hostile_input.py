@@ -69,7 +69,7 @@ JSON_NON_INTEGERS = st.one_of(
     st.booleans(),
     st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: not f.is_integer()),
     st.lists(st.integers(1, 5), max_size=2),
-    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(-(2**63), 2**63 - 1), max_size=2),
 )
 ODD_TEXT = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=80).filter(
     lambda s: not s.isascii() or any(c.isupper() or c in " _/:!@#$%^&*()" for c in s) or len(s) > 63
@@ -185,6 +185,11 @@ def test_duplicate_claim_entry_names_are_rejected(sim: RunningCluster) -> None:
     )
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="emulator gap: lockstep/sim/crd.py validates each root property but not the root 'required' "
+    "list, so a PodGroup without spec is stored (kube-apiserver answers 422 'spec: Required value')",
+)
 def test_missing_spec_is_rejected(sim: RunningCluster) -> None:
     name = unique_name()
     doc = valid_podgroup(name)
@@ -345,6 +350,30 @@ def claim_with_selector(name: str, expression: str) -> dict[str, Any]:
     }
 
 
+@given(expression=BROKEN_CEL)
+@HYPOTHESIS
+def test_device_class_with_invalid_cel_is_rejected_naming_the_expression(
+    sim: RunningCluster, expression: str
+) -> None:
+    name = f"{unique_name('class')}.example.com"
+    body = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": expression}}]},
+    }
+    response = sim.http.post("/apis/resource.k8s.io/v1/deviceclasses", body)
+    assert_rejected_naming(
+        response, "spec.selectors[0].cel.expression", sim, name, "/apis/resource.k8s.io/v1/deviceclasses"
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="emulator gap: lockstep/sim/dra_types.py compiles DeviceClass selectors only; kube-apiserver "
+    "also rejects a ResourceClaim whose spec.devices.requests[].exactly.selectors[].cel.expression "
+    "does not compile",
+)
 @given(expression=BROKEN_CEL)
 @HYPOTHESIS
 def test_claim_with_invalid_cel_is_rejected_naming_the_expression(
