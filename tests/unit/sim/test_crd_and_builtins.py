@@ -1,0 +1,266 @@
+"""CRD serving (schema, defaults, pruning, CEL, tables, discovery) and built-in kind rules."""
+
+from __future__ import annotations
+
+from sim_helpers import GROUP_PATH, NS, Client, pod, podgroup
+
+MERGE = "application/merge-patch+json"
+CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+
+
+async def test_crd_is_established_and_discoverable(client: Client, podgroup_crd: None) -> None:
+    _, crd, _ = await client.call(
+        "GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/podgroups.scheduling.lockstep.dev"
+    )
+    assert {c["type"]: c["status"] for c in crd["status"]["conditions"]} == {
+        "NamesAccepted": "True",
+        "Established": "True",
+    }
+    _, resources, _ = await client.call("GET", "/apis/scheduling.lockstep.dev/v1alpha1")
+    main = next(r for r in resources["resources"] if r["name"] == "podgroups")
+    assert main["shortNames"] == ["lpg"] and main["namespaced"] is True
+    assert any(r["name"] == "podgroups/status" for r in resources["resources"])
+
+
+async def test_defaults_are_applied_and_cel_rules_enforced(client: Client, podgroup_crd: None) -> None:
+    status, created, _ = await client.call(
+        "POST", GROUP_PATH, podgroup("g", {"schedulingPolicy": {"gang": {"minCount": 2}}})
+    )
+    assert status == 201 and created["spec"]["scheduleTimeoutSeconds"] == 300
+    status, body, _ = await client.call(
+        "POST", GROUP_PATH, podgroup("both", {"schedulingPolicy": {"basic": {}, "gang": {"minCount": 2}}})
+    )
+    assert status == 422
+    assert body["details"]["causes"] == [
+        {
+            "reason": "FieldValueInvalid",
+            "message": "Invalid value: exactly one of basic or gang",
+            "field": "spec.schedulingPolicy",
+        }
+    ]
+    status, body, _ = await client.call(
+        "POST", GROUP_PATH, podgroup("zero", {"schedulingPolicy": {"gang": {"minCount": 0}}})
+    )
+    assert status == 422
+    assert body["details"]["causes"][0]["message"] == (
+        "Invalid value: 0: spec.schedulingPolicy.gang.minCount in body should be greater than or equal to 1"
+    )
+    status, body, _ = await client.call(
+        "POST", GROUP_PATH, podgroup("typo", {"schedulingPolicy": {"gang": {"minCount": "x"}}})
+    )
+    assert status == 422
+    assert [c["field"] for c in body["details"]["causes"]] == ["spec.schedulingPolicy.gang.minCount", "<nil>"]
+
+
+async def test_list_map_keys_must_be_unique(client: Client, podgroup_crd: None) -> None:
+    spec = {"schedulingPolicy": {"basic": {}}, "resourceClaims": [{"name": "a"}, {"name": "a"}]}
+    status, body, _ = await client.call("POST", GROUP_PATH, podgroup("dup", spec))
+    assert status == 422
+    assert body["details"]["causes"][0]["reason"] == "FieldValueDuplicate"
+    assert body["details"]["causes"][0]["field"] == "spec.resourceClaims[1]"
+
+
+async def test_unknown_fields_strict_warn_and_ignore(client: Client, podgroup_crd: None) -> None:
+    spec = {"schedulingPolicy": {"gang": {"minCount": 2, "maxCount": 9}}, "priority": 7}
+    status, body, _ = await client.call(
+        "POST", GROUP_PATH, podgroup("s", spec), params={"fieldValidation": "Strict"}
+    )
+    assert status == 400
+    assert body["message"].endswith(
+        'strict decoding error: unknown field "spec.priority", '
+        'unknown field "spec.schedulingPolicy.gang.maxCount"'
+    )
+    status, body, headers = await client.call("POST", GROUP_PATH, podgroup("w", spec))
+    assert status == 201 and "priority" not in body["spec"]
+    assert headers.getall("Warning") == [
+        '299 - "unknown field \\"spec.priority\\""',
+        '299 - "unknown field \\"spec.schedulingPolicy.gang.maxCount\\""',
+    ]
+    status, body, headers = await client.call(
+        "POST", GROUP_PATH, podgroup("i", spec), params={"fieldValidation": "Ignore"}
+    )
+    assert status == 201 and "Warning" not in headers
+
+
+async def test_printer_columns_render_as_a_table(client: Client, podgroup_crd: None) -> None:
+    await client.call("POST", GROUP_PATH, podgroup("g", {"schedulingPolicy": {"gang": {"minCount": 3}}}))
+    status, table, _ = await client.call("GET", GROUP_PATH, accept=TABLE)
+    assert status == 200 and table["kind"] == "Table"
+    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "MinCount", "Phase", "Age"]
+    assert table["rows"][0]["cells"][:3] == ["g", 3, None]
+    assert table["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
+
+
+async def test_builtin_tables_for_pods_and_nodes(client: Client) -> None:
+    await client.call("POST", f"{NS}/pods", pod("a"))
+    await client.call(
+        "POST",
+        "/api/v1/nodes",
+        {"metadata": {"name": "n1", "labels": {"node-role.kubernetes.io/worker": ""}}},
+    )
+    _, pods, _ = await client.call("GET", f"{NS}/pods", accept=TABLE)
+    assert [c["name"] for c in pods["columnDefinitions"]][:5] == [
+        "Name",
+        "Ready",
+        "Status",
+        "Restarts",
+        "Age",
+    ]
+    assert pods["rows"][0]["cells"][:4] == ["a", "0/1", "Pending", "0"]
+    _, nodes, _ = await client.call("GET", "/api/v1/nodes", accept=TABLE)
+    assert [c["name"] for c in nodes["columnDefinitions"]][:5] == [
+        "Name",
+        "Status",
+        "Roles",
+        "Age",
+        "Version",
+    ]
+    assert nodes["rows"][0]["cells"][:3] == ["n1", "Unknown", "worker"]
+
+
+async def test_pod_defaulting(client: Client) -> None:
+    body = pod("a")
+    body["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1", "memory": "1Gi"}}
+    body["spec"]["containers"][0]["image"] = "busybox"
+    _, created, _ = await client.call("POST", f"{NS}/pods", body)
+    container = created["spec"]["containers"][0]
+    assert container["imagePullPolicy"] == "Always"
+    assert container["resources"]["requests"] == {"cpu": "1", "memory": "1Gi"}
+    assert created["status"] == {"phase": "Pending", "qosClass": "Guaranteed"}
+    spec = created["spec"]
+    assert (spec["restartPolicy"], spec["dnsPolicy"], spec["priority"], spec["serviceAccountName"]) == (
+        "Always",
+        "ClusterFirst",
+        0,
+        "default",
+    )
+    assert [t["key"] for t in spec["tolerations"]] == [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ]
+    assert spec["volumes"][0]["name"].startswith("kube-api-access-")
+
+
+async def test_event_fields_map_between_versions(client: Client) -> None:
+    event = {
+        "metadata": {"name": "e"},
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "reportingController": "lockstep.dev/scheduler",
+        "reportingInstance": "i",
+        "action": "Binding",
+        "reason": "Scheduled",
+        "type": "Normal",
+        "regarding": {"kind": "Pod", "namespace": "default", "name": "a"},
+        "note": "bound",
+    }
+    status, created, _ = await client.call("POST", "/apis/events.k8s.io/v1/namespaces/default/events", event)
+    assert status == 201 and created["deprecatedSource"] == {}
+    _, core, _ = await client.call("GET", f"{NS}/events/e")
+    assert (core["message"], core["reportingComponent"], core["involvedObject"]["name"]) == (
+        "bound",
+        "lockstep.dev/scheduler",
+        "a",
+    )
+    status, body, _ = await client.call(
+        "POST",
+        "/apis/events.k8s.io/v1/namespaces/default/events",
+        {**event, "metadata": {"name": "f"}, "eventTime": "2026-01-01T00:00:00Z"},
+    )
+    assert status == 400 and 'cannot parse "Z" as ".000000"' in body["message"]
+    status, body, _ = await client.call(
+        "POST", "/apis/events.k8s.io/v1/namespaces/kube-public/events", {"metadata": {"name": "g"}}
+    )
+    assert status == 422
+    assert [c["field"] for c in body["details"]["causes"]] == [
+        "involvedObject.namespace",
+        "eventTime",
+        "type",
+    ]
+
+
+async def test_lease_rules(client: Client) -> None:
+    path = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+    _, lease, _ = await client.call(
+        "POST", path, {"metadata": {"name": "l"}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}}
+    )
+    unconditional = {
+        **lease,
+        "metadata": {k: v for k, v in lease["metadata"].items() if k != "resourceVersion"},
+    }
+    status, body, _ = await client.call("PUT", f"{path}/l", unconditional)
+    assert status == 422 and body["details"]["causes"][0]["field"] == "metadata.resourceVersion"
+    lease["spec"]["leaseDurationSeconds"] = 0
+    status, body, _ = await client.call("PUT", f"{path}/l", lease)
+    assert (
+        status == 422
+        and body["details"]["causes"][0]["message"] == "Invalid value: 0: must be greater than 0"
+    )
+
+
+async def test_resource_claim_status_rules(client: Client) -> None:
+    claim = {
+        "metadata": {"name": "c"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}},
+    }
+    _, created, _ = await client.call("POST", CLAIMS, claim)
+    assert created["spec"]["devices"]["requests"][0]["exactly"] == {
+        "deviceClassName": "gpu",
+        "allocationMode": "ExactCount",
+        "count": 1,
+    }
+    ref = {"resource": "pods", "name": "p0", "uid": "u0"}
+    status, body, _ = await client.call(
+        "PATCH", f"{CLAIMS}/c/status", {"status": {"reservedFor": [ref]}}, MERGE
+    )
+    assert status == 422 and body["details"]["causes"][0]["field"] == "status.reservedFor"
+    allocation = {"devices": {"results": [{"request": "gpu", "driver": "d", "pool": "p", "device": "g0"}]}}
+    status, _, _ = await client.call(
+        "PATCH", f"{CLAIMS}/c/status", {"status": {"allocation": allocation, "reservedFor": [ref]}}, MERGE
+    )
+    assert status == 200
+    too_many = [{"resource": "pods", "name": f"p{i}", "uid": f"u{i}"} for i in range(257)]
+    status, body, _ = await client.call(
+        "PATCH", f"{CLAIMS}/c/status", {"status": {"reservedFor": too_many}}, MERGE
+    )
+    assert (
+        status == 422
+        and body["details"]["causes"][0]["message"] == "Too many: 257: must have at most 256 items"
+    )
+    status, _, _ = await client.call(
+        "PATCH", f"{CLAIMS}/c/status", {"status": {"reservedFor": too_many[:256]}}, MERGE
+    )
+    assert status == 200
+    status, body, _ = await client.call(
+        "PATCH", f"{CLAIMS}/c/status", {"status": {"reservedFor": [ref, {**ref, "name": "again"}]}}, MERGE
+    )
+    assert status == 422 and body["details"]["causes"][0]["reason"] == "FieldValueDuplicate"
+    moved = {"devices": {"results": [{"request": "gpu", "driver": "d", "pool": "p", "device": "g1"}]}}
+    status, body, _ = await client.call(
+        "PATCH", f"{CLAIMS}/c/status", {"status": {"allocation": moved}}, MERGE
+    )
+    assert status == 422 and body["details"]["causes"][0]["field"] == "status.allocation"
+    status, body, _ = await client.call(
+        "PATCH", f"{CLAIMS}/c", {"spec": {"devices": {"requests": []}}}, MERGE
+    )
+    assert status == 422 and body["details"]["causes"][0]["field"] == "spec"
+    removal = {"status": {"reservedFor": [{"uid": "u1", "$patch": "delete"}]}}
+    _, body, _ = await client.call(
+        "PATCH", f"{CLAIMS}/c/status", removal, "application/strategic-merge-patch+json"
+    )
+    assert [r["uid"] for r in body["status"]["reservedFor"]][:2] == ["u0", "u2"]
+
+
+async def test_discovery_and_version(client: Client) -> None:
+    _, version, _ = await client.call("GET", "/version")
+    assert version["gitVersion"] == "v1.36.2" and int(version["minor"]) >= 34
+    _, core, _ = await client.call("GET", "/api/v1")
+    names = {r["name"]: r for r in core["resources"]}
+    assert names["pods/binding"]["verbs"] == ["create"]
+    assert names["pods"]["shortNames"] == ["po"]
+    _, groups, _ = await client.call("GET", "/apis")
+    assert {"resource.k8s.io", "coordination.k8s.io", "events.k8s.io", "apiextensions.k8s.io"} <= {
+        g["name"] for g in groups["groups"]
+    }
+    status, body, _ = await client.call("GET", "/apis/nope.example.com/v1")
+    assert (status, body) == (404, b"404 page not found\n")
