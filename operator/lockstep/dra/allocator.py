@@ -85,6 +85,9 @@ class CompiledClaim:
         return self.claim.key
 
 
+Picks = list[tuple[RequestAlternative, DeviceEntry]]  # the devices chosen for one claim
+
+
 class _BudgetExceeded(Exception):
     pass
 
@@ -268,27 +271,54 @@ class Allocator:
 
     # --- the search ----------------------------------------------------------------------------------
 
-    def allocate(
+    def find(
         self, claims: Sequence[CompiledClaim], node_name: str, labels: Mapping[str, str]
-    ) -> list[AllocationResult] | None:
-        """One allocation per claim, all on this node and mutually consistent, or None if impossible.
+    ) -> list[Picks] | None:
+        """The devices for each claim, all on this node and mutually consistent, or None if impossible.
 
         Raises AllocationError when a selector fails to evaluate on a device of this node.
         """
+        if len(claims) == 1 and not claims[0].constraints and len(claims[0].requests) == 1:
+            simple = self._find_single_request(claims[0], node_name, labels)
+            if simple is not None:
+                return simple or None
         search = _Search(self, claims, node_name, labels)
         try:
             found = search.place(0)
         except _BudgetExceeded:
             return None
-        if not found:
-            return None
-        return [
-            self._result(claim, picks, node_name) for claim, picks in zip(claims, search.picks, strict=True)
-        ]
+        return search.picks if found else None
 
-    def _result(
-        self, claim: CompiledClaim, picks: list[tuple[RequestAlternative, DeviceEntry]], node_name: str
-    ) -> AllocationResult:
+    def _find_single_request(
+        self, claim: CompiledClaim, node_name: str, labels: Mapping[str, str]
+    ) -> list[Picks] | None:
+        """The common case (one request, no constraints) without the search machinery: [] if
+        impossible, None if the request needs the general search (allocation mode All)."""
+        in_use = self.in_use
+        for alternative in claim.requests[0].alternatives:
+            if alternative.all_devices:
+                return None
+            picks: Picks = []
+            for device in self.candidates(alternative, node_name, labels, claim.key):
+                if alternative.admin_access or not in_use(device.id):
+                    picks.append((alternative, device))
+                    if len(picks) == alternative.count:
+                        return [picks]
+        return []
+
+    def allocate(
+        self, claims: Sequence[CompiledClaim], node_name: str, labels: Mapping[str, str]
+    ) -> list[AllocationResult] | None:
+        """``find``, as the AllocationResults kube-scheduler would write."""
+        found = self.find(claims, node_name, labels)
+        return None if found is None else self.results(claims, found, node_name)
+
+    def results(
+        self, claims: Sequence[CompiledClaim], found: Sequence[Picks], node_name: str
+    ) -> list[AllocationResult]:
+        return [self._result(claim, picks, node_name) for claim, picks in zip(claims, found, strict=True)]
+
+    def _result(self, claim: CompiledClaim, picks: Picks, node_name: str) -> AllocationResult:
         results = [
             DeviceRequestAllocationResult(
                 request=alternative.result_name,
@@ -333,7 +363,7 @@ class _Search:
         self.node_name = node_name
         self.labels = labels
         self.slots = [(index, request) for index, claim in enumerate(claims) for request in claim.requests]
-        self.picks: list[list[tuple[RequestAlternative, DeviceEntry]]] = [[] for _ in claims]
+        self.picks: list[Picks] = [[] for _ in claims]
         self.chosen: set[DeviceID] = set()
         self.intersections: list[list[AttributeSet | None]] = [[None] * len(c.constraints) for c in claims]
         self.steps = 0

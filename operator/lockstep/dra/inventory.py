@@ -178,13 +178,14 @@ def _slice_entries(resource_slice: ResourceSlice) -> list[DeviceEntry]:
 class DeviceInventory:
     """All usable devices; ``version`` changes whenever the set of usable devices may have changed."""
 
-    __slots__ = ("_by_node", "_dirty", "_entries", "_non_local", "_slices", "version")
+    __slots__ = ("_by_node", "_dirty", "_entries", "_node_of", "_non_local", "_slices", "version")
 
     def __init__(self) -> None:
         self._slices: dict[str, ResourceSlice] = {}
         self._entries: dict[str, tuple[str, list[DeviceEntry]]] = {}  # slice name -> (rv, entries)
         self._by_node: dict[str, list[DeviceEntry]] = {}
         self._non_local: list[DeviceEntry] = []
+        self._node_of: dict[DeviceID, str] = {}
         self._dirty = False
         self.version = 0
 
@@ -225,12 +226,25 @@ class DeviceInventory:
                     else:
                         non_local.append(entry)
         self._by_node, self._non_local = dict(by_node), non_local
+        self._node_of = {entry.id: node for node, entries in self._by_node.items() for entry in entries}
         self._dirty = False
 
     def node_local_devices(self, node_name: str) -> list[DeviceEntry]:
         if self._dirty:
             self._rebuild()
         return self._by_node.get(node_name, [])
+
+    def nodes(self) -> list[str]:
+        """Nodes with node-local devices."""
+        if self._dirty:
+            self._rebuild()
+        return list(self._by_node)
+
+    def node_of(self, device_id: DeviceID) -> str | None:
+        """The node of a usable node-local device."""
+        if self._dirty:
+            self._rebuild()
+        return self._node_of.get(device_id)
 
     def shared_devices(self) -> list[DeviceEntry]:
         """Devices of slices with a nodeSelector or allNodes: check ``available_on`` per node."""

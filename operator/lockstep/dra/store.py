@@ -34,22 +34,36 @@ def _allocated_devices(claim: ResourceClaim | None) -> list[DeviceID]:
 
 
 class _DeviceUsage:
-    __slots__ = ("_users",)
+    """Device -> the allocations using it, tagged by source ("claim" in the cache, "flight" pending).
+
+    ``on_busy``/``on_free`` see a device's first user arrive and its last user leave."""
+
+    __slots__ = ("_users", "on_busy", "on_free")
 
     def __init__(self) -> None:
-        self._users: dict[DeviceID, set[str]] = {}
+        self._users: dict[DeviceID, set[tuple[str, str]]] = {}
+        self.on_busy: Callable[[DeviceID], None] | None = None
+        self.on_free: Callable[[DeviceID], None] | None = None
 
-    def add(self, claim: ResourceClaim) -> None:
-        for device_id in _allocated_devices(claim):
-            self._users.setdefault(device_id, set()).add(claim.metadata.uid)
-
-    def remove(self, claim: ResourceClaim) -> None:
+    def add(self, source: str, claim: ResourceClaim) -> None:
         for device_id in _allocated_devices(claim):
             users = self._users.get(device_id)
-            if users is not None:
-                users.discard(claim.metadata.uid)
-                if not users:
-                    del self._users[device_id]
+            if users is None:
+                users = self._users[device_id] = set()
+                if self.on_busy is not None:
+                    self.on_busy(device_id)
+            users.add((source, claim.metadata.uid))
+
+    def remove(self, source: str, claim: ResourceClaim) -> None:
+        for device_id in _allocated_devices(claim):
+            users = self._users.get(device_id)
+            if users is None:
+                continue
+            users.discard((source, claim.metadata.uid))
+            if not users:
+                del self._users[device_id]
+                if self.on_free is not None:
+                    self.on_free(device_id)
 
     def __contains__(self, device_id: object) -> bool:
         return device_id in self._users
@@ -59,9 +73,14 @@ class ResourceStore:
     def __init__(self, features: Features, on_resources_changed: Callable[[], None] | None = None) -> None:
         self.features = features
         self.claims: AssumeCache[ResourceClaim] = AssumeCache()
-        self._by_claims = _DeviceUsage()
-        self._in_flight_usage = _DeviceUsage()
-        self.in_flight = InFlightClaims(self.claims, self._in_flight_usage.add, self._in_flight_usage.remove)
+        self._usage = _DeviceUsage()
+        self._usage.on_busy = self._device_busy
+        self._usage.on_free = self._device_free
+        self.in_flight = InFlightClaims(
+            self.claims,
+            lambda claim: self._usage.add("flight", claim),
+            lambda claim: self._usage.remove("flight", claim),
+        )
         self.claims.add_listener(self._claim_changed)
         self.inventory = DeviceInventory()
         self.classes: dict[str, DeviceClass] = {}
@@ -70,8 +89,43 @@ class ResourceStore:
         self._on_resources_changed = on_resources_changed
         self.allocator = Allocator(features, self.inventory, self.classes, self.device_in_use)
 
+        # Free node-local devices per node, recounted when the inventory changes.
+        self._free_on_node: dict[str, int] = {}
+        self._nodes_with_free: set[str] = set()
+        self._counted_version = -1
+
     def device_in_use(self, device_id: DeviceID) -> bool:
-        return device_id in self._by_claims or device_id in self._in_flight_usage
+        return device_id in self._usage
+
+    def nodes_with_free_devices(self) -> set[str] | None:
+        """Nodes with at least one free node-local device, or None when some devices are not bound to
+        a single node (nodeSelector or allNodes slices): then any node may still get devices."""
+        if self.inventory.shared_devices():
+            return None
+        if self._counted_version != self.inventory.version:
+            self._recount()
+        return self._nodes_with_free
+
+    def _recount(self) -> None:
+        self._free_on_node = {
+            node: sum(1 for device in self.inventory.node_local_devices(node) if device.id not in self._usage)
+            for node in self.inventory.nodes()
+        }
+        self._nodes_with_free = {node for node, free in self._free_on_node.items() if free}
+        self._counted_version = self.inventory.version
+
+    def _device_busy(self, device_id: DeviceID) -> None:
+        node = self.inventory.node_of(device_id)
+        if node is not None and self._counted_version == self.inventory.version:
+            self._free_on_node[node] -= 1
+            if not self._free_on_node[node]:
+                self._nodes_with_free.discard(node)
+
+    def _device_free(self, device_id: DeviceID) -> None:
+        node = self.inventory.node_of(device_id)
+        if node is not None and self._counted_version == self.inventory.version:
+            self._free_on_node[node] += 1
+            self._nodes_with_free.add(node)
 
     def _changed(self) -> None:
         if self._on_resources_changed is not None:
@@ -79,9 +133,9 @@ class ResourceStore:
 
     def _claim_changed(self, old: ResourceClaim | None, new: ResourceClaim | None) -> None:
         if old is not None:
-            self._by_claims.remove(old)
+            self._usage.remove("claim", old)
         if new is not None:
-            self._by_claims.add(new)
+            self._usage.add("claim", new)
         if old is not None and old.allocated and (new is None or not new.allocated):
             self._changed()
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
@@ -32,7 +32,7 @@ from lockstep.api.resource import (
     ResourceClaim,
     ResourceClaimConsumerReference,
 )
-from lockstep.dra.allocator import AllocationError, CompiledClaim
+from lockstep.dra.allocator import AllocationError, CompiledClaim, Picks
 from lockstep.dra.claims import (
     ClaimsNotReady,
     check_owner,
@@ -67,10 +67,23 @@ class _PodClaims:
     placed: dict[int, AllocationResult] = field(default_factory=dict)
     to_allocate: list[int] = field(default_factory=list)
     compiled: list[CompiledClaim] = field(default_factory=list)
-    allocations: dict[str, list[AllocationResult]] = field(default_factory=dict)  # node -> by to_allocate
+    found: dict[str, list[Picks]] = field(default_factory=dict)  # node -> devices per to_allocate claim
     node_labels: dict[str, Mapping[str, str]] = field(default_factory=dict)  # nodes Filter saw
     signaled: list[tuple[str, str]] = field(default_factory=list)  # (claim uid, claim key) signaled
     planned: list[str] = field(default_factory=list)  # claim keys the pod was added to the plan of
+
+
+def _node_names(allocation: AllocationResult) -> set[str] | None:
+    """The nodes an allocation's nodeSelector names by metadata.name, or None if it does not."""
+    selector = allocation.node_selector
+    if selector is None or len(selector.node_selector_terms) != 1:
+        return None
+    names: set[str] | None = None
+    for requirement in selector.node_selector_terms[0].match_fields:
+        if requirement.key == "metadata.name" and requirement.operator == "In":
+            values = set(requirement.values)
+            names = values if names is None else names & values
+    return names
 
 
 class DynamicResources:
@@ -148,8 +161,40 @@ class DynamicResources:
             except AllocationError as exc:
                 return Status.unresolvable(self.name, "ClaimUnallocatable", str(exc))
             pod_claims.to_allocate.append(index)
+        if pod_claims.to_allocate and not self._may_use_busy_devices(pod_claims):
+            free = self.store.nodes_with_free_devices()
+            if free is not None and not free:
+                return Status.unschedulable(
+                    self.name, "InsufficientDevices", "cannot allocate all claims: no node has a free device"
+                )
         state.write(self._state_key(pod), pod_claims)
         return SUCCESS
+
+    @staticmethod
+    def _may_use_busy_devices(pod_claims: _PodClaims) -> bool:
+        return any(
+            alternative.admin_access
+            for compiled in pod_claims.compiled
+            for request in compiled.requests
+            for alternative in request.alternatives
+        )
+
+    def candidate_nodes(self, state: CycleState, pod: PodInfo) -> Collection[str] | None:
+        """Narrow the nodes to try: those holding the devices of allocated or pending claims, and,
+        when devices must be allocated, those with a free device (None: no narrowing)."""
+        pod_claims = self._pod_claims(state, pod)
+        if pod_claims is None:
+            return None
+        narrowed: set[str] | None = None
+        for allocation in pod_claims.placed.values():
+            names = _node_names(allocation)
+            if names is not None:
+                narrowed = names if narrowed is None else narrowed & names
+        if pod_claims.to_allocate and not self._may_use_busy_devices(pod_claims):
+            free = self.store.nodes_with_free_devices()
+            if free is not None:
+                narrowed = free if narrowed is None else narrowed & free
+        return narrowed
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         pod_claims = self._pod_claims(state, pod)
@@ -168,28 +213,27 @@ class DynamicResources:
         if not pod_claims.to_allocate:
             return SUCCESS
         try:
-            allocations = self.store.allocator.allocate(pod_claims.compiled, node.name, node.labels)
+            found = self.store.allocator.find(pod_claims.compiled, node.name, node.labels)
         except AllocationError as exc:
             return Status.unresolvable(self.name, "ClaimUnallocatable", str(exc))
-        if allocations is None:
+        if found is None:
             return Status.unschedulable(self.name, "InsufficientDevices", "cannot allocate all claims")
-        pod_claims.allocations[node.name] = allocations
+        pod_claims.found[node.name] = found
         return SUCCESS
 
     # --- Reserve / Unreserve -----------------------------------------------------------------------
 
     def _allocations_for(self, pod_claims: _PodClaims, node: str) -> list[AllocationResult] | None:
-        """Filter's allocations for ``node`` if all their devices are still free, else a fresh search."""
-        allocations = pod_claims.allocations.get(node)
-        in_use = self.store.device_in_use
-        if allocations is not None and not any(
-            in_use((result.driver, result.pool, result.device))
-            for allocation in allocations
-            for result in allocation.devices.results
-            if not result.admin_access
+        """Filter's choice for ``node`` if all its devices are still free, else a fresh search."""
+        allocator = self.store.allocator
+        found = pod_claims.found.get(node)
+        if found is None or any(
+            not alternative.admin_access and allocator.in_use(device.id)
+            for picks in found
+            for alternative, device in picks
         ):
-            return allocations
-        return self.store.allocator.allocate(pod_claims.compiled, node, pod_claims.node_labels.get(node, {}))
+            found = allocator.find(pod_claims.compiled, node, pod_claims.node_labels.get(node, {}))
+        return None if found is None else allocator.results(pod_claims.compiled, found, node)
 
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         pod_claims = self._pod_claims(state, pod)

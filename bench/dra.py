@@ -1,0 +1,303 @@
+"""DRA allocator benchmark, in-process, no API: ``python bench/dra.py [--nodes 500] [--pods 5000]``.
+
+Builds N nodes, each publishing one ResourceSlice with D devices (model, memory, NUMA list, driver
+version, memory capacity), a DeviceClass and a ResourceClaimTemplate whose request carries a CEL
+selector using an attribute, a quantity and a semver. For each pod the claim generated from the
+template is added, owned by the pod and named in its ``status.resourceClaimStatuses``, as the
+resourceclaim controller would. Then the real ``Scheduler`` (default profile with DynamicResources)
+places every pod, allocating its claim; bindings and claim status writes succeed at once and are
+echoed to the caches as watch events would be.
+
+Reports pods placed per second including allocation (from the first cycle until every pod is bound
+and its claim written), the group-cycle median, and checks that no device was allocated twice and
+that every claim got a device of its pod's node. With the defaults there are 4,000 devices for 5,000
+pods: 4,000 pods are placed and 1,000 stay unschedulable, and their failed cycles count in the time.
+Target: >= 500 pods/s (kube-scheduler reaches 40-80 pods/s on its equivalent benchmark).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import gc
+import json
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
+
+from lockstep.api.resource import (
+    DeviceClass,
+    ResourceClaim,
+    ResourceClaimStatus,
+    ResourceClaimTemplate,
+    ResourceSlice,
+    parse_resource,
+)
+from lockstep.config import Settings
+from lockstep.dra.features import allocator_features
+from lockstep.dra.ports import ClaimWriteOutcome, WriteResult
+from lockstep.dra.store import ResourceStore
+from lockstep.scheduler.framework import NodeInfo, PodClaimRef, PodCondition, PodInfo
+from lockstep.scheduler.plugins.dynamic_resources import CLAIM_API_SERVICE, STORE_SERVICE
+from lockstep.scheduler.ports import BindOutcome, BindResult, PatchOutcome, PatchResult
+from lockstep.scheduler.scheduler import Scheduler, SchedulerOptions
+from lockstep.state.cluster import ClusterCache
+
+TARGET_PODS_PER_SECOND = 500.0
+DRIVER = "gpu.bench.lockstep.dev"
+CLASS_NAME = "bench-gpu"
+SELECTOR = (
+    f'device.attributes["{DRIVER}"].memory >= 40'
+    f' && device.capacity["{DRIVER}"].memory.compareTo(quantity("40Gi")) >= 0'
+    f' && device.attributes["{DRIVER}"].driverVersion.isGreaterThan(semver("1.0.0"))'
+)
+
+
+class InstantPodAPI:
+    def __init__(self, cache: ClusterCache) -> None:
+        self.cache = cache
+
+    async def bind(self, pod: PodInfo, node_name: str) -> BindOutcome:
+        echoed = dataclasses.replace(
+            pod, node_name=node_name, scheduled_condition=PodCondition("True", "", "")
+        )
+        asyncio.get_running_loop().call_soon(self.cache.upsert_pod, echoed)
+        return BindOutcome(BindResult.BOUND)
+
+    async def get_pod(self, namespace: str, name: str) -> PodInfo | None:
+        return self.cache.get_pod_by_name(namespace, name)
+
+    async def patch_pod_unschedulable(
+        self, pod: PodInfo, resource_version: str, reason: str, message: str
+    ) -> PatchOutcome:
+        return PatchOutcome(PatchResult.OK)
+
+
+class InstantClaimAPI:
+    """Strict status writes succeed at once (resourceVersion checked) and are echoed to the store."""
+
+    def __init__(self, store: ResourceStore) -> None:
+        self.store = store
+        self.writes = 0
+        self.version = 10_000
+
+    async def write_claim_status(self, claim: ResourceClaim, status: dict[str, Any]) -> ClaimWriteOutcome:
+        current = self.store.claims.get_api_obj(claim.key)
+        if current is None or current.metadata.resource_version != claim.metadata.resource_version:
+            return ClaimWriteOutcome(WriteResult.CONFLICT)
+        self.writes += 1
+        self.version += 1
+        written = claim.model_copy(
+            update={
+                "metadata": claim.metadata.model_copy(update={"resource_version": str(self.version)}),
+                "status": ResourceClaimStatus.model_validate(status),
+            }
+        )
+        asyncio.get_running_loop().call_soon(self.store.upsert_claim, written)
+        return ClaimWriteOutcome(WriteResult.WRITTEN, written)
+
+
+def slice_for(node: str, devices: int) -> ResourceSlice:
+    return parse_resource(
+        ResourceSlice,
+        {
+            "metadata": {"name": f"{node}-{DRIVER}", "resourceVersion": "1"},
+            "spec": {
+                "driver": DRIVER,
+                "nodeName": node,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": [
+                    {
+                        "name": f"gpu-{i}",
+                        "attributes": {
+                            "model": {"string": "bench-h100"},
+                            "memory": {"int": 80},
+                            "numaNodes": {"ints": [i * 2 // devices]},
+                            "driverVersion": {"version": "1.2.0"},
+                        },
+                        "capacity": {"memory": {"value": "80Gi"}},
+                    }
+                    for i in range(devices)
+                ],
+            },
+        },
+    )
+
+
+def template() -> ResourceClaimTemplate:
+    return parse_resource(
+        ResourceClaimTemplate,
+        {
+            "metadata": {"name": "gpu", "namespace": "bench"},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {
+                                "name": "gpu",
+                                "exactly": {
+                                    "deviceClassName": CLASS_NAME,
+                                    "selectors": [{"cel": {"expression": SELECTOR}}],
+                                },
+                            }
+                        ]
+                    }
+                }
+            },
+        },
+    )
+
+
+def claim_for(pod: str, spec: dict[str, Any]) -> ResourceClaim:
+    """What the resourceclaim controller creates for the pod's template claim."""
+    return parse_resource(
+        ResourceClaim,
+        {
+            "metadata": {
+                "name": f"{pod}-gpu-bench",
+                "namespace": "bench",
+                "uid": f"uid-claim-{pod}",
+                "resourceVersion": "1",
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": f"uid-{pod}"}],
+            },
+            "spec": spec,
+        },
+    )
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    settings = Settings(leader_elect=False)
+    cache = ClusterCache(settings.scheduler_name)
+    store = ResourceStore(allocator_features(settings.feature_gates), cache.on_claims_changed)
+    claim_api = InstantClaimAPI(store)
+    scheduler = Scheduler(
+        settings,
+        InstantPodAPI(cache),
+        cache=cache,
+        services={STORE_SERVICE: store, CLAIM_API_SERVICE: claim_api},
+        options=SchedulerOptions(feasible_nodes_to_find=args.feasible),
+    )
+    setup_started = time.perf_counter()
+    store.upsert_class(
+        parse_resource(
+            DeviceClass,
+            {
+                "metadata": {"name": CLASS_NAME, "resourceVersion": "1"},
+                "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+            },
+        )
+    )
+    for i in range(args.nodes):
+        name = f"node-{i:04d}"
+        cache.upsert_node(
+            NodeInfo(name=name, allocatable={"cpu": 64_000, "memory": 256 * 2**30, "pods": 110})
+        )
+        store.upsert_slice(slice_for(name, args.devices))
+    spec = template().spec.spec.dump()
+    for i in range(args.pods):
+        name = f"pod-{i:05d}"
+        store.upsert_claim(claim_for(name, spec))
+        cache.upsert_pod(
+            PodInfo(
+                uid=f"uid-{name}",
+                namespace="bench",
+                name=name,
+                resource_version="1",
+                scheduler_name=settings.scheduler_name,
+                requests={"cpu": 100, "memory": 2**28},
+                claims=(PodClaimRef("gpu", resource_claim_template_name="gpu"),),
+                claim_statuses={"gpu": f"{name}-gpu-bench"},
+            )
+        )
+    setup_seconds = time.perf_counter() - setup_started
+    gc.collect()
+    cycle_ms: list[float] = []
+    started, cpu_started = time.perf_counter(), time.process_time()
+    while True:
+        t0 = time.perf_counter()
+        key = scheduler.schedule_one()
+        if key is None:
+            break
+        cycle_ms.append((time.perf_counter() - t0) * 1000)
+        if len(cycle_ms) % 50 == 0:
+            await asyncio.sleep(0)  # let binding tasks and echoes run, as the real loop does
+    await scheduler.wait_for_tasks()
+    await asyncio.sleep(0)
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+
+    bound = sum(1 for p in cache.pods.values() if p.node_name)
+    seen: set[tuple[str, str, str]] = set()
+    double, off_node = 0, 0
+    for pod in cache.pods.values():
+        claim = store.claims.get(f"bench/{pod.name}-gpu-bench")
+        if claim is None or claim.status.allocation is None:
+            continue
+        for result in claim.status.allocation.devices.results:
+            device_id = (result.driver, result.pool, result.device)
+            double += device_id in seen
+            seen.add(device_id)
+            off_node += result.pool != pod.node_name
+    cycle_ms.sort()
+    return {
+        "nodes": args.nodes,
+        "devices_per_node": args.devices,
+        "pods": args.pods,
+        "pods_bound": bound,
+        "claims_allocated": len(seen),
+        "claim_writes": claim_api.writes,
+        "devices_allocated_twice": double,
+        "allocations_on_another_node": off_node,
+        "median_cycle_ms": round(statistics.median(cycle_ms), 3) if cycle_ms else None,
+        "p99_cycle_ms": round(cycle_ms[max(0, int(len(cycle_ms) * 0.99) - 1)], 3) if cycle_ms else None,
+        "pods_per_second": round(bound / elapsed, 1),
+        "pods_per_cpu_second": round(bound / cpu, 1),
+        "elapsed_s": round(elapsed, 3),
+        "cpu_s": round(cpu, 3),
+        "setup_s": round(setup_seconds, 3),
+    }
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench/dra.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=500)
+    parser.add_argument("--devices", type=int, default=8, help="devices per node (default 8)")
+    parser.add_argument("--pods", type=int, default=5000)
+    parser.add_argument("--feasible", type=int, default=SchedulerOptions().feasible_nodes_to_find)
+    parser.add_argument("--json", action="store_true", help="print the result as JSON only")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    result = asyncio.run(run(args))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:>34}: {value}")
+    expected = min(args.pods, args.nodes * args.devices)
+    problems = []
+    if result["pods_bound"] != expected:
+        problems.append(f"{result['pods_bound']} of {expected} placeable pods were bound")
+    for check in ("devices_allocated_twice", "allocations_on_another_node"):
+        if result[check]:
+            problems.append(f"{check}: {result[check]}")
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if not args.json:
+        met = result["pods_per_second"] >= TARGET_PODS_PER_SECOND
+        print(
+            f"target (>= {TARGET_PODS_PER_SECOND:g} pods/s including allocation): "
+            + ("met" if met else "NOT met")
+        )
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
