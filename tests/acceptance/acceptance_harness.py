@@ -23,8 +23,9 @@ from lockstep.kube.client import (
     ApiError,
     KubeClient,
 )
+from lockstep.kube.watch import RawWatch
 from lockstep.sim.cluster import SimCluster
-from lockstep.sim.invariants import check_state, fetch_cluster_state
+from lockstep.sim.invariants import BindingHistory, check_state, fetch_cluster_state
 
 NAMESPACE = "acceptance"
 DEVICE_CLASS = "gpu.sim.lockstep.dev"
@@ -139,6 +140,12 @@ class Env:
         await asyncio.to_thread(thread.start)
         return thread
 
+    async def stop_operators(self) -> None:
+        for thread in self.operators:
+            if thread.alive:
+                await asyncio.to_thread(thread.stop, 15)
+        self.operators.clear()
+
     async def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         kind = {
             "Pod": PODS,
@@ -222,8 +229,46 @@ async def simulated_cluster(
             await env.start_operator(settings, pod_watch=pod_watch)
         yield env
     finally:
-        for thread in env.operators:
-            if thread.alive:
-                await asyncio.to_thread(thread.stop, 15)
+        await env.stop_operators()
         await client.close()
         await cluster.stop()
+
+
+class PodEvents:
+    """Follows every pod watch event during a test: bound-twice and nodeName-with-PodScheduled=False
+    are checked on each event, not just at the end."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.history = BindingHistory()
+        self.bound_but_unscheduled: list[str] = []
+        self.events = 0
+        self._synced = asyncio.Event()
+        self._watch = RawWatch(client, PODS, self._observe, namespace=NAMESPACE, on_synced=self._synced.set)
+        self._task: asyncio.Task[None] | None = None
+
+    def _observe(self, event_type: str, pod: dict[str, Any]) -> None:
+        self.events += 1
+        if event_type == "DELETED":
+            return
+        self.history.observe(pod)
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        scheduled = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+        if pod["spec"].get("nodeName") and scheduled is not None and scheduled.get("status") == "False":
+            self.bound_but_unscheduled.append(
+                f"{pod['metadata']['name']} on {pod['spec']['nodeName']} has PodScheduled=False "
+                f"({scheduled.get('reason')}) at resourceVersion {pod['metadata'].get('resourceVersion')}"
+            )
+
+    async def __aenter__(self) -> PodEvents:
+        self._task = asyncio.create_task(self._watch.run())
+        await asyncio.wait_for(self._synced.wait(), 10)
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def violations(self) -> list[str]:
+        return [str(v) for v in self.history.violations()] + self.bound_but_unscheduled
