@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from reliability_harness import (
     CLAIMS,
     DEVICE_CLASS,
+    GROUP_LABEL,
     NAMESPACE,
     PODGROUPS,
+    PODS,
     OperatorProcess,
     RunningCluster,
     bound,
@@ -190,3 +194,77 @@ def test_podgroup_deleted_while_its_pods_bind_loses_nothing(
     wait_until(
         lambda: bound(sim, name) == 6, PROMPT_SECONDS, 0.2, f"gang {name} to bind once its PodGroup is back"
     )
+
+
+QUANTITY_TEXT = st.sampled_from(
+    ["1", "0", "0.5", "100m", "1e3", "1Ki", "1.5Gi", "9999Pi", "-1", "1..2", "ten", "", "0x10", "1e400"]
+)
+RESOURCE_NAMES = st.sampled_from(
+    ["cpu", "memory", "ephemeral-storage", "pods", "hugepages-2Mi", "example.com/widget", "a/b/c", "CPU"]
+)
+RANDOM_CONTAINERS = st.lists(
+    st.fixed_dictionaries(
+        {"name": st.from_regex(r"\A[a-z]{1,8}\Z"), "image": st.just("pause")},
+        optional={
+            "resources": st.fixed_dictionaries(
+                {},
+                optional={
+                    "requests": st.dictionaries(RESOURCE_NAMES, QUANTITY_TEXT, max_size=3),
+                    "limits": st.dictionaries(RESOURCE_NAMES, QUANTITY_TEXT, max_size=3),
+                },
+            ),
+            "restartPolicy": st.sampled_from(["Always", "Never"]),
+        },
+    ),
+    max_size=3,
+)
+RANDOM_POD_SPECS = st.fixed_dictionaries(
+    {"schedulerName": st.just("lockstep"), "containers": RANDOM_CONTAINERS.filter(bool)},
+    optional={
+        "initContainers": RANDOM_CONTAINERS,
+        "nodeSelector": st.dictionaries(
+            st.sampled_from(["zone", "kubernetes.io/hostname", "é"]), st.text(max_size=5)
+        ),
+        "overhead": st.dictionaries(RESOURCE_NAMES, QUANTITY_TEXT, max_size=2),
+        "resourceClaims": st.lists(
+            st.fixed_dictionaries(
+                {"name": st.sampled_from(["a", "b"]), "resourceClaimName": st.sampled_from(["x", "y"])}
+            ),
+            max_size=2,
+        ),
+        "tolerations": st.lists(
+            st.fixed_dictionaries({"operator": st.sampled_from(["Exists", "Equal", "Bogus"])}), max_size=2
+        ),
+    },
+)
+
+
+@given(specs=st.lists(RANDOM_POD_SPECS, min_size=6, max_size=6), gang_size=st.integers(1, 6))
+@settings(
+    max_examples=5,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+def test_random_pods_never_crash_the_operator_or_block_a_gang(
+    sim: RunningCluster, operator: OperatorProcess, specs: list[dict[str, Any]], gang_size: int
+) -> None:
+    hostile = unique("random")
+    create(sim, PODGROUPS, podgroup(hostile, gang_size))
+    for index, spec in enumerate(specs):
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"{hostile}-{index}", "labels": {GROUP_LABEL: hostile}},
+            "spec": spec,
+        }
+        response = sim.http.post(PODS.format(ns=NAMESPACE), body)
+        assert response.status in (201, 422), f"pod {index}: {response.status} {response.message}"
+        if response.status == 422:
+            assert response.message.startswith(f'Pod "{hostile}-{index}" is invalid: spec.'), response.message
+    feasible = unique("after-random")
+    create_group(sim, podgroup(feasible, 2), [pod(f"{feasible}-{i}", feasible) for i in range(2)])
+    wait_until(
+        lambda: bound(sim, feasible) == 2, PROMPT_SECONDS, 0.2, f"gang {feasible} to bind after random pods"
+    )
+    assert operator.exited() is None, f"lockstep run exited with {operator.exited()}"
+    assert [v for v in check_state(sim.state()) if not v.transient] == []
