@@ -5,15 +5,26 @@ as ``helm template``) and the manifests are applied the way ``helm install`` wou
 the templates. The emulator serves the kinds lockstep itself talks to; the chart's workload kinds
 (Deployment, RBAC, Service, PodDisruptionBudget, ...) are added to it as plain stored types, and a
 minimal ServiceMonitor CRD stands in for the Prometheus Operator's.
+
+The last test runs ``lockstep run`` with the environment the chart's Deployment gives it against
+``lockstep sim`` and checks that every example ends in the phase its ``# lockstep-demo:`` line
+expects.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
 import shutil
+import signal
+import socket
 import subprocess
+import sys
 import threading
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -261,3 +272,119 @@ def test_examples_apply_and_show_up_as_podgroups(emulator: Emulator) -> None:
         "resourceclaimtemplate.resource.k8s.io/numa-aligned-gpus",
         "resourceclaimtemplate.resource.k8s.io/two-gpus",
     ]
+
+
+SIM_NODES = 10
+SIM_DEVICES_PER_NODE = 8
+START_TIMEOUT = 60.0
+PHASE_TIMEOUT = 60.0
+HEADER_RE = re.compile(r"^# lockstep-demo: expect=(?P<phase>[A-Za-z]+)(?: gates=(?P<gates>[A-Za-z,]+))?$")
+
+
+def expected_phases() -> tuple[dict[str, str], set[str]]:
+    """{PodGroup name: expected phase} of every example, and the feature gates they need."""
+    phases: dict[str, str] = {}
+    gates: set[str] = set()
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        match = HEADER_RE.match(path.read_text().splitlines()[0])
+        if match is None:
+            continue
+        if match["gates"]:
+            gates.update(match["gates"].split(","))
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc["kind"] == "PodGroup":
+                phases[doc["metadata"]["name"]] = match["phase"]
+    return phases, gates
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def stop(process: subprocess.Popen[str]) -> int:
+    process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def sim_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """``lockstep sim`` as a user starts it; yields its kubeconfig."""
+    if KUBECTL is None:
+        pytest.skip("kubectl is not installed")
+    kubeconfig = tmp_path_factory.mktemp("sim") / "kubeconfig"
+    command = [sys.executable, "-m", "lockstep", "sim", "--nodes", str(SIM_NODES)]
+    command += ["--devices-per-node", str(SIM_DEVICES_PER_NODE), "--kubeconfig", str(kubeconfig)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith("export KUBECONFIG="):
+        stop(process)
+        raise AssertionError(
+            f"lockstep sim did not start: {line!r}\n{process.stderr.read() if process.stderr else ''}"
+        )
+    try:
+        yield kubeconfig
+    finally:
+        stop(process)
+
+
+def test_operator_configured_by_the_chart_brings_every_example_to_its_expected_phase(
+    sim_cluster: Path, tmp_path: Path
+) -> None:
+    phases, gates = expected_phases()
+    values = {"featureGates": dict.fromkeys(gates, True), "namespaces": ["demo"]}
+    [deployment] = [d for d in yaml.safe_load_all(rendered(values)) if d and d["kind"] == "Deployment"]
+    env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    health_port = free_port()
+    # Outside a pod: credentials from the simulator's kubeconfig, probes on loopback ports that are free.
+    env |= {
+        "LOCKSTEP_KUBECONFIG": str(sim_cluster),
+        "LOCKSTEP_HEALTH_BIND_ADDRESS": f"127.0.0.1:{health_port}",
+        "LOCKSTEP_METRICS_BIND_ADDRESS": f"127.0.0.1:{free_port()}",
+    }
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("LOCKSTEP_")}
+    log = (tmp_path / "operator.log").open("w")
+    operator = subprocess.Popen(
+        [sys.executable, "-m", "lockstep", "run"],
+        env=base_env | env,
+        stdout=log,
+        stderr=log,
+        text=True,
+        cwd=REPO,
+    )
+    kubectl = [KUBECTL or "kubectl", f"--kubeconfig={sim_cluster}", f"--cache-dir={tmp_path / 'cache'}"]
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            assert operator.poll() is None, f"lockstep run exited {operator.returncode}"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/healthz", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "lockstep run did not answer /healthz"
+            time.sleep(0.2)
+        subprocess.run([*kubectl, "apply", "-f", str(EXAMPLES)], check=True, capture_output=True, timeout=30)
+        reached: dict[str, str] = {}
+        deadline = time.monotonic() + PHASE_TIMEOUT
+        while reached != phases and time.monotonic() < deadline:
+            time.sleep(0.5)
+            listed = subprocess.run(
+                [*kubectl, "get", "lpg", "-n", "demo", "-o", "json"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            items = json.loads(listed.stdout)["items"] if listed.returncode == 0 else []
+            reached = {i["metadata"]["name"]: i.get("status", {}).get("phase", "") for i in items}
+        assert reached == phases, (tmp_path / "operator.log").read_text()[-4000:]
+    finally:
+        stop(operator)
+        log.close()
