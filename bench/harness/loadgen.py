@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import random
 from collections.abc import Sequence
+from typing import Any
 
 from harness.api import ApiClient, ApiError
 from harness.tracker import Tracker
@@ -147,12 +148,12 @@ class CompletionWatcher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
-    def _see(self, pod: dict[str, object]) -> None:
-        spec = pod.get("spec")
-        if isinstance(spec, dict) and spec.get("nodeName"):
-            metadata = pod.get("metadata")
-            if isinstance(metadata, dict):
-                self.tracker.bound(str(metadata.get("name", "")))
+    def _see(self, pod: dict[str, Any]) -> None:
+        name = str(pod.get("metadata", {}).get("name", ""))
+        if pod.get("spec", {}).get("nodeName"):
+            self.tracker.bound(name)
+        if pod.get("status", {}).get("phase") == "Running":
+            self.tracker.started(name)
 
     async def _run(self) -> None:
         while True:

@@ -47,12 +47,21 @@ DRIVER = DeviceDriver(
 )
 WARMUP_NAMESPACE = "bench-warmup"
 WARMUP_TIMEOUT_SECONDS = 60.0
+SETTLE_TIMEOUT_SECONDS = 60.0
 PHASES = ("ceiling", "lockstep")
 
 
 def phase_timeout(workload: Workload) -> float:
     """Generous: a scheduler slower than 25 pods/s on top of a minute has failed the benchmark anyway."""
     return 60.0 + workload.pods_total / 25
+
+
+async def settle(tracker: Tracker) -> None:
+    """Wait until the kubelets marked every bound pod Running, so both phases count all their writes."""
+    try:
+        await asyncio.wait_for(tracker.settled.wait(), SETTLE_TIMEOUT_SECONDS)
+    except TimeoutError:
+        log.warning("kubelets did not mark every bound pod Running", waited=SETTLE_TIMEOUT_SECONDS)
 
 
 def node_shape(node: Mapping[str, Any]) -> NodeShape:
@@ -119,6 +128,7 @@ async def measure(
     workload: Workload,
     shape: NodeShape,
     phase: str,
+    sim: Child,
     operator: Child | None,
     node_names: list[str],
 ) -> PhaseResult:
@@ -129,6 +139,7 @@ async def measure(
     stats_before = server_counts(await client.admin("/__sim/stats"))
     sent_before = Counter(client.sent)
     usage_before = operator.usage() if operator is not None else None
+    sim_usage_before = sim.usage()
     load_start = start = time.monotonic()
     timed_out = False
     try:
@@ -152,9 +163,11 @@ async def measure(
                 await asyncio.wait_for(tracker.complete.wait(), 1.0)
             except TimeoutError:
                 continue
+        usage_after = operator.usage() if operator is not None else None
+        sim_usage_after = sim.usage()
+        await settle(tracker)
     finally:
         await watcher.stop()
-    usage_after = operator.usage() if operator is not None else None
     stats_after = server_counts(await client.admin("/__sim/stats"))
     own = client.sent - sent_before
     result = summarize_phase(phase, tracker.pods, tracker.counted, start, create_done - load_start)
@@ -164,7 +177,11 @@ async def measure(
         result.operator_cpu_seconds = round(usage_after.cpu_seconds - usage_before.cpu_seconds, 2)
         result.operator_rss_peak_mb = round(usage_after.rss_peak_mb, 1)
     result.load_average = round(os.getloadavg()[0], 2)
-    result.extra = {"watch_events": float(watcher.events), "gangs_replaced": float(replaced)}
+    result.extra = {
+        "watch_events": float(watcher.events),
+        "gangs_replaced": float(replaced),
+        "sim_cpu_seconds": round(sim_usage_after.cpu_seconds - sim_usage_before.cpu_seconds, 2),
+    }
 
     if timed_out:
         result.extra["timed_out"] = 1.0
@@ -198,7 +215,7 @@ async def run_phase(name: str, scale: float, phase: str, workdir: Path) -> Phase
                 await warm_up(client, operator)
             node_names = sorted(n["metadata"]["name"] for n in node_list)
             log.info("measuring", workload=name, phase=phase, pods=workload.pods_total, nodes=nodes)
-            return await measure(client, workload, shape, phase, operator, node_names)
+            return await measure(client, workload, shape, phase, sim, operator, node_names)
     finally:
         if operator is not None:
             operator.stop()

@@ -26,6 +26,10 @@ class Tracker:
         self.counted_bound = 0
         self.all_created = False
         self.complete = asyncio.Event()
+        self.running: set[str] = set()
+        self.bound_count = 0
+        self.bound_running = 0
+        self.settled = asyncio.Event()
 
     def add_gang(self, gang: GangSpec) -> None:
         for index in range(gang.pods):
@@ -40,6 +44,11 @@ class Tracker:
         for index in range(gang.pods):
             name = pod_name(gang, index)
             times = self.pods.pop(name, None)
+            if times is not None and times.bound_at is not None:
+                self.bound_count -= 1
+                if name in self.running:
+                    self.bound_running -= 1
+            self.running.discard(name)
             if name in self.counted:
                 self.counted.discard(name)
                 if times is not None and times.bound_at is not None:
@@ -56,8 +65,21 @@ class Tracker:
         if times is None or times.bound_at is not None:
             return
         times.bound_at = self.clock()
+        self.bound_count += 1
+        if name in self.running:
+            self.bound_running += 1
         if name in self.counted:
             self.counted_bound += 1
+        self._check()
+
+    def started(self, name: str) -> None:
+        """The (simulated) kubelet reported the pod Running: the emulator's work for it is done."""
+        times = self.pods.get(name)
+        if times is None or name in self.running:
+            return
+        self.running.add(name)
+        if times.bound_at is not None:
+            self.bound_running += 1
         self._check()
 
     def creation_finished(self) -> None:
@@ -67,7 +89,8 @@ class Tracker:
     def _check(self) -> None:
         if self.all_created and self.counted_bound >= self.target:
             self.complete.set()
-
-    @property
-    def bound_total(self) -> int:
-        return sum(1 for t in self.pods.values() if t.bound_at is not None)
+        # Settled: every bound pod is Running, so the kubelets' status writes of the phase are counted.
+        if self.complete.is_set() and self.bound_running == self.bound_count:
+            self.settled.set()
+        else:
+            self.settled.clear()

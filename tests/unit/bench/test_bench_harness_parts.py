@@ -131,7 +131,13 @@ async def test_tracker_completes_when_counted_pods_are_bound_and_creation_finish
     assert not tracker.complete.is_set(), "not complete while the load generator is still creating"
     tracker.creation_finished()
     assert tracker.complete.is_set()
-    assert tracker.bound_total == 3
+    assert tracker.bound_count == 3
+    assert not tracker.settled.is_set(), "settled only once the kubelets marked every bound pod Running"
+    for name in ("a-0", "a-1", "a-1", "unknown-pod"):
+        tracker.started(name)
+    assert not tracker.settled.is_set()
+    tracker.started("b-0")
+    assert tracker.settled.is_set()
 
 
 def test_tracker_drops_deleted_gangs_from_the_count() -> None:
@@ -139,8 +145,10 @@ def test_tracker_drops_deleted_gangs_from_the_count() -> None:
     gang = GangSpec("a", pods=2, min_count=2, cpu_millis=1)
     tracker.add_gang(gang)
     tracker.bound("a-0")
+    tracker.started("a-0")
     tracker.remove_gang(gang)
-    assert tracker.counted_bound == 0 and not tracker.pods
+    assert (tracker.counted_bound, tracker.bound_count, tracker.bound_running) == (0, 0, 0)
+    assert not tracker.pods and not tracker.running
     tracker.creation_finished()
     assert not tracker.complete.is_set()
     with pytest.raises(ValueError, match="at least 1 pod"):
