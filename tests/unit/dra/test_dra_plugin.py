@@ -388,3 +388,34 @@ async def test_pre_bind_without_a_claim_api_is_an_error_not_a_silent_success() -
     [p] = placed(place(plugin, [pod("p", by_name("c"))]))
     status = await plugin.pre_bind(p.state, p.pod, p.node)
     assert status.code is Code.ERROR and "no claim API" in status.message
+
+
+def test_candidate_nodes_follow_free_devices_and_pending_allocations() -> None:
+    store, api, plugin = setup(devices_per_node=1)
+    for i in range(3):
+        api.add(claim(f"c{i}", exactly("gpu"), uid=f"uid-c{i}"))
+    state = CycleState()
+    first = pod("p0", by_name("c0"))
+    assert plugin.pre_filter(state, first).ok
+    assert plugin.candidate_nodes(state, first) == {"node-a", "node-b"}
+    [p0] = placed(place(plugin, [first]))
+    later = CycleState()
+    assert plugin.pre_filter(later, pod("p1", by_name("c1"))).ok
+    assert plugin.candidate_nodes(later, pod("p1", by_name("c1"))) == {"node-a", "node-b"} - {p0.node}
+    sharer = CycleState()
+    assert plugin.pre_filter(sharer, pod("q", by_name("c0"))).ok  # reuses p0's pending allocation
+    assert plugin.candidate_nodes(sharer, pod("q", by_name("c0"))) == {p0.node}
+    [p1] = placed(place(plugin, [pod("p1", by_name("c1"))]))
+    full = plugin.pre_filter(CycleState(), pod("p2", by_name("c2")))
+    assert full.code is Code.UNSCHEDULABLE and "no node has a free device" in full.message
+    plugin.unreserve(p1.state, p1.pod, p1.node)
+    assert store.nodes_with_free_devices() == {p1.node}
+
+
+def test_devices_not_bound_to_a_node_disable_node_narrowing() -> None:
+    store, api, plugin = setup()
+    store.upsert_slice(resource_slice("fabric", [device("fabric-0")], pool="fabric", all_nodes=True))
+    api.add(claim("c", exactly("gpu"), uid="uid-c"))
+    state = CycleState()
+    assert plugin.pre_filter(state, pod("p", by_name("c"))).ok
+    assert plugin.candidate_nodes(state, pod("p", by_name("c"))) is None
