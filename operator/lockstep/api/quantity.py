@@ -31,7 +31,7 @@ def parse_quantity(text: str | int | float) -> Fraction:
         text = str(text)
     if not isinstance(text, str):
         raise QuantityError(f"quantity must be a string, got {type(text).__name__}")
-    match = _QUANTITY.match(text.strip())
+    match = _QUANTITY.fullmatch(text)
     if match is None:
         raise QuantityError(f"{text!r} is not a quantity (must match {QUANTITY_PATTERN})")
     sign, whole, fraction, suffix = match.groups()

@@ -255,7 +255,13 @@ class Scheduler:
         now = self.clock()
         diagnoses = tuple(outcome.diagnoses)
         causes = merge_causes(diagnoses)
-        if outcome.status.ok:
+        status = outcome.status
+        if status.ok and not outcome.placements and diagnoses:
+            # A basic group whose pods all failed: the group failed with them.
+            first = diagnoses[0]
+            code = Code.ERROR if first.code is Code.ERROR else Code.UNSCHEDULABLE
+            status = Status(code, (f"{first.pod}: {first.message}",), first.pod, "")
+        if status.ok:
             for placement in outcome.placements:
                 self._spawn(self._binding_cycle(key, placement))
             next_retry = None
@@ -282,29 +288,32 @@ class Scheduler:
                 pods=diagnoses,
                 next_retry=next_retry,
             )
-            return
-        code = outcome.status.code
-        next_retry = self.queue.park(key, now, hints_for(causes))
-        message = outcome.status.message
-        if diagnoses and diagnoses[0].message not in message:
-            message = f"{message}; {diagnoses[0].pod}: {diagnoses[0].message}"
-        self._record(
-            key,
-            code,
-            message,
-            min_count=outcome.min_count,
-            total=outcome.total_pods,
-            scheduled=outcome.scheduled,
-            pending=outcome.unplaced,
-            causes=causes,
-            pods=diagnoses,
-            next_retry=next_retry,
-        )
-        reason = reason_for(code)
+        else:
+            next_retry = self.queue.park(key, now, hints_for(causes))
+            message = status.message
+            if diagnoses and diagnoses[0].message not in message:
+                message = f"{message}; {diagnoses[0].pod}: {diagnoses[0].message}"
+            self._record(
+                key,
+                status.code,
+                message,
+                min_count=outcome.min_count,
+                total=outcome.total_pods,
+                scheduled=outcome.scheduled,
+                pending=outcome.unplaced,
+                causes=causes,
+                pods=diagnoses,
+                next_retry=next_retry,
+            )
+        # Tell the pods left unscheduled why: their own diagnosis, else the group's verdict.
+        reason = reason_for(Code.UNSCHEDULABLE if status.ok else status.code)
         by_pod = {d.pod: d.message for d in diagnoses}
         for pod in self.cache.unscheduled_members(key):
-            pod_message = by_pod.get(pod.key) or f"pod group {key}: {outcome.status.message}"
-            self._spawn(self.report_unschedulable(pod, reason, pod_message))
+            pod_message = by_pod.get(pod.key)
+            if pod_message is None and not status.ok:
+                pod_message = f"pod group {key}: {status.message}"
+            if pod_message is not None:
+                self._spawn(self.report_unschedulable(pod, reason, pod_message))
 
     def _record(
         self,

@@ -17,7 +17,7 @@ from lockstep import POD_GROUP_LABEL
 from lockstep.api.node import parse_node
 from lockstep.api.pod import parse_pod
 from lockstep.config import Settings
-from lockstep.scheduler.framework import NodeInfo, PodCondition, PodGroupInfo, PodInfo
+from lockstep.scheduler.framework import CycleState, NodeInfo, PodCondition, PodGroupInfo, PodInfo, Status
 from lockstep.scheduler.ports import BindOutcome, BindResult, PatchOutcome, PatchResult
 from lockstep.scheduler.scheduler import Scheduler, SchedulerOptions
 from lockstep.state.cluster import ClusterCache
@@ -216,3 +216,46 @@ async def settle(scheduler: Scheduler) -> None:
         await asyncio.sleep(0)
         if not scheduler.queue.has_active() and not scheduler.busy_tasks:
             return
+
+
+class RecordingPlugin:
+    """Reserve, Permit and PreBind that count their calls and fail on demand (per pod name)."""
+
+    name = "Recording"
+
+    def __init__(self) -> None:
+        self.reserved: list[str] = []
+        self.unreserved: list[str] = []
+        self.pre_bound: list[str] = []
+        self.fail_reserve: set[str] = set()
+        self.fail_permit: set[str] = set()
+        self.fail_pre_bind: set[str] = set()
+        self.raise_pre_bind: set[str] = set()
+        self.pre_bind_gate: asyncio.Event | None = None  # when set, PreBind waits for it
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        self.reserved.append(pod.name)
+        if pod.name in self.fail_reserve:
+            return Status.unschedulable(self.name, "ReserveFailed", "reserve refused")
+        return Status()
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        self.unreserved.append(pod.name)
+
+    def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, float]:
+        if pod.name in self.fail_permit:
+            return Status.unschedulable(self.name, "PermitRejected", "permit refused"), 0.0
+        return Status(), 0.0
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        self.pre_bound.append(pod.name)
+        if self.pre_bind_gate is not None:
+            await self.pre_bind_gate.wait()
+        if pod.name in self.raise_pre_bind:
+            raise RuntimeError("driver exploded")
+        if pod.name in self.fail_pre_bind:
+            return Status.error(self.name, "claim write failed")
+        return Status()
+
+    def releases(self, pod_name: str) -> int:
+        return self.unreserved.count(pod_name)

@@ -1,0 +1,227 @@
+"""The group cycle through the Scheduler: PreEnqueue, atomic decisions, records, topology, order."""
+
+from __future__ import annotations
+
+from sched_helpers import RecordingPlugin, gang, make_node, make_pod, make_scheduler, settle
+
+from lockstep.config import Settings
+from lockstep.scheduler.framework import Code, GroupKey
+from lockstep.scheduler.queue import GroupState
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def _usage(cache: object) -> dict[str, int]:
+    return {name: node.requested.get("cpu", 0) for name, node in cache.nodes.items()}  # type: ignore[attr-defined]
+
+
+async def test_a_gang_that_fits_is_bound_whole() -> None:
+    scheduler, api, cache = make_scheduler()
+    for i in range(3):
+        cache.upsert_node(make_node(f"n{i}", cpu="4"))
+    cache.upsert_podgroup(gang("g", 3))
+    for i in range(3):
+        api.add(make_pod(f"p{i}", cpu="3", group="g"))
+    await settle(scheduler)
+    assert sorted(p.node_name for p in api.pods.values()) == ["n0", "n1", "n2"]
+    attempt = scheduler.attempts[GroupKey("default", "g")]
+    assert (attempt.code, attempt.reason, attempt.scheduled, attempt.pending) == (
+        Code.SUCCESS,
+        "Scheduled",
+        3,
+        0,
+    )
+    assert len(attempt.placed) == 3
+
+
+async def test_a_gang_that_does_not_fit_binds_nothing_and_says_why() -> None:
+    recorder = RecordingPlugin()
+    scheduler, api, cache = make_scheduler(extra_plugins=[recorder])
+    cache.upsert_node(make_node("n0", cpu="4"))
+    cache.upsert_node(make_node("n1", cpu="4"))
+    cache.upsert_node(make_node("tainted", cpu="64", taints=[{"key": "gpu", "effect": "NoSchedule"}]))
+    cache.upsert_podgroup(gang("g", 3))
+    for i in range(3):
+        api.add(make_pod(f"p{i}", cpu="3", group="g"))
+    before = _usage(cache)
+    await settle(scheduler)
+    assert api.bind_calls == []
+    assert _usage(cache) == before
+    assert not any(cache.is_assumed(p.uid) for p in api.pods.values())
+    # p0 and p1 were reserved, then released when p2 found no node: each exactly once.
+    assert sorted(recorder.reserved) == sorted(recorder.unreserved) == ["p0", "p1"]
+    attempt = scheduler.attempts[GroupKey("default", "g")]
+    assert attempt.code is Code.UNSCHEDULABLE and attempt.reason == "Unschedulable"
+    assert attempt.scheduled == 0 and attempt.pending == 3
+    assert dict(attempt.causes) == {"InsufficientCPU": 2, "Taint": 1}
+    (diagnosis,) = attempt.pods
+    assert diagnosis.pod == "default/p2"
+    assert {r.plugin: (r.count, r.sample_nodes) for r in diagnosis.plugins} == {
+        "NodeResourcesFit": (2, ("n0", "n1")),
+        "TaintToleration": (1, ("tainted",)),
+    }
+    assert "minCount (3) cannot be satisfied" in attempt.message
+    assert attempt.next_retry_at is not None
+    # every member is told, with a strict patch carrying its resourceVersion
+    await settle(scheduler)
+    patched = {pod: rv for pod, rv, reason in api.patch_calls if reason == "Unschedulable"}
+    assert set(patched) == {"default/p0", "default/p1", "default/p2"}
+    assert all(api.pods[pod].scheduled_condition.status == "False" for pod in patched)  # type: ignore[union-attr]
+
+
+async def test_the_same_failure_is_not_patched_twice() -> None:
+    scheduler, api, cache = make_scheduler()
+    cache.upsert_node(make_node("n0", cpu="1"))
+    api.add(make_pod("big", cpu="2"))
+    await settle(scheduler)
+    assert len(api.patch_calls) == 1
+    scheduler.clock.advance(2)  # type: ignore[attr-defined]
+    await settle(scheduler)
+    assert scheduler.attempts[GroupKey("default", "big", False)].attempt == 2
+    assert len(api.patch_calls) == 1
+
+
+async def test_preenqueue_waits_for_the_podgroup_and_for_min_count_pods() -> None:
+    scheduler, api, cache = make_scheduler()
+    cache.upsert_node(make_node("n0", cpu="16"))
+    key = GroupKey("default", "g")
+    for i in range(2):
+        api.add(make_pod(f"p{i}", group="g"))
+    await settle(scheduler)
+    attempt = scheduler.attempts[key]
+    assert attempt.code is Code.WAIT and attempt.reason == "Waiting"
+    assert "waiting for PodGroup default/g" in attempt.message
+    cache.upsert_podgroup(gang("g", 4))
+    await settle(scheduler)
+    attempt = scheduler.attempts[key]
+    assert (attempt.code, attempt.total_pods, attempt.missing_pods) == (Code.WAIT, 2, 2)
+    assert dict(attempt.causes) == {"TooFewPods": 2}
+    assert "2 of minCount 4 present, 2 missing" in attempt.message
+    assert scheduler.queue.state(key) is GroupState.GATED
+    assert api.bind_calls == [] and api.patch_calls == []
+    for i in range(2, 4):
+        api.add(make_pod(f"p{i}", group="g"))
+    await settle(scheduler)
+    assert scheduler.attempts[key].code is Code.SUCCESS
+    assert all(p.node_name == "n0" for p in api.pods.values())
+
+
+async def test_bound_members_count_and_are_never_moved() -> None:
+    scheduler, api, cache = make_scheduler()
+    cache.upsert_node(make_node("full", cpu="2"))
+    cache.upsert_node(make_node("free", cpu="8"))
+    cache.upsert_podgroup(gang("g", 3))
+    api.add(make_pod("old", cpu="2", group="g", node_name="full"))
+    api.add(make_pod("new1", cpu="2", group="g"))
+    api.add(make_pod("new2", cpu="2", group="g"))
+    await settle(scheduler)
+    assert api.pods["default/old"].node_name == "full"
+    assert [call for call in api.bind_calls if call[0] == "default/old"] == []
+    assert api.pods["default/new1"].node_name == api.pods["default/new2"].node_name == "free"
+    assert scheduler.attempts[GroupKey("default", "g")].scheduled == 3
+
+
+async def test_pods_beyond_min_count_that_do_not_fit_wait_while_the_rest_binds() -> None:
+    scheduler, api, cache = make_scheduler()
+    cache.upsert_node(make_node("n0", cpu="4"))
+    cache.upsert_podgroup(gang("g", 2))
+    for i in range(3):
+        api.add(make_pod(f"p{i}", cpu="2", group="g"))
+    await settle(scheduler)
+    bound = sorted(p.name for p in api.pods.values() if p.node_name)
+    assert bound == ["p0", "p1"]
+    key = GroupKey("default", "g")
+    attempt = scheduler.attempts[key]
+    assert (attempt.code, attempt.pending) == (Code.SUCCESS, 1)
+    assert scheduler.queue.state(key) is GroupState.BACKOFF
+
+
+async def test_a_pod_without_a_group_is_scheduled_alone() -> None:
+    scheduler, api, cache = make_scheduler()
+    cache.upsert_node(make_node("n0"))
+    api.add(make_pod("solo"))
+    await settle(scheduler)
+    assert api.pods["default/solo"].node_name == "n0"
+    assert scheduler.attempts[GroupKey("default", "solo", False)].code is Code.SUCCESS
+
+
+async def test_a_gang_stays_in_one_zone_when_it_fits_and_spills_when_not() -> None:
+    scheduler, api, cache = make_scheduler()
+    for zone in ("a", "b"):
+        for i in range(4):
+            cache.upsert_node(make_node(f"{zone}{i}", cpu="4", labels={ZONE: zone}))
+    cache.upsert_podgroup(gang("fits", 4))
+    for i in range(4):
+        api.add(make_pod(f"fits{i}", cpu="3", group="fits"))
+    await settle(scheduler)
+    zones = {cache.nodes[p.node_name].labels[ZONE] for p in api.pods.values() if p.group_name == "fits"}
+    assert len(zones) == 1
+    cache.upsert_podgroup(gang("spills", 4))
+    for i in range(4):
+        api.add(make_pod(f"spills{i}", cpu="3", group="spills"))
+    await settle(scheduler)
+    spilled = [p.node_name for p in api.pods.values() if p.group_name == "spills"]
+    assert all(spilled) and len({cache.nodes[n].labels[ZONE] for n in spilled}) == 1  # the other zone
+    assert {cache.nodes[n].labels[ZONE] for n in spilled} != zones
+
+
+async def test_topology_key_comes_from_settings() -> None:
+    scheduler, api, cache = make_scheduler(Settings(leader_elect=False, topology_key="rack"))
+    for rack in ("r1", "r2", "r3"):
+        for i in range(3):
+            cache.upsert_node(make_node(f"{rack}-{i}", cpu="2", labels={"rack": rack}))
+    cache.upsert_podgroup(gang("g", 3))
+    for i in range(3):
+        api.add(make_pod(f"p{i}", cpu="1500m", group="g"))
+    await settle(scheduler)
+    assert len({cache.nodes[p.node_name].labels["rack"] for p in api.pods.values()}) == 1
+
+
+async def test_higher_priority_groups_go_first_then_first_seen() -> None:
+    scheduler, api, cache = make_scheduler()
+    cache.upsert_node(make_node("n0", cpu="2"))
+    api.add(make_pod("early", cpu="2"))
+    api.add(make_pod("late", cpu="2"))
+    api.add(make_pod("urgent", cpu="2", priority=100))
+    await settle(scheduler)
+    assert api.bind_calls == [("default/urgent", "n0")]
+    scheduler2, api2, cache2 = make_scheduler()
+    cache2.upsert_node(make_node("n0", cpu="2"))
+    api2.add(make_pod("early", cpu="2"))
+    api2.add(make_pod("late", cpu="2"))
+    await settle(scheduler2)
+    assert api2.bind_calls == [("default/early", "n0")]
+
+
+async def test_a_failed_group_is_retried_when_a_node_is_added_not_by_its_own_cycle() -> None:
+    scheduler, api, cache = make_scheduler()
+    cache.upsert_node(make_node("small", cpu="1"))
+    cache.upsert_podgroup(gang("g", 2))
+    for i in range(2):
+        api.add(make_pod(f"p{i}", cpu="1", group="g"))
+    await settle(scheduler)
+    key = GroupKey("default", "g")
+    assert scheduler.attempts[key].attempt == 1
+    await settle(scheduler)  # nothing new: the group stays parked
+    assert scheduler.attempts[key].attempt == 1 and scheduler.queue.state(key) is GroupState.BACKOFF
+    cache.upsert_node(make_node("second", cpu="1"))
+    scheduler.clock.advance(1)  # type: ignore[attr-defined]
+    await settle(scheduler)
+    assert scheduler.attempts[key].code is Code.SUCCESS
+    assert sorted(p.node_name for p in api.pods.values()) == ["second", "small"]
+
+
+async def test_a_reserve_failure_releases_the_pod_and_fails_the_gang() -> None:
+    recorder = RecordingPlugin()
+    recorder.fail_reserve.add("p1")
+    scheduler, api, cache = make_scheduler(extra_plugins=[recorder])
+    cache.upsert_node(make_node("n0", cpu="8"))
+    cache.upsert_podgroup(gang("g", 2))
+    api.add(make_pod("p0", group="g"))
+    api.add(make_pod("p1", group="g"))
+    await settle(scheduler)
+    assert api.bind_calls == []
+    assert recorder.releases("p0") == 1 and recorder.releases("p1") == 1
+    attempt = scheduler.attempts[GroupKey("default", "g")]
+    assert attempt.code is Code.UNSCHEDULABLE
+    assert dict(attempt.causes) == {"ReserveFailed": 1}
