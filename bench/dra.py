@@ -117,6 +117,8 @@ def slice_for(node: str, devices: int) -> ResourceSlice:
                         "name": f"gpu-{i}",
                         "attributes": {
                             "model": {"string": "bench-h100"},
+                            # unique per device, as real drivers publish (so no two devices look alike)
+                            "uuid": {"string": f"GPU-{node}-{i}"},
                             "memory": {"int": 80},
                             "numaNodes": {"ints": [i * 2 // devices]},
                             "driverVersion": {"version": "1.2.0"},

@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from lockstep.api.resource import DeviceAttribute, NodeSelector, ResourceSlice
+from lockstep.api.resource import Device, DeviceAttribute, NodeSelector, ResourceSlice
 from lockstep.dra.cel import CELError, Selector, device_activation, qualify
 from lockstep.dra.k8s_types import Quantity, SemverError, parse_semver
 from lockstep.dra.node_selector import node_selector_matches
@@ -81,6 +81,7 @@ class DeviceEntry:
         node_selector: NodeSelector | None,
         all_nodes: bool,
         allow_multiple_allocations: bool = False,
+        shared_results: dict[tuple[str, bool], bool | CELError] | None = None,
     ) -> None:
         self.driver, self.pool, self.name = driver, pool, name
         self.id: DeviceID = (driver, pool, name)
@@ -92,7 +93,10 @@ class DeviceEntry:
         self.all_nodes = all_nodes
         self.allow_multiple_allocations = allow_multiple_allocations
         self._activations: dict[bool, dict[str, Any] | CELError] = {}
-        self._results: dict[tuple[str, bool], bool | CELError] = {}
+        # Selector verdicts; devices with identical content may share one dict (see content_key).
+        self._results: dict[tuple[str, bool], bool | CELError] = (
+            shared_results if shared_results is not None else {}
+        )
         self._attribute_sets: dict[tuple[str, bool], AttributeSet | None] = {}
 
     def __repr__(self) -> str:
@@ -147,7 +151,25 @@ class DeviceEntry:
         return self._attribute_sets[key]
 
 
-def _slice_entries(resource_slice: ResourceSlice) -> list[DeviceEntry]:
+def content_key(driver: str, device: Device) -> tuple[Any, ...]:
+    """Everything a selector can see of a device: equal keys give equal verdicts."""
+    attributes = tuple(
+        sorted(
+            (
+                name,
+                tuple((kind, tuple(v) if isinstance(v, list) else v) for kind, v in value.as_api().items()),
+            )
+            for name, value in device.attributes.items()
+        )
+    )
+    capacity = tuple(sorted((name, value.quantity.value) for name, value in device.capacity.items()))
+    return (driver, attributes, capacity, bool(device.allow_multiple_allocations))
+
+
+SharedResults = dict[tuple[Any, ...], dict[tuple[str, bool], "bool | CELError"]]
+
+
+def _slice_entries(resource_slice: ResourceSlice, shared: SharedResults) -> list[DeviceEntry]:
     spec = resource_slice.spec
     entries = []
     for device in spec.devices:
@@ -170,6 +192,7 @@ def _slice_entries(resource_slice: ResourceSlice) -> list[DeviceEntry]:
                 node_selector,
                 all_nodes,
                 bool(device.allow_multiple_allocations),
+                shared.setdefault(content_key(spec.driver, device), {}),
             )
         )
     return entries
@@ -178,7 +201,16 @@ def _slice_entries(resource_slice: ResourceSlice) -> list[DeviceEntry]:
 class DeviceInventory:
     """All usable devices; ``version`` changes whenever the set of usable devices may have changed."""
 
-    __slots__ = ("_by_node", "_dirty", "_entries", "_node_of", "_non_local", "_slices", "version")
+    __slots__ = (
+        "_by_node",
+        "_dirty",
+        "_entries",
+        "_node_of",
+        "_non_local",
+        "_shared_results",
+        "_slices",
+        "version",
+    )
 
     def __init__(self) -> None:
         self._slices: dict[str, ResourceSlice] = {}
@@ -186,6 +218,8 @@ class DeviceInventory:
         self._by_node: dict[str, list[DeviceEntry]] = {}
         self._non_local: list[DeviceEntry] = []
         self._node_of: dict[DeviceID, str] = {}
+        # Selector verdicts by device content: 4,000 devices of a few models are evaluated a few times.
+        self._shared_results: SharedResults = {}
         self._dirty = False
         self.version = 0
 
@@ -204,7 +238,9 @@ class DeviceInventory:
         name, rv = resource_slice.metadata.name, resource_slice.metadata.resource_version
         cached = self._entries.get(name)
         if cached is None or cached[0] != rv or not rv:
-            cached = (rv, _slice_entries(resource_slice))
+            if len(self._shared_results) > 100_000:
+                self._shared_results = {}
+            cached = (rv, _slice_entries(resource_slice, self._shared_results))
             self._entries[name] = cached
         return cached[1]
 
