@@ -106,7 +106,9 @@ async def run_all(args: argparse.Namespace, workdir: Path) -> tuple[list[Workloa
         for index in range(1, args.runs + 1):
             print(f"[bench] {workload}: run {index}/{args.runs}", flush=True)
             try:
-                run = await run_workload(workload, args.scale, index, workdir)
+                run = await run_workload(
+                    workload, args.scale, index, workdir, args.out if args.profile else None
+                )
             except ProcessFailed as exc:
                 failures.append(str(exc))
                 print(f"[bench] FAILED: {exc}", file=sys.stderr, flush=True)

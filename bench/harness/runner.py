@@ -22,6 +22,7 @@ import structlog
 from harness.api import ApiClient, ApiError, load_kubeconfig
 from harness.loadgen import CeilingBinder, CompletionWatcher, LoadGenerator, churn, create_setup
 from harness.procs import Child, ProcessFailed, start_operator, start_sim
+from harness.profile import Profiler, report
 from harness.results import PhaseResult, WorkloadRun, server_minus_own, summarize_phase
 from harness.tracker import Tracker
 from harness.workloads import (
@@ -131,6 +132,7 @@ async def measure(
     sim: Child,
     operator: Child | None,
     node_names: list[str],
+    profile_to: Path | None = None,
 ) -> PhaseResult:
     tracker = Tracker(workload.pods_expected)
     watcher = CompletionWatcher(client, tracker)
@@ -140,6 +142,11 @@ async def measure(
     sent_before = Counter(client.sent)
     usage_before = operator.usage() if operator is not None else None
     sim_usage_before = sim.usage()
+    profilers: dict[str, Profiler] = {}
+    if profile_to is not None:
+        for child in (sim, operator):
+            if child is not None:
+                profilers[child.name] = Profiler(child.pid, child.log.with_suffix(".collapsed"))
     load_start = start = time.monotonic()
     timed_out = False
     try:
@@ -165,8 +172,14 @@ async def measure(
                 continue
         usage_after = operator.usage() if operator is not None else None
         sim_usage_after = sim.usage()
+        for name, profiler in profilers.items():
+            if profile_to is not None:
+                with profile_to.open("a") as out:
+                    out.write(report(profiler.stop(), f"{name}, {workload.name} {phase}") + "\n\n")
         await settle(tracker)
     finally:
+        for profiler in profilers.values():
+            profiler.stop()
         await watcher.stop()
     stats_after = server_counts(await client.admin("/__sim/stats"))
     own = client.sent - sent_before
@@ -195,7 +208,9 @@ async def measure(
     return result
 
 
-async def run_phase(name: str, scale: float, phase: str, workdir: Path) -> PhaseResult:
+async def run_phase(
+    name: str, scale: float, phase: str, workdir: Path, profile_to: Path | None = None
+) -> PhaseResult:
     nodes, devices = cluster_size(name, scale)
     phase_dir = workdir / phase
     phase_dir.mkdir(parents=True, exist_ok=True)
@@ -215,7 +230,7 @@ async def run_phase(name: str, scale: float, phase: str, workdir: Path) -> Phase
                 await warm_up(client, operator)
             node_names = sorted(n["metadata"]["name"] for n in node_list)
             log.info("measuring", workload=name, phase=phase, pods=workload.pods_total, nodes=nodes)
-            return await measure(client, workload, shape, phase, sim, operator, node_names)
+            return await measure(client, workload, shape, phase, sim, operator, node_names, profile_to)
     finally:
         if operator is not None:
             operator.stop()
@@ -231,7 +246,11 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-async def run_workload(name: str, scale: float, run: int, workdir: Path) -> WorkloadRun:
+async def run_workload(
+    name: str, scale: float, run: int, workdir: Path, profile_dir: Path | None = None
+) -> WorkloadRun:
+    """All phases of one run; with ``profile_dir``, py-spy's top frames of the operator and the
+    emulator per phase go to ``profile_dir/profile-<workload>-run<n>.txt``."""
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     machine = machine_info()
     probe = build(name, scale, NodeShape(cpu_millis=1000, memory_mib=1024, pods=110), DRIVER)
@@ -239,7 +258,8 @@ async def run_workload(name: str, scale: float, run: int, workdir: Path) -> Work
     results: dict[str, PhaseResult] = {}
     for phase in phases:
         try:
-            results[phase] = await run_phase(name, scale, phase, workdir / f"{name}-run{run}")
+            profile_to = profile_dir / f"profile-{name}-run{run}.txt" if profile_dir is not None else None
+            results[phase] = await run_phase(name, scale, phase, workdir / f"{name}-run{run}", profile_to)
         except (ApiError, ProcessFailed, ValueError) as exc:
             raise ProcessFailed(f"workload {name}, phase {phase}: {exc}") from exc
     outcome = WorkloadRun(

@@ -169,3 +169,20 @@ def test_bench_command_finds_this_checkouts_run_script() -> None:
     from lockstep import benchmarks
 
     assert benchmarks.bench_script() == Path(__file__).resolve().parents[3] / "bench" / "run.py"
+
+
+def test_top_frames_rank_self_time_and_count_total_time_once_per_stack() -> None:
+    from harness.profile import top_frames
+
+    collapsed = [
+        "main;loop;handle;orjson_loads 30\n",
+        "main;loop;handle 10\n",
+        "main;loop;bind;post 50\n",
+        "main;recurse;recurse 10\n",
+        "garbage line\n",
+    ]
+    frames = top_frames(collapsed, limit=3)
+    assert [f.frame for f in frames] == ["post", "orjson_loads", "handle"]
+    assert frames[0].self_share == 0.5 and frames[0].total_share == 0.5
+    assert frames[2].self_share == 0.1 and frames[2].total_share == 0.4
+    assert top_frames([]) == []
