@@ -136,8 +136,10 @@ class ResourceStore:
             self._usage.remove("claim", old)
         if new is not None:
             self._usage.add("claim", new)
-        if old is not None and old.allocated and (new is None or not new.allocated):
-            self._changed()
+        if (old is None and new is not None) or (
+            old is not None and old.allocated and (new is None or not new.allocated)
+        ):
+            self._changed()  # a claim pods waited for appeared, or an allocation was released
 
     # --- watch feed ---------------------------------------------------------------------------------
 
