@@ -6,6 +6,8 @@ not share counters.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
@@ -17,6 +19,8 @@ POD_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        # Gauges computed from live state are refreshed by these callbacks when /metrics is read.
+        self.before_scrape: list[Callable[[], None]] = []
         r = self.registry
         self.podgroup_attempts = Counter(
             "scheduler_podgroup_schedule_attempts",
@@ -88,6 +92,8 @@ class Metrics:
             self.api_conflicts.labels(_resource_of(path)).inc()
 
     def render(self) -> bytes:
+        for refresh in self.before_scrape:
+            refresh()
         return generate_latest(self.registry)
 
 

@@ -47,6 +47,8 @@ from lockstep.state.cluster import ClusterEvent
 log = get_logger("lockstep.scheduler")
 
 PODGROUP_API_VERSION = "scheduling.lockstep.dev/v1alpha1"
+# Group queue state -> kube-scheduler's scheduler_pending_pods{queue} label.
+PENDING_QUEUES = {"active": "active", "backoff": "backoff", "idle": "unschedulable", "gated": "gated"}
 RESULT_LABELS = {
     Code.SUCCESS: "scheduled",
     Code.WAIT: "waiting",
@@ -78,6 +80,7 @@ class SchedulerCore:
         self.cache = self.scheduler.cache
         self.scheduler.add_listener(self)
         self.cache.add_listener(self)
+        metrics.before_scrape.append(self.refresh_metrics)
         self.on_attempt: Callable[[GroupRef], None] | None = None
         self.last_cycle_at = 0.0
         self._accepting = True
@@ -240,7 +243,12 @@ class SchedulerCore:
         scheduler = self.scheduler
         while self._accepting:
             self._wake.clear()
-            if scheduler.schedule_one() is not None:
+            started = time.perf_counter()
+            key = scheduler.schedule_one()
+            if key is not None:
+                attempt = scheduler.attempts.get(key)
+                result = RESULT_LABELS[attempt.code] if attempt is not None else "skipped"
+                self.metrics.podgroup_attempt_duration.labels(result).observe(time.perf_counter() - started)
                 await asyncio.sleep(0)  # let watch events and binding tasks run between cycles
                 continue
             ready_at = scheduler.queue.next_ready_at()
@@ -297,8 +305,6 @@ class SchedulerCore:
         result = RESULT_LABELS[attempt.code]
         self.metrics.podgroup_attempts.labels(result).inc()
         self.metrics.last_cycle.set(attempt.timestamp)
-        self.metrics.inflight_claim_allocations.set(len(self.resources.in_flight))
-        self._update_queue_metrics()
         key = attempt.group
         fields: dict[str, Any] = {
             "attempt": attempt.attempt,
@@ -356,9 +362,30 @@ class SchedulerCore:
             )
         log.info("bound", pod=pod.key, node=node_name, podgroup=pod.group_name or None)
 
-    def _update_queue_metrics(self) -> None:
-        self.metrics.pending_pods.labels("active").set(len(self.scheduler.queue))
-        self.metrics.pending_pods.labels("waiting_at_permit").set(len(self.scheduler.waiting))
+    def refresh_metrics(self) -> None:
+        """Gauges of live state, computed when /metrics is scraped."""
+        scheduler, cache = self.scheduler, self.cache
+        pending = dict.fromkeys(PENDING_QUEUES.values(), 0)
+        for key in scheduler.attempts:
+            queue = PENDING_QUEUES.get(scheduler.queue.state(key).value)
+            if queue is not None:
+                pending[queue] += len(cache.unscheduled_members(key))
+        for queue, count in pending.items():
+            self.metrics.pending_pods.labels(queue).set(count)
+        self.metrics.inflight_claim_allocations.set(len(self.resources.in_flight))
+        held: dict[str, int] = {}
+        for key in scheduler.attempts:
+            if not scheduler.waiting.count(key):
+                continue
+            for member in cache.members(key):
+                if member.node_name or not cache.is_assumed(member.uid):
+                    continue
+                held["pods"] = held.get("pods", 0) + 1
+                for resource, amount in member.requests.items():
+                    held[resource] = held.get(resource, 0) + amount
+        self.metrics.permit_waiting_capacity.clear()
+        for resource, amount in held.items():
+            self.metrics.permit_waiting_capacity.labels(resource).set(amount)
 
 
 def _cause_message(cause: str, count: int, attempt: GroupAttempt) -> str:

@@ -72,10 +72,19 @@ def default_identity() -> str:
 
 
 def liveness_url(address: str) -> str | None:
+    """Kopf's liveness endpoint for ``host:port``. Port 0 means any free port: Kopf itself would
+    read it as "no port" and bind to 80, so a free one is picked here."""
     if not address:
         return None
     host, _, port = address.rpartition(":")
-    return f"http://{host or '0.0.0.0'}:{port}/healthz"
+    if not port.isdigit():
+        raise ValueError(f"--health-bind-address {address!r}: expected host:port")
+    host = host or "0.0.0.0"
+    if int(port) == 0:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((host, 0))
+            port = str(probe.getsockname()[1])
+    return f"http://{host}:{port}/healthz"
 
 
 class Operator:
@@ -92,6 +101,7 @@ class Operator:
         self.members = GroupMembers()
         self.leading = asyncio.Event()
         self.stopped_leading = False
+        self.failed = False
         self.started = asyncio.Event()
         self.client: KubeClient | None = None
         self.core: SchedulerCore | None = None
@@ -99,6 +109,7 @@ class Operator:
         self.events: EventRecorder | None = None
         self.elector: LeaderElector | None = None
         self.metrics_port: int | None = None
+        self.health_url: str | None = None
         self._stop: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._lead_task: asyncio.Task[Any] | None = None
@@ -185,6 +196,7 @@ class Operator:
                 watch_pods_with_kopf=PODS in kopf_sinks,
             )
             namespaces = settings.namespaces
+            self.health_url = liveness_url(settings.health_bind_address)
             kopf_stop, kopf_ready = asyncio.Event(), asyncio.Event()
             self._spawn(self._take_over_signals(kopf_ready, stop), "signals")
             # Kopf cancels every task created after it started when it stops, so the scheduler is
@@ -196,7 +208,7 @@ class Operator:
                     standalone=True,
                     clusterwide=not namespaces,
                     namespaces=namespaces,
-                    liveness_endpoint=liveness_url(settings.health_bind_address),
+                    liveness_endpoint=self.health_url,
                     stop_flag=kopf_stop,
                     ready_flag=kopf_ready,
                 ),
@@ -207,6 +219,7 @@ class Operator:
             stop_requested.cancel()
             if kopf_task.done() and not kopf_task.cancelled() and kopf_task.exception() is not None:
                 log.error("kopf stopped with an error", error=repr(kopf_task.exception()))
+                self.failed = True
             await self._shutdown()
             kopf_stop.set()
             with contextlib.suppress(asyncio.CancelledError):
@@ -221,7 +234,7 @@ class Operator:
             if metrics_runner is not None:
                 await metrics_runner.cleanup()
             await client.close()
-        return 1 if self.stopped_leading else 0
+        return 1 if self.stopped_leading or self.failed else 0
 
     def _spawn(self, coroutine: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         task = asyncio.create_task(coroutine, name=f"lockstep-{name}")

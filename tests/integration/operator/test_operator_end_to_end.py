@@ -49,7 +49,16 @@ async def test_a_gang_of_eight_binds_and_its_podgroup_says_scheduled() -> None:
         ):
             text = await response.text()
         assert 'scheduler_podgroup_schedule_attempts_total{result="scheduled"}' in text
-        assert "lockstep_bindings_total" in text
+        assert 'scheduler_pending_pods{queue="active"}' in text
+        assert 'scheduler_podgroup_scheduling_attempt_duration_seconds_count{result="scheduled"}' in text
+        assert 'lockstep_bindings_total{result="bound"} 9.0' in text
+        assert "lockstep_inflight_claim_allocations 0.0" in text
+        assert operator.health_url is not None
+        async with aiohttp.ClientSession() as session, session.get(operator.health_url) as response:
+            health = await response.json()
+        assert health["scheduler"]["leader"] is True
+        assert health["scheduler"]["queue_depth"] >= 0
+        assert health["scheduler"]["last_successful_cycle"]
         probe = operator.probe()
         assert probe["leader"] is True and probe["last_successful_cycle"] is not None
         assert await env.invariant_violations() == []

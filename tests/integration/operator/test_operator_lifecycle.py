@@ -1,0 +1,175 @@
+"""Leader election, restart recovery from the API alone, and SIGTERM of ``lockstep run``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from acceptance_harness import (
+    NAMESPACE,
+    Env,
+    PodEvents,
+    eventually,
+    operator_settings,
+    pod,
+    podgroup,
+    simulated_cluster,
+)
+
+from lockstep.controller.runtime import OperatorThread
+from lockstep.kube.client import LEASES, RESOURCE_CLAIM_TEMPLATES
+from lockstep.sim.faults import FaultRule
+
+GPU_TEMPLATE = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "ResourceClaimTemplate",
+    "metadata": {"name": "one-gpu", "namespace": NAMESPACE},
+    "spec": {
+        "spec": {
+            "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.sim.lockstep.dev"}}]}
+        }
+    },
+}
+ONE_GPU = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+
+
+async def create_gang(env: Env, name: str, size: int, **pod_options: Any) -> None:
+    await env.create(podgroup(name, size))
+    for i in range(size):
+        await env.create(pod(f"{name}-{i}", name, **pod_options))
+
+
+async def gang_bound(env: Env, name: str, size: int) -> bool:
+    return await env.bound(name) == size
+
+
+async def leads(thread: OperatorThread) -> bool:
+    # The operator lives on its own thread and loop: poll its flag instead of awaiting it.
+    return thread.operator is not None and thread.operator.leading.is_set()
+
+
+def elected(**overrides: Any) -> Any:
+    return operator_settings(leader_elect=True, lease_namespace=NAMESPACE, **overrides)
+
+
+async def test_only_the_leader_schedules_and_a_follower_takes_over_when_it_dies() -> None:
+    async with (
+        simulated_cluster(nodes=4, devices_per_node=2, start_operator=False) as env,
+        PodEvents(env.client) as pod_events,
+    ):
+        await env.client.create(RESOURCE_CLAIM_TEMPLATES, NAMESPACE, GPU_TEMPLATE)
+        first = await env.start_operator(elected(), identity="first")
+        assert first.operator is not None
+        await eventually(lambda: leads(first), what="the first operator to lead")
+        second = await env.start_operator(elected(), identity="second")
+        assert second.operator is not None
+
+        await create_gang(env, "before", 4, claims=ONE_GPU)
+        await eventually(lambda: gang_bound(env, "before", 4), what="the leader to bind the first gang")
+        assert not second.operator.leading.is_set()
+        assert (
+            second.operator.metrics.registry.get_sample_value("lockstep_bindings_total", {"result": "bound"})
+            is None
+        )
+
+        killed_at = time.monotonic()
+        await asyncio.to_thread(first.kill)
+        await create_gang(env, "after", 4, claims=ONE_GPU)
+        await eventually(lambda: gang_bound(env, "after", 4), what="the follower to take over and bind")
+        assert second.operator.leading.is_set()
+        assert time.monotonic() - killed_at >= 1.0  # it waited for the lease to expire
+        lease = await env.client.get(LEASES, NAMESPACE, "lockstep")
+        assert lease["spec"]["holderIdentity"] == "second"
+        assert pod_events.violations() == []  # no pod bound twice, none bound with PodScheduled=False
+        assert await env.invariant_violations() == []  # includes: no device allocated twice
+
+
+async def test_a_restarted_operator_finishes_what_a_killed_one_left_half_bound() -> None:
+    async with simulated_cluster(nodes=4, devices_per_node=4, start_operator=False) as env:
+        await env.client.create(RESOURCE_CLAIM_TEMPLATES, NAMESPACE, GPU_TEMPLATE)
+        # Slow bindings so the kill lands in the middle of the gangs' binding cycles.
+        rule = env.cluster.server.faults.add(
+            FaultRule(verb="create", resource="pods", subresource="binding", latency=0.05, latency_max=0.4)
+        )
+        first = await env.start_operator()
+        for name in ("a", "b", "c"):
+            await create_gang(env, name, 4, claims=ONE_GPU)
+
+        async def some_bound() -> int:
+            return sum([await env.bound(name) for name in ("a", "b", "c")])
+
+        await eventually(some_bound, what="the first bindings")
+        await asyncio.to_thread(first.kill)
+        bound_at_kill = await some_bound()
+        assert bound_at_kill < 12, "the kill should land before everything is bound"
+        env.cluster.server.faults.remove(rule.id)
+
+        await env.start_operator()
+        for name in ("a", "b", "c"):
+            await eventually(lambda name=name: gang_bound(env, name, 4), what=f"gang {name} completed")
+        assert await env.invariant_violations() == []
+
+
+def write_kubeconfig(url: str, path: Path) -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "sim", "cluster": {"server": url}}],
+                "users": [{"name": "sim", "user": {"token": "sim"}}],
+                "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim"}}],
+                "current-context": "sim",
+            }
+        )
+    )
+    return path
+
+
+async def test_sigterm_finishes_binding_cycles_and_exits_within_the_grace_period(tmp_path: Path) -> None:
+    async with simulated_cluster(nodes=4, devices_per_node=0, start_operator=False) as env:
+        env.cluster.server.faults.add(
+            FaultRule(verb="create", resource="pods", subresource="binding", latency=0.5)
+        )
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "lockstep",
+            "run",
+            env={
+                **os.environ,
+                "LOCKSTEP_KUBECONFIG": str(write_kubeconfig(env.cluster.url, tmp_path / "kubeconfig")),
+                "LOCKSTEP_LEADER_ELECT": "false",
+                "LOCKSTEP_METRICS_BIND_ADDRESS": "127.0.0.1:0",
+                "LOCKSTEP_HEALTH_BIND_ADDRESS": "127.0.0.1:0",
+                "LOCKSTEP_LOG_FORMAT": "json",
+            },
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        try:
+            await create_gang(env, "g", 4)
+
+            async def binding_started() -> bool:
+                stats = env.cluster.server.stats()
+                return any("binding" in key and count > 0 for key, count in stats.items())
+
+            await eventually(binding_started, what="bindings in flight")
+            sent = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            code = await asyncio.wait_for(process.wait(), 15)
+            assert code == 0
+            assert time.monotonic() - sent < 10
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+        # The binding cycles under way were finished, not abandoned half way.
+        assert await env.bound("g") == 4
+        assert await env.invariant_violations() == []
