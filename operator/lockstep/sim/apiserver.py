@@ -730,7 +730,6 @@ class ApiServer:
             except (ValueError, KeyError, TypeError, IndexError) as error:
                 raise bad_request(f"continue key is not valid: {error}") from error
         store = self.stores[rt.storage]
-        view = rt.view
         matched: list[Stored] = []
         for stored in store.sorted_items(req.namespace if rt.namespaced else None):
             obj = stored.obj
@@ -739,9 +738,9 @@ class ApiServer:
                 and self._key(rt, obj["metadata"].get("namespace"), obj["metadata"]["name"]) <= start_after
             ):
                 continue
-            check = view.convert(obj) if view is not None and not fields.empty else obj
+            # field labels of a view (events.k8s.io) are mapped to paths of the stored object
             if (labels.empty or labels.matches(obj["metadata"].get("labels"))) and (
-                fields.empty or fields.matches(check)
+                fields.empty or fields.matches(obj)
             ):
                 matched.append(stored)
         limit = int(query.get("limit") or 0)
@@ -832,16 +831,6 @@ class ApiServer:
 
             view = View(f"table/{rt.group}/{rt.plural}/{wanted[0]}/{wanted[1]}", as_table, as_table)
         watcher = Watcher(req.namespace if rt.namespaced else None, labels, fields, view, self.watch_buffer)
-        if view is not None and rt.view is not None and not fields.empty:
-            # field selectors of a converted view name the view's fields
-            view_fields = fields
-            watcher.field_selector = parse_field_selector(None, {})
-            original_matches = watcher.matches
-
-            def matches(obj: JsonObject) -> bool:
-                return original_matches(obj) and view_fields.matches(rt.view.convert(obj) if rt.view else obj)
-
-            watcher.matches = matches  # type: ignore[method-assign]
         rv_param = query.get("resourceVersion")
         send_initial = query.get("sendInitialEvents") == "true"
         bookmarks = query.get("allowWatchBookmarks") in ("true", "1")

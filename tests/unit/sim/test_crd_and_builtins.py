@@ -264,3 +264,18 @@ async def test_discovery_and_version(client: Client) -> None:
     }
     status, body, _ = await client.call("GET", "/apis/nope.example.com/v1")
     assert (status, body) == (404, b"404 page not found\n")
+
+
+async def test_events_v1_field_selectors_on_list_and_watch(client: Client) -> None:
+    core_event = {
+        "metadata": {"name": "e"},
+        "involvedObject": {"kind": "Pod", "namespace": "default", "name": "a"},
+        "reason": "R",
+    }
+    await client.call("POST", f"{NS}/events", core_event)
+    path = "/apis/events.k8s.io/v1/namespaces/default/events"
+    _, listed, _ = await client.call("GET", path, params={"fieldSelector": "regarding.name=a"})
+    assert [e["metadata"]["name"] for e in listed["items"]] == ["e"]
+    assert listed["items"][0]["regarding"]["name"] == "a"
+    events = await client.watch(path, {"fieldSelector": "regarding.name=a", "timeoutSeconds": "1"})
+    assert [(e["type"], e["object"]["apiVersion"]) for e in events] == [("ADDED", "events.k8s.io/v1")]
