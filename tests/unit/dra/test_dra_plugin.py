@@ -150,8 +150,10 @@ async def test_gang_sharing_a_claim_writes_it_once() -> None:
     assert "uid-shared" not in store.in_flight
     for p in placements:  # binding failures later: no double release, no restore of the written claim
         plugin.unreserve(p.state, p.pod, p.node)
+    await plugin.wait_for_background()
     latest = store.claims.get("ns/shared")
     assert latest is not None and latest.allocated
+    assert latest.status.reserved_for == [] and reserved(api, "ns/shared") == []
 
 
 async def test_reusing_a_pending_allocation_still_checks_the_node() -> None:
@@ -419,3 +421,20 @@ def test_devices_not_bound_to_a_node_disable_node_narrowing() -> None:
     state = CycleState()
     assert plugin.pre_filter(state, pod("p", by_name("c"))).ok
     assert plugin.candidate_nodes(state, pod("p", by_name("c"))) is None
+
+
+async def test_unreserve_after_a_written_reservation_removes_only_that_pod() -> None:
+    """A member whose binding fails after PreBind must not keep the claim reserved."""
+    _, api, plugin = setup(echo=True)
+    api.add(claim("shared", exactly("gpu", 1), uid="uid-shared"))
+    placements = placed(place(plugin, [pod(f"m{i}", by_name("shared")) for i in range(3)]))
+    assert all(s.ok for s in await pre_bind_all(plugin, placements))
+    api.fail_next(WriteResult.CONFLICT)  # the first removal attempt loses a race and is retried
+    failed = placements[1]
+    plugin.unreserve(failed.state, failed.pod, failed.node)
+    await plugin.wait_for_background()
+    assert reserved(api, "ns/shared") == ["m0", "m2"]
+    assert api.objects["ns/shared"]["status"]["allocation"]  # the allocation stays for the others
+    plugin.unreserve(failed.state, failed.pod, failed.node)  # nothing left to remove
+    await plugin.wait_for_background()
+    assert len(api.status_writes) == 3  # the gang's one write, one conflict, one removal

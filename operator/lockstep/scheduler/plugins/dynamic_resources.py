@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Collection, Mapping
+import logging
+from collections.abc import AsyncIterator, Collection, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from lockstep.api.resource import (
     RESERVED_FOR_MAX_SIZE,
@@ -52,10 +53,13 @@ from lockstep.state.assume_cache import AssumeCacheError
 if TYPE_CHECKING:
     from lockstep.scheduler.profile import PluginContext
 
+log = logging.getLogger(__name__)
+
 STORE_SERVICE = "dra.store"
 CLAIM_API_SERVICE = "dra.claim_api"
 
 _STATE_KEY = "DynamicResources"
+RESERVATION_REMOVAL_ATTEMPTS = 5
 
 
 @dataclass(slots=True)
@@ -95,6 +99,7 @@ class DynamicResources:
         # Reservation plans: claim key -> pod uid -> consumer, for pods reserved but not yet written.
         self._plans: dict[str, dict[str, ResourceClaimConsumerReference]] = {}
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
 
     @classmethod
     def from_context(cls, ctx: PluginContext) -> DynamicResources:
@@ -313,6 +318,50 @@ class DynamicResources:
         for key in pod_claims.planned:
             self._unplan(key, pod.uid)
         pod_claims.planned.clear()
+        for claim in pod_claims.claims:
+            latest = self.store.claims.get(claim.key)
+            if latest is not None and latest.is_reserved_for(pod.uid):
+                self._in_background(self._remove_reservation(claim.key, pod))
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        try:
+            task = asyncio.get_running_loop().create_task(work)
+        except RuntimeError:  # no event loop: nothing was written by this process, nothing to undo
+            work.close()
+            return
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _remove_reservation(self, key: str, pod: PodInfo) -> None:
+        """Take a pod that will not bind out of ``reservedFor`` (as kube-scheduler's Unreserve does), so
+        the claim is not held for it; once nobody holds it the claim controller deallocates it."""
+        for attempt in range(1, RESERVATION_REMOVAL_ATTEMPTS + 1):
+            async with self._claim_lock(key):
+                latest = self.store.claims.get(key)
+                if latest is None or not latest.is_reserved_for(pod.uid) or self.claim_api is None:
+                    return
+                remaining = [ref for ref in latest.status.reserved_for if ref.uid != pod.uid]
+                outcome = await self.claim_api.write_claim_status(latest, claim_status_patch(None, remaining))
+                if outcome.result is WriteResult.WRITTEN and outcome.claim is not None:
+                    with contextlib.suppress(AssumeCacheError):
+                        self.store.claims.assume(outcome.claim)
+                    return
+                if outcome.result is WriteResult.NOT_FOUND:
+                    return
+            await asyncio.sleep(0.05 * attempt)  # a conflict: wait for the informer's newer copy
+        log.warning(
+            "could not remove pod %s from status.reservedFor of ResourceClaim %s after %d attempts: %s %s",
+            pod.key,
+            key,
+            RESERVATION_REMOVAL_ATTEMPTS,
+            outcome.result.value,
+            outcome.message,
+        )
+
+    async def wait_for_background(self) -> None:
+        """Wait until the reservation removals started by Unreserve are done (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def _unplan(self, key: str, pod_uid: str) -> None:
         plan = self._plans.get(key)
