@@ -50,6 +50,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--workdir", type=Path, default=None, help="where process logs go (default: a temp dir)"
     )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="sample the operator and the emulator with py-spy; their top frames go to --out",
+    )
     args = parser.parse_args(argv)
     unknown = [w for w in args.workloads if w not in BUILDERS]
     if unknown:

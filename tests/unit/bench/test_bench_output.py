@@ -51,6 +51,7 @@ def test_cli_rejects_unknown_workloads_and_bad_numbers(capsys: pytest.CaptureFix
         assert message in capsys.readouterr().err
     args = run.parse_args(["basic", "mixed", "--runs", "1", "--scale", "0.1"])
     assert run.command_line(args) == "python bench/run.py basic mixed --runs 1 --scale 0.1"
+    assert not args.profile and run.parse_args(["--profile"]).profile
 
 
 def test_readme_section_replaces_only_its_own_block(tmp_path: Path) -> None:
