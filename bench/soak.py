@@ -269,19 +269,25 @@ class Chaos:
 
 
 async def create_workload(http: KubeHttp, plans: list[GroupPlan], spread_seconds: float = 0.0) -> None:
-    """Create every group (PodGroup, claims, pods), spread evenly over ``spread_seconds``."""
-    semaphore = asyncio.Semaphore(32)
+    """Create every group (PodGroup, claims, pods); group i starts at i * spread_seconds / len(plans), with
+    at most 16 groups in flight, so the operator is busy for the whole spread."""
+    requests = asyncio.Semaphore(64)
+    groups = asyncio.Semaphore(16)
+    start = time.monotonic()
     pause = spread_seconds / max(1, len(plans))
 
     async def create(path: str, body: dict[str, Any]) -> None:
-        async with semaphore:
+        async with requests:
             await persist(lambda: http.create(path, body), f"create {path}/{body['metadata']['name']}")
 
-    for plan in plans:
-        await create(PODGROUPS, podgroup_manifest(plan))
-        await asyncio.gather(*(create(CLAIMS, claim_manifest(name)) for name in claim_names(plan)))
-        await asyncio.gather(*(create(PODS, pod_manifest(plan, i)) for i in range(plan.pods)))
-        await asyncio.sleep(pause)
+    async def create_group(index: int, plan: GroupPlan) -> None:
+        await asyncio.sleep(max(0.0, start + index * pause - time.monotonic()))
+        async with groups:
+            await create(PODGROUPS, podgroup_manifest(plan))
+            await asyncio.gather(*(create(CLAIMS, claim_manifest(name)) for name in claim_names(plan)))
+            await asyncio.gather(*(create(PODS, pod_manifest(plan, i)) for i in range(plan.pods)))
+
+    await asyncio.gather(*(create_group(index, plan) for index, plan in enumerate(plans)))
 
 
 async def delete_group(http: KubeHttp, plan: GroupPlan) -> None:
