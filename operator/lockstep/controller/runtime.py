@@ -53,7 +53,10 @@ log = get_logger("lockstep.controller")
 
 
 class WatchMode(StrEnum):
-    RAW = "raw"  # list+watch on the shared aiohttp session, parsed with orjson (the default for pods)
+    """How a kind is watched. Pods default to RAW: bench/pod_watch.py measured 0.75 ms of operator
+    CPU per pod with it against 2.8 ms through Kopf (1,000 pods, 20 nodes)."""
+
+    RAW = "raw"  # list+watch on the shared aiohttp session, parsed with orjson
     KOPF = "kopf"  # a Kopf on.event handler
 
 
@@ -446,6 +449,11 @@ class OperatorThread:
     @property
     def alive(self) -> bool:
         return self._thread.is_alive()
+
+    @property
+    def native_thread_id(self) -> int | None:
+        """The OS thread id (for per-thread CPU accounting in benchmarks)."""
+        return self._thread.native_id
 
     def _main(self) -> None:
         try:

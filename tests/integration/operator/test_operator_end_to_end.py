@@ -4,13 +4,16 @@ events, metrics, probes, and that pods of other schedulers are never written."""
 from __future__ import annotations
 
 import aiohttp
+import pytest
 from acceptance_harness import NAMESPACE, eventually, pod, podgroup, simulated_cluster
 
+from lockstep.controller.runtime import WatchMode
 from lockstep.kube.client import EVENTS, PODS
 
 
-async def test_a_gang_of_eight_binds_and_its_podgroup_says_scheduled() -> None:
-    async with simulated_cluster(nodes=4) as env:
+@pytest.mark.parametrize("pod_watch", [WatchMode.RAW, WatchMode.KOPF])
+async def test_a_gang_of_eight_binds_and_its_podgroup_says_scheduled(pod_watch: WatchMode) -> None:
+    async with simulated_cluster(nodes=4, pod_watch=pod_watch) as env:
         await env.create(podgroup("train", 8))
         for i in range(8):
             await env.create(pod(f"train-{i}", "train", cpu="2"))
