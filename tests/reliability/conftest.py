@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from reliability_harness import NAMESPACE, OperatorProcess, RunningCluster, running_cluster, running_operator
@@ -19,3 +21,9 @@ def operator(sim: RunningCluster, tmp_path_factory: pytest.TempPathFactory) -> I
     """``lockstep run`` (debug logging) against the module's cluster; fails if it ever exits."""
     with running_operator(sim, tmp_path_factory.mktemp("operator") / "operator.log") as process:
         yield process
+
+
+# bench/soak.py imports its siblings as ``harness``, as ``python bench/soak.py`` does.
+BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
+if str(BENCH_DIR) not in sys.path:
+    sys.path.insert(0, str(BENCH_DIR))

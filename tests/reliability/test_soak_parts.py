@@ -1,0 +1,88 @@
+"""The soak's own judgement: the workload it plans and how it reads logs and cluster state."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from lockstep.sim.invariants import ClusterState
+from soak import (
+    OVERSIZED_CPU_MILLIS,
+    GroupPlan,
+    has_clear_unschedulable_condition,
+    plan_workload,
+    pod_manifest,
+    settled,
+    unexplained_errors,
+)
+
+
+def test_planned_workload_is_mixed_and_its_unfittable_groups_truly_cannot_fit() -> None:
+    plans = plan_workload(2000, random.Random(9))
+    assert 2000 <= sum(p.pods for p in plans) < 2012
+    assert {p.claims for p in plans} == {"none", "per-pod", "shared"}
+    assert {p.policy for p in plans} == {"gang", "basic"}
+    never = [p for p in plans if not p.fits]
+    assert never, "the soak must include groups that can never fit"
+    for plan in never:
+        assert plan.min_count > plan.pods or plan.cpu_millis == OVERSIZED_CPU_MILLIS
+    assert any(p.min_count > p.pods for p in never) and any(
+        p.cpu_millis == OVERSIZED_CPU_MILLIS for p in never
+    )
+
+
+def test_pods_with_claims_reference_them_from_the_container() -> None:
+    plan = GroupPlan("shared-1", "gang", 3, 3, 100, 64, "shared", True)
+    manifest = pod_manifest(plan, 2)
+    assert manifest["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimName": "shared-1-shared"}]
+    assert manifest["spec"]["containers"][0]["resources"]["claims"] == [{"name": "gpu"}]
+    assert manifest["metadata"]["labels"] == {"scheduling.lockstep.dev/pod-group": "shared-1"}
+
+
+def record(level: str, event: str, **extra: str) -> str:
+    return json.dumps({"level": level, "event": event, **extra})
+
+
+def test_error_lines_explained_only_by_injected_faults() -> None:
+    explained = record("error", "bind failed", error="POST binding: 500 InternalError: injected fault")
+    unexplained = record("error", "scheduler loop crashed", error="KeyError: 'spec'")
+    lines = [
+        explained,
+        unexplained,
+        record("info", "KeyError mentioned at info level"),
+        record("warning", "retrying", error="HTTP 500"),
+        "Traceback (most recent call last):",
+    ]
+    assert unexplained_errors(lines) == [unexplained, "Traceback (most recent call last):"]
+
+
+def member(group: str, name: str, node: str = "") -> dict[str, object]:
+    labels = {"scheduling.lockstep.dev/pod-group": group}
+    return {"metadata": {"name": name, "labels": labels}, "spec": {"nodeName": node} if node else {}}
+
+
+def test_settled_needs_min_count_for_gangs_and_every_pod_for_basic_groups() -> None:
+    gang = GroupPlan("g", "gang", 3, 2, 100, 64, "none", True)
+    basic = GroupPlan("b", "basic", 2, 1, 100, 64, "none", True)
+    never = GroupPlan("n", "gang", 2, 4, 100, 64, "none", False)
+    pods = [member("g", "g-0", "n1"), member("g", "g-1", "n1"), member("g", "g-2"), member("b", "b-0", "n1")]
+    assert not settled(ClusterState(pods=[*pods, member("b", "b-1")]), [gang, basic, never])
+    assert settled(ClusterState(pods=[*pods, member("b", "b-1", "n2")]), [gang, basic, never])
+
+
+def test_clear_condition_needs_status_false_with_reason_and_message() -> None:
+    plan = GroupPlan("n", "gang", 2, 4, 100, 64, "none", False)
+
+    def group(**condition: str) -> ClusterState:
+        status = {"conditions": [{"type": "PodGroupScheduled", **condition}]}
+        return ClusterState(podgroups=[{"metadata": {"name": "n"}, "status": status}])
+
+    assert has_clear_unschedulable_condition(
+        group(status="False", reason="Unschedulable", message="minCount 4 cannot be satisfied: 2 pods exist"),
+        plan,
+    )
+    assert not has_clear_unschedulable_condition(
+        group(status="False", reason="Unschedulable", message=""), plan
+    )
+    assert not has_clear_unschedulable_condition(group(status="True", reason="Scheduled", message="ok"), plan)
+    assert not has_clear_unschedulable_condition(ClusterState(), plan)
