@@ -132,7 +132,8 @@ async def test_behaviour_2_placement_statuses_waiting_unschedulable_and_too_few_
         condition = next(c for c in big["conditions"] if c["type"] == "PodGroupScheduled")
         assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
         assert "cannot be satisfied" in condition["message"]
-        assert any(r["reason"] == "InsufficientCPU" for r in big["unschedulableReasons"])
+        cpu = next(r for r in big["unschedulableReasons"] if r["reason"] == "InsufficientCPU")
+        assert "NodeResourcesFit rejected" in cpu["message"] and "node-00" in cpu["message"], cpu
         assert big["nextRetryTime"]
         assert await env.bound("big") == 0  # all or nothing
 

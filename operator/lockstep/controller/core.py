@@ -393,4 +393,13 @@ def _cause_message(cause: str, count: int, attempt: GroupAttempt) -> str:
         return f"{attempt.total_pods} of minCount {attempt.min_count} pods exist"
     if cause == "Timeout":
         return "members timed out at Permit waiting for the rest of the gang"
-    return f"{count} nodes rejected: {cause}"
+    diagnosis = next((d for d in attempt.pods if cause in d.causes), None)
+    if diagnosis is None:
+        return f"{count} nodes rejected: {cause}"
+    rejections = "; ".join(
+        f"{r.plugin} rejected {r.count} ({', '.join(r.sample_nodes)}{more})"
+        for r in diagnosis.plugins
+        for more in [", ..." if r.count > len(r.sample_nodes) else ""]
+    )
+    message = f"pod {diagnosis.pod}: {count} of {diagnosis.nodes_evaluated} nodes"
+    return f"{message}; {rejections}" if rejections else message
