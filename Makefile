@@ -28,7 +28,7 @@ bench: $(STAMP)
 
 # Chaos soak (a few minutes): ~2,000 pods under API faults and 10 operator SIGKILLs, then two replicas.
 soak: $(STAMP)
-	$(BIN)/python bench/soak.py --report bench/results/soak.json
+	$(BIN)/python bench/soak.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info operator/*.egg-info .pytest_cache .mypy_cache .ruff_cache
