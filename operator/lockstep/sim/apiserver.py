@@ -110,6 +110,27 @@ def _finalize(rt: ResourceType, obj: JsonObject) -> JsonObject:
     return out
 
 
+def _media_params(accept: str) -> list[dict[str, str]]:
+    """The parameters of each media range of an Accept header."""
+    ranges = []
+    for clause in accept.split(","):
+        params = {}
+        for part in clause.split(";")[1:]:
+            if "=" in part:
+                key, value = part.split("=", 1)
+                params[key.strip()] = value.strip()
+        ranges.append(params)
+    return ranges
+
+
+def _wants_aggregated_discovery(request: web.Request) -> bool:
+    """Only apidiscovery.k8s.io/v2 is served (v2beta1 is gone since 1.33): older clients fall back."""
+    return any(
+        p.get("as") == "APIGroupDiscoveryList" and p.get("v") == "v2" and p.get("g") == "apidiscovery.k8s.io"
+        for p in _media_params(request.headers.get("Accept", ""))
+    )
+
+
 def _go_string_slice(values: list[str]) -> str:
     return "[]string{" + ", ".join(orjson.dumps(v).decode() for v in values) + "}"
 
@@ -373,7 +394,7 @@ class ApiServer:
     # ------------------------------------------------------------------ discovery
 
     def _api_versions(self, request: web.Request) -> web.Response:
-        if "as=APIGroupDiscoveryList" in request.headers.get("Accept", ""):
+        if _wants_aggregated_discovery(request):
             return self._json(200, self._aggregated([""]), content_type=AGGREGATED_DISCOVERY)
         address = f"{self.host}:{self.port}"
         return self._json(
@@ -397,7 +418,7 @@ class ApiServer:
 
     def _api_groups(self, request: web.Request) -> web.Response:
         groups = [g for g in self.group_versions if g]
-        if "as=APIGroupDiscoveryList" in request.headers.get("Accept", ""):
+        if _wants_aggregated_discovery(request):
             return self._json(200, self._aggregated(groups), content_type=AGGREGATED_DISCOVERY)
         listing = []
         for group in groups:

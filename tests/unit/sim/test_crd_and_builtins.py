@@ -279,3 +279,13 @@ async def test_events_v1_field_selectors_on_list_and_watch(client: Client) -> No
     assert listed["items"][0]["regarding"]["name"] == "a"
     events = await client.watch(path, {"fieldSelector": "regarding.name=a", "timeoutSeconds": "1"})
     assert [(e["type"], e["object"]["apiVersion"]) for e in events] == [("ADDED", "events.k8s.io/v1")]
+
+
+async def test_aggregated_discovery_only_for_v2(client: Client) -> None:
+    v2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;q=0.9"
+    status, body, headers = await client.call("GET", "/apis", accept=v2)
+    assert status == 200 and body["kind"] == "APIGroupDiscoveryList"
+    assert headers["Content-Type"] == "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    v2beta1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
+    _, body, _ = await client.call("GET", "/apis", accept=v2beta1)
+    assert body["kind"] == "APIGroupList"
