@@ -138,28 +138,7 @@ def versioned_kubectls() -> list[Path]:
     )
 
 
-# kubectl 1.27 to 1.29 ask for aggregated discovery as apidiscovery.k8s.io/v2beta1 only; the emulator
-# answers v2 regardless, which those clients cannot read, so they see no resources at all.
-OLD_DISCOVERY = {"kubectl.1.27", "kubectl.1.28", "kubectl.1.29"}
-
-
-@pytest.mark.parametrize(
-    "binary",
-    [
-        pytest.param(
-            path,
-            id=path.name,
-            marks=[
-                pytest.mark.xfail(
-                    strict=True, reason="emulator serves aggregated discovery v2 to v2beta1-only clients"
-                )
-            ]
-            if path.name in OLD_DISCOVERY
-            else [],
-        )
-        for path in versioned_kubectls()
-    ],
-)
+@pytest.mark.parametrize("binary", versioned_kubectls(), ids=lambda path: path.name)
 def test_each_installed_kubectl_version_applies_explains_and_deletes(binary: Path, kubectl: Kubectl) -> None:
     versioned = kubectl.using(str(binary))
     name = binary.name.replace(".", "-")
