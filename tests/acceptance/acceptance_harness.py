@@ -7,9 +7,11 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import kopf
+import yaml
 
 from lockstep import POD_GROUP_LABEL
 from lockstep.config import Settings, load_settings
@@ -272,3 +274,19 @@ class PodEvents:
 
     def violations(self) -> list[str]:
         return [str(v) for v in self.history.violations()] + self.bound_but_unscheduled
+
+
+def write_kubeconfig(url: str, path: Path) -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "sim", "cluster": {"server": url}}],
+                "users": [{"name": "sim", "user": {"token": "sim"}}],
+                "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim"}}],
+                "current-context": "sim",
+            }
+        )
+    )
+    return path

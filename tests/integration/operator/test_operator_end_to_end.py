@@ -3,9 +3,13 @@ events, metrics, probes, and that pods of other schedulers are never written."""
 
 from __future__ import annotations
 
+import asyncio
+import shutil
+from pathlib import Path
+
 import aiohttp
 import pytest
-from acceptance_harness import NAMESPACE, eventually, pod, podgroup, simulated_cluster
+from acceptance_harness import NAMESPACE, eventually, pod, podgroup, simulated_cluster, write_kubeconfig
 
 from lockstep.controller.runtime import WatchMode
 from lockstep.kube.client import EVENTS, PODS
@@ -65,3 +69,26 @@ async def test_a_gang_of_eight_binds_and_its_podgroup_says_scheduled(pod_watch: 
         probe = operator.probe()
         assert probe["leader"] is True and probe["last_successful_cycle"] is not None
         assert await env.invariant_violations() == []
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+async def test_kubectl_wait_for_podgroup_scheduled(tmp_path: Path) -> None:
+    async with simulated_cluster(nodes=2) as env:
+        kubeconfig = write_kubeconfig(env.cluster.url, tmp_path / "kubeconfig")
+        waiter = await asyncio.create_subprocess_exec(
+            "kubectl",
+            f"--kubeconfig={kubeconfig}",
+            "wait",
+            "--for=condition=PodGroupScheduled",
+            f"--namespace={NAMESPACE}",
+            "--timeout=30s",
+            "podgroups.scheduling.lockstep.dev/pair",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        await env.create(podgroup("pair", 2))
+        for i in range(2):
+            await env.create(pod(f"pair-{i}", "pair"))
+        stdout, stderr = await asyncio.wait_for(waiter.communicate(), 40)
+        assert waiter.returncode == 0, stderr.decode()
+        assert "condition met" in stdout.decode()

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
 from acceptance_harness import (
     NAMESPACE,
     Env,
@@ -20,6 +19,7 @@ from acceptance_harness import (
     pod,
     podgroup,
     simulated_cluster,
+    write_kubeconfig,
 )
 
 from lockstep.controller.runtime import OperatorThread
@@ -114,22 +114,6 @@ async def test_a_restarted_operator_finishes_what_a_killed_one_left_half_bound()
         for name in ("a", "b", "c"):
             await eventually(lambda name=name: gang_bound(env, name, 4), what=f"gang {name} completed")
         assert await env.invariant_violations() == []
-
-
-def write_kubeconfig(url: str, path: Path) -> Path:
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "sim", "cluster": {"server": url}}],
-                "users": [{"name": "sim", "user": {"token": "sim"}}],
-                "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim"}}],
-                "current-context": "sim",
-            }
-        )
-    )
-    return path
 
 
 async def test_sigterm_finishes_binding_cycles_and_exits_within_the_grace_period(tmp_path: Path) -> None:
