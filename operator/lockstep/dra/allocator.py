@@ -14,7 +14,7 @@ raise :class:`AllocationError`; "no devices left on this node" is a ``None`` res
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -272,17 +272,24 @@ class Allocator:
     # --- the search ----------------------------------------------------------------------------------
 
     def find(
-        self, claims: Sequence[CompiledClaim], node_name: str, labels: Mapping[str, str]
+        self,
+        claims: Sequence[CompiledClaim],
+        node_name: str,
+        labels: Mapping[str, str],
+        busy: Collection[DeviceID] = (),
+        accept: Callable[[list[Picks]], bool] | None = None,
     ) -> list[Picks] | None:
         """The devices for each claim, all on this node and mutually consistent, or None if impossible.
 
-        Raises AllocationError when a selector fails to evaluate on a device of this node.
+        ``busy`` devices count as in use (a simulation's own choices). ``accept`` may veto a complete
+        solution; the search then goes on to the next one. Raises AllocationError when a selector
+        fails to evaluate on a device of this node.
         """
-        if len(claims) == 1 and not claims[0].constraints and len(claims[0].requests) == 1:
-            simple = self._find_single_request(claims[0], node_name, labels)
+        if accept is None and len(claims) == 1 and not claims[0].constraints and len(claims[0].requests) == 1:
+            simple = self._find_single_request(claims[0], node_name, labels, busy)
             if simple is not None:
                 return simple or None
-        search = _Search(self, claims, node_name, labels)
+        search = _Search(self, claims, node_name, labels, busy, accept)
         try:
             found = search.place(0)
         except _BudgetExceeded:
@@ -290,7 +297,7 @@ class Allocator:
         return search.picks if found else None
 
     def _find_single_request(
-        self, claim: CompiledClaim, node_name: str, labels: Mapping[str, str]
+        self, claim: CompiledClaim, node_name: str, labels: Mapping[str, str], busy: Collection[DeviceID]
     ) -> list[Picks] | None:
         """The common case (one request, no constraints) without the search machinery: [] if
         impossible, None if the request needs the general search (allocation mode All)."""
@@ -300,7 +307,7 @@ class Allocator:
                 return None
             picks: Picks = []
             for device in self.candidates(alternative, node_name, labels, claim.key):
-                if alternative.admin_access or not in_use(device.id):
+                if alternative.admin_access or not (in_use(device.id) or device.id in busy):
                     picks.append((alternative, device))
                     if len(picks) == alternative.count:
                         return [picks]
@@ -356,9 +363,17 @@ class _Search:
     """Depth-first search state for one allocate() call."""
 
     def __init__(
-        self, allocator: Allocator, claims: Sequence[CompiledClaim], node_name: str, labels: Mapping[str, str]
+        self,
+        allocator: Allocator,
+        claims: Sequence[CompiledClaim],
+        node_name: str,
+        labels: Mapping[str, str],
+        busy: Collection[DeviceID],
+        accept: Callable[[list[Picks]], bool] | None,
     ) -> None:
         self.allocator = allocator
+        self.busy = busy
+        self.accept = accept
         self.claims = claims
         self.node_name = node_name
         self.labels = labels
@@ -371,7 +386,7 @@ class _Search:
 
     def place(self, slot_index: int) -> bool:
         if slot_index == len(self.slots):
-            return True
+            return self.accept is None or self.accept(self.picks)
         claim_index, request = self.slots[slot_index]
         claim = self.claims[claim_index]
         for alternative in request.alternatives:
@@ -380,7 +395,10 @@ class _Search:
                 device
                 for device in candidates
                 if device.id not in self.chosen
-                and (alternative.admin_access or not self.allocator.in_use(device.id))
+                and (
+                    alternative.admin_access
+                    or not (self.allocator.in_use(device.id) or device.id in self.busy)
+                )
             ]
             if alternative.all_devices:
                 if (

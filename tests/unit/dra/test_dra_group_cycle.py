@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from dra_builders import claim, device, device_class, exactly, match, resource_slice
+from dra_builders import claim, device, device_class, exactly, first_available, match, resource_slice
 from dra_memory_api import MemoryClaimAPI
 
 from lockstep import SCHEDULER_NAME
@@ -115,3 +115,29 @@ def test_list_type_attribute_gate_decides_whether_the_gang_fits() -> None:
         group = add_group(cache, "g", 1, 1, PodClaimRef("pair", resource_claim_name="pair"))
         outcome = cycle.run(group, cache.unscheduled_members(GroupKey("ns", "g")))
         assert outcome.status.ok is fits, (enabled, outcome.status)
+
+
+def test_gang_members_leave_devices_for_each_other() -> None:
+    """Upstream #138765: each member prefers two devices and accepts one; a node has two. First fit
+    would give the first member both and fail the gang; the lookahead gives each member one."""
+    cache, store, api, cycle = cluster(nodes=1, devices_per_node=2)
+    prefer_two = first_available("gpu", ("two", 2, ""), ("one", 1, ""))
+    group = PodGroupInfo("ns", "g", "uid-g", min_count=2, is_gang=True)
+    cache.upsert_podgroup(group)
+    for i in range(2):
+        api.add(claim(f"c{i}", prefer_two, uid=f"uid-c{i}"))
+        cache.upsert_pod(member(f"g-{i}", "g", PodClaimRef("gpu", resource_claim_name=f"c{i}")))
+    outcome = cycle.run(group, cache.unscheduled_members(GroupKey("ns", "g")))
+    assert outcome.status.ok, outcome.status
+    pending = [store.in_flight.get(f"uid-c{i}") for i in range(2)]
+    assert [[r.request for r in p.devices.results] for p in pending if p] == [["gpu/one"], ["gpu/one"]]
+
+
+def test_a_lone_pod_still_gets_its_preferred_alternative() -> None:
+    cache, store, api, cycle = cluster(nodes=1, devices_per_node=2)
+    api.add(claim("c", first_available("gpu", ("two", 2, ""), ("one", 1, "")), uid="uid-c"))
+    group = add_group(cache, "solo", 1, 1, PodClaimRef("gpu", resource_claim_name="c"))
+    outcome = cycle.run(group, cache.unscheduled_members(GroupKey("ns", "solo")))
+    assert outcome.status.ok
+    pending = store.in_flight.get("uid-c")
+    assert pending is not None and [r.request for r in pending.devices.results] == ["gpu/two", "gpu/two"]

@@ -47,8 +47,9 @@ from lockstep.dra.features import allocator_features
 from lockstep.dra.node_selector import node_selector_matches
 from lockstep.dra.ports import ClaimStatusAPI, WriteResult
 from lockstep.dra.store import ResourceStore
-from lockstep.scheduler.framework import SKIP, SUCCESS, CycleState, NodeInfo, PodInfo, Status
+from lockstep.scheduler.framework import SKIP, SUCCESS, CycleState, NodeInfo, PodGroupInfo, PodInfo, Status
 from lockstep.state.assume_cache import AssumeCacheError
+from lockstep.state.cluster import ClusterCache
 
 if TYPE_CHECKING:
     from lockstep.scheduler.profile import PluginContext
@@ -60,6 +61,9 @@ CLAIM_API_SERVICE = "dra.claim_api"
 
 _STATE_KEY = "DynamicResources"
 RESERVATION_REMOVAL_ATTEMPTS = 5
+GANG_LOOKAHEAD_MAX_MEMBERS = 32
+GANG_LOOKAHEAD_MAX_SEARCHES = 2000
+_GANG_KEY = f"{_STATE_KEY}/gang"
 
 
 @dataclass(slots=True)
@@ -72,6 +76,7 @@ class _PodClaims:
     to_allocate: list[int] = field(default_factory=list)
     compiled: list[CompiledClaim] = field(default_factory=list)
     found: dict[str, list[Picks]] = field(default_factory=dict)  # node -> devices per to_allocate claim
+    crowding: set[str] = field(default_factory=set)  # nodes where every choice starves the rest of the gang
     node_labels: dict[str, Mapping[str, str]] = field(default_factory=dict)  # nodes Filter saw
     signaled: list[tuple[str, str]] = field(default_factory=list)  # (claim uid, claim key) signaled
     planned: list[str] = field(default_factory=list)  # claim keys the pod was added to the plan of
@@ -93,9 +98,12 @@ def _node_names(allocation: AllocationResult) -> set[str] | None:
 class DynamicResources:
     name: ClassVar[str] = "DynamicResources"
 
-    def __init__(self, store: ResourceStore, claim_api: ClaimStatusAPI | None) -> None:
+    def __init__(
+        self, store: ResourceStore, claim_api: ClaimStatusAPI | None, cache: ClusterCache | None = None
+    ) -> None:
         self.store = store
         self.claim_api = claim_api
+        self.cache = cache  # for the gang lookahead: the group's other unscheduled members and the nodes
         # Reservation plans: claim key -> pod uid -> consumer, for pods reserved but not yet written.
         self._plans: dict[str, dict[str, ResourceClaimConsumerReference]] = {}
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
@@ -109,7 +117,7 @@ class DynamicResources:
         if not isinstance(store, ResourceStore):
             store = ResourceStore(allocator_features(ctx.settings.feature_gates), ctx.cache.on_claims_changed)
         claim_api = ctx.services.get(CLAIM_API_SERVICE)
-        return cls(store, claim_api if isinstance(claim_api, ClaimStatusAPI) else None)
+        return cls(store, claim_api if isinstance(claim_api, ClaimStatusAPI) else None, ctx.cache)
 
     def _state_key(self, pod: PodInfo) -> str:
         return f"{_STATE_KEY}/{pod.uid}"
@@ -217,14 +225,110 @@ class DynamicResources:
                 )
         if not pod_claims.to_allocate:
             return SUCCESS
+        allocator = self.store.allocator
+        rest = self._rest_of_gang(state, pod, pod_claims)
         try:
-            found = self.store.allocator.find(pod_claims.compiled, node.name, node.labels)
+            found = None
+            if rest:
+                found = allocator.find(
+                    pod_claims.compiled,
+                    node.name,
+                    node.labels,
+                    accept=lambda picks: self._rest_fits(rest, picks),
+                )
+                if found is None:
+                    pod_claims.crowding.add(node.name)
+            if found is None:
+                found = allocator.find(pod_claims.compiled, node.name, node.labels)
         except AllocationError as exc:
             return Status.unresolvable(self.name, "ClaimUnallocatable", str(exc))
         if found is None:
             return Status.unschedulable(self.name, "InsufficientDevices", "cannot allocate all claims")
         pod_claims.found[node.name] = found
         return SUCCESS
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        """Prefer nodes where the pod's devices leave room for the rest of its gang."""
+        pod_claims = self._pod_claims(state, pod)
+        return 0 if pod_claims is not None and node.name in pod_claims.crowding else 100
+
+    # --- gang lookahead (upstream #138765) ---------------------------------------------------------
+
+    def _rest_of_gang(
+        self, state: CycleState, pod: PodInfo, pod_claims: _PodClaims
+    ) -> list[list[CompiledClaim]]:
+        """The claims the group's other unscheduled members still need allocated, when the pod's own
+        choice matters for them: its claims offer alternatives (firstAvailable), it is in a gang of at
+        most GANG_LOOKAHEAD_MAX_MEMBERS others. Empty otherwise."""
+        group = state.group
+        if self.cache is None or group is None or not group.is_gang:
+            return []
+        if not any(len(r.alternatives) > 1 for compiled in pod_claims.compiled for r in compiled.requests):
+            return []
+        others = [m for m in self.cache.unscheduled_members(group.key) if m.uid != pod.uid]
+        if not others or len(others) > GANG_LOOKAHEAD_MAX_MEMBERS:
+            return []
+        own = {claim.key for claim in pod_claims.claims}
+        compiled_by_member: dict[str, list[CompiledClaim]] = state.group_data.setdefault(_GANG_KEY, {})
+        names = self.store.group_claim_names((group.namespace, group.name))
+        rest = []
+        for member in others:
+            if member.uid not in compiled_by_member:
+                compiled_by_member[member.uid] = self._claims_to_allocate(member, group, names)
+            claims = [c for c in compiled_by_member[member.uid] if c.key not in own]
+            if claims:
+                rest.append(claims)
+        return rest
+
+    def _claims_to_allocate(
+        self, member: PodInfo, group: PodGroupInfo, names: Mapping[str, str | None]
+    ) -> list[CompiledClaim]:
+        try:
+            sources = resolve_claims(member, group, names)
+        except ClaimsNotReady:
+            return []
+        compiled = []
+        for source in sources:
+            claim = self.store.claims.get(source.key)
+            if claim is None or claim.allocated or claim.metadata.uid in self.store.in_flight:
+                continue
+            try:
+                compiled.append(self.store.allocator.compile(claim))
+            except AllocationError:
+                continue  # that member fails on its own; it says why in its own PreFilter
+        return compiled
+
+    def _rest_fits(self, rest: list[list[CompiledClaim]], picks: list[Picks]) -> bool:
+        """Whether, with the devices of ``picks`` taken, every other member finds devices on some node
+        (first fit, each member's preferred alternative first, shared claims once)."""
+        assert self.cache is not None
+        allocator = self.store.allocator
+        busy = {
+            device.id for chosen in picks for alternative, device in chosen if not alternative.admin_access
+        }
+        free_nodes = self.store.nodes_with_free_devices()
+        nodes = [n for n in self.cache.nodes.values() if free_nodes is None or n.name in free_nodes]
+        simulated: set[str] = set()
+        budget = GANG_LOOKAHEAD_MAX_SEARCHES
+        for member_claims in rest:
+            claims = [c for c in member_claims if c.key not in simulated]
+            if not claims:
+                continue
+            for node in nodes:
+                budget -= 1
+                if budget < 0:
+                    return True  # too costly to tell: do not penalize the choice
+                try:
+                    found = allocator.find(claims, node.name, node.labels, busy)
+                except AllocationError:
+                    found = None
+                if found is not None:
+                    busy.update(d.id for chosen in found for a, d in chosen if not a.admin_access)
+                    simulated.update(c.key for c in claims)
+                    break
+            else:
+                return False
+        return True
 
     # --- Reserve / Unreserve -----------------------------------------------------------------------
 
