@@ -24,6 +24,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	$(BIN)/lockstep bench
 
 # Chaos soak (a few minutes): ~2,000 pods under API faults and 10 operator SIGKILLs, then two replicas.
