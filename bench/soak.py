@@ -405,6 +405,40 @@ class Operator:
         return None
 
 
+def leadership_events(lines: Iterable[str]) -> list[tuple[str, str]]:
+    """(timestamp, "became leader" | "lost leadership") from one incarnation's JSON log, in order."""
+    events = []
+    for line in lines:
+        with contextlib.suppress(json.JSONDecodeError):
+            record = json.loads(line)
+            if isinstance(record, dict) and record.get("event") in ("became leader", "lost leadership"):
+                events.append((str(record.get("timestamp", "")), str(record["event"])))
+    return events
+
+
+def leadership_overlap(first: Iterable[str], second: Iterable[str]) -> str | None:
+    """Why two live replicas' logs show them leading at the same time, or None. A replica leads from
+    "became leader" until its next "lost leadership" (or to the end of its log)."""
+
+    def intervals(lines: Iterable[str]) -> list[tuple[str, str]]:
+        spans, start = [], None
+        for timestamp, event in leadership_events(lines):
+            if event == "became leader":
+                start = timestamp
+            elif start is not None:
+                spans.append((start, timestamp))
+                start = None
+        if start is not None:
+            spans.append((start, "9999"))
+        return spans
+
+    for a_start, a_end in intervals(first):
+        for b_start, b_end in intervals(second):
+            if a_start < b_end and b_start < a_end:
+                return f"two leaders at once: one led {a_start}..{a_end}, the other {b_start}..{b_end}"
+    return None
+
+
 def unexplained_errors(lines: Iterable[str]) -> list[str]:
     """ERROR (or worse) log lines that no injected fault explains; a Python traceback always counts."""
     unexplained = []
@@ -666,6 +700,11 @@ async def run_replica_phase(
             await asyncio.sleep(1.0)
         else:
             report.fail("two-replica phase: not every group was bound in time")
+        overlap = leadership_overlap(
+            follower.log_lines(only_current=True), leader.log_lines(only_current=True)
+        )
+        if overlap:
+            report.fail(overlap)
         await chaos.stop()
         await asyncio.sleep(3.0)
         await watch.check_once()

@@ -10,6 +10,7 @@ from soak import (
     OVERSIZED_CPU_MILLIS,
     GroupPlan,
     has_clear_unschedulable_condition,
+    leadership_overlap,
     plan_workload,
     pod_manifest,
     settled,
@@ -86,3 +87,16 @@ def test_clear_condition_needs_status_false_with_reason_and_message() -> None:
     )
     assert not has_clear_unschedulable_condition(group(status="True", reason="Scheduled", message="ok"), plan)
     assert not has_clear_unschedulable_condition(ClusterState(), plan)
+
+
+def lead(timestamp: str, event: str) -> str:
+    return json.dumps({"event": event, "timestamp": f"2026-01-01T00:00:{timestamp}Z", "level": "info"})
+
+
+def test_leadership_overlap_is_reported_only_for_concurrent_leaders() -> None:
+    handed_over = [lead("01", "became leader"), lead("05", "lost leadership")]
+    taker = [record("info", "starting"), lead("06", "became leader")]
+    assert leadership_overlap(handed_over, taker) is None
+    still_leading = [lead("01", "became leader")]
+    assert "two leaders at once" in str(leadership_overlap(still_leading, taker))
+    assert leadership_overlap([record("info", "starting")], taker) is None
