@@ -618,15 +618,17 @@ class ApiServer:
         mode = request.query.get("fieldValidation", "Warn")
         if mode not in ("Ignore", "Warn", "Strict"):
             raise bad_request(f"fieldValidation parameter unsupported: {mode}")
-        return WriteContext(field_validation=mode, subresource=subresource)
+        dry_run = request.query.getall("dryRun", [])
+        if any(value != "All" for value in dry_run):
+            raise bad_request(f"dryRun parameter unsupported: {dry_run}; only All is")
+        return WriteContext(field_validation=mode, subresource=subresource, dry_run=bool(dry_run))
 
     # ------------------------------------------------------------------ create
 
     async def _create(self, request: web.Request, req: Request) -> web.Response:
         body = await self._body(request)
         ctx = self._write_context(request, "")
-        dry_run = bool(request.query.getall("dryRun", []))
-        stored = self.create_object(req.rt, body, req.namespace, ctx, dry_run=dry_run)
+        stored = self.create_object(req.rt, body, req.namespace, ctx)
         return self._json(201, self._render(req.rt, stored), ctx.warnings)
 
     def create_object(
@@ -635,7 +637,6 @@ class ApiServer:
         body: Any,
         namespace: str | None,
         ctx: WriteContext | None = None,
-        dry_run: bool = False,
     ) -> Stored:
         """Create an object as a POST would (also used in-process, e.g. for bootstrap namespaces)."""
         ctx = ctx or WriteContext()
@@ -675,7 +676,7 @@ class ApiServer:
         if rt.has_generation:
             meta["generation"] = 1
         obj = _finalize(rt, obj)
-        if dry_run:
+        if ctx.dry_run:
             return Stored(obj, self.rv)
         stored = self._commit(rt, key, obj, "ADDED", None)
         if rt.group == crds.CRD_GROUP and rt.plural == "customresourcedefinitions":
@@ -1067,6 +1068,8 @@ class ApiServer:
             return None, current
         if rt.has_generation and rt.strategy.spec_changed(result, old):
             result_meta["generation"] = int(old_meta.get("generation", 1)) + 1
+        if ctx.dry_run:
+            return result, current
         key = self._key(rt, old_meta.get("namespace"), name)
         if (
             old_meta.get("deletionTimestamp")

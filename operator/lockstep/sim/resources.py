@@ -24,6 +24,7 @@ class WriteContext:
 
     field_validation: str = "Warn"
     subresource: str = ""
+    dry_run: bool = False
     warnings: list[str] = field(default_factory=list)
 
 

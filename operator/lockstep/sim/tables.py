@@ -193,6 +193,24 @@ def _claim_state(claim: JsonObject) -> str:
     return ",".join(parts)
 
 
+def _event_cells(event: JsonObject) -> Row:
+    involved = event.get("involvedObject") or {}
+    last = event.get("lastTimestamp") or event.get("eventTime") or event["metadata"].get("creationTimestamp")
+    source = (event.get("source") or {}).get("component") or event.get("reportingComponent") or ""
+    return [
+        age(last),
+        event.get("type", ""),
+        event.get("reason", ""),
+        f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",
+        involved.get("fieldPath", ""),
+        source,
+        event.get("message", ""),
+        age(event.get("firstTimestamp") or event.get("eventTime")),
+        str(event.get("count", 1)),
+        event["metadata"].get("name"),
+    ]
+
+
 BUILTIN_TABLES: dict[str, tuple[list[JsonObject], Callable[[JsonObject], Row]]] = {
     "/pods": (
         [
@@ -268,6 +286,25 @@ BUILTIN_TABLES: dict[str, tuple[list[JsonObject], Callable[[JsonObject], Row]]] 
             ),
         ],
         _node_cells,
+    ),
+    "/events": (
+        [
+            column("Last Seen", "string", "Time when this event was last observed."),
+            column("Type", "string", "Type of this event (Normal, Warning)."),
+            column(
+                "Reason",
+                "string",
+                "Short, machine understandable string that gives the reason for the event.",
+            ),
+            column("Object", "string", "The object this event is about."),
+            column("Subobject", "string", "The part of the object this event is about.", 1),
+            column("Source", "string", "The component reporting this event.", 1),
+            column("Message", "string", "A human-readable description of the status of this operation."),
+            column("First Seen", "string", "Time when this event was first observed.", 1),
+            column("Count", "string", "The number of times this event has occurred.", 1),
+            {**NAME_COLUMN, "priority": 1},
+        ],
+        _event_cells,
     ),
     "/namespaces": (
         [

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from sim_helpers import GROUP_PATH, NS, Client, pod, podgroup
 
+from lockstep.sim.apiserver import ApiServer
+
 MERGE = "application/merge-patch+json"
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
@@ -289,3 +291,34 @@ async def test_aggregated_discovery_only_for_v2(client: Client) -> None:
     v2beta1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
     _, body, _ = await client.call("GET", "/apis", accept=v2beta1)
     assert body["kind"] == "APIGroupList"
+
+
+async def test_dry_run_writes_nothing(client: Client, server: ApiServer) -> None:
+    before = server.rv
+    status, body, _ = await client.call("POST", f"{NS}/pods", pod("a"), params={"dryRun": "All"})
+    assert status == 201 and body["metadata"]["name"] == "a"
+    assert (await client.call("GET", f"{NS}/pods/a"))[0] == 404
+    await client.call("POST", f"{NS}/pods", pod("a"))
+    after_create = server.rv
+    status, body, _ = await client.call(
+        "PATCH", f"{NS}/pods/a", {"metadata": {"labels": {"x": "1"}}}, MERGE, params={"dryRun": "All"}
+    )
+    assert status == 200 and body["metadata"]["labels"] == {"x": "1"}
+    _, stored, _ = await client.call("GET", f"{NS}/pods/a")
+    assert "labels" not in stored["metadata"] and server.rv == after_create > before
+
+
+async def test_events_table_matches_kubectl_columns(client: Client) -> None:
+    event = {
+        "metadata": {"name": "e"},
+        "involvedObject": {"kind": "Pod", "namespace": "default", "name": "a"},
+        "reason": "Scheduled",
+        "type": "Normal",
+        "message": "bound",
+    }
+    await client.call("POST", f"{NS}/events", event)
+    _, table, _ = await client.call("GET", f"{NS}/events", accept=TABLE)
+    shown = [c["name"] for c in table["columnDefinitions"] if c["priority"] == 0]
+    assert shown == ["Last Seen", "Type", "Reason", "Object", "Message"]
+    cells = dict(zip([c["name"] for c in table["columnDefinitions"]], table["rows"][0]["cells"], strict=True))
+    assert (cells["Object"], cells["Message"], cells["Name"]) == ("pod/a", "bound", "e")
