@@ -62,8 +62,13 @@ class FrameShare:
     total_share: float
 
 
-def top_frames(collapsed: Iterable[str], limit: int = 15) -> list[FrameShare]:
-    """Frames by self time (the sampled leaf) and by total time (anywhere on the stack), as shares."""
+# Frames on nearly every stack (entry point, event loop) say nothing about where the time goes.
+ALWAYS_ON_STACK = 0.9
+
+
+def top_frames(collapsed: Iterable[str], limit: int = 15, by_total: bool = False) -> list[FrameShare]:
+    """The frames with the most self time (the sampled leaf), or with ``by_total`` the most total time
+    (anywhere on the stack, counted once per stack) leaving out frames on nearly every stack."""
     own: Counter[str] = Counter()
     total: Counter[str] = Counter()
     samples = 0
@@ -79,16 +84,24 @@ def top_frames(collapsed: Iterable[str], limit: int = 15) -> list[FrameShare]:
             total[frame] += count
     if not samples:
         return []
-    return [
-        FrameShare(frame, round(own[frame] / samples, 4), round(total[frame] / samples, 4))
-        for frame, _ in own.most_common(limit)
-    ]
+    if by_total:
+        ordered = sorted(total, key=lambda frame: (-total[frame], frame))
+        ranked = [f for f in ordered if total[f] / samples < ALWAYS_ON_STACK][:limit]
+    else:
+        ranked = [f for f, _ in own.most_common(limit)]
+    return [FrameShare(f, round(own[f] / samples, 4), round(total[f] / samples, 4)) for f in ranked]
 
 
 def report(path: Path, title: str, limit: int = 15) -> str:
     """A plain-text table of the top frames of one profile."""
     with path.open(errors="replace") as collapsed:
-        frames = top_frames(collapsed, limit)
-    lines = [f"{title} ({path.name}): self% total% frame"]
-    lines += [f"{f.self_share * 100:6.1f} {f.total_share * 100:6.1f}  {f.frame}" for f in frames]
+        stacks = collapsed.readlines()
+    lines = []
+    for by_total in (False, True):
+        ranking = "total" if by_total else "self"
+        lines.append(f"{title} ({path.name}), by {ranking} time: self% total% frame")
+        lines += [
+            f"{f.self_share * 100:6.1f} {f.total_share * 100:6.1f}  {f.frame}"
+            for f in top_frames(stacks, limit, by_total)
+        ]
     return "\n".join(lines)

@@ -186,3 +186,13 @@ def test_top_frames_rank_self_time_and_count_total_time_once_per_stack() -> None
     assert frames[0].self_share == 0.5 and frames[0].total_share == 0.5
     assert frames[2].self_share == 0.1 and frames[2].total_share == 0.4
     assert top_frames([]) == []
+    # By total time: "main" and "loop" are on (nearly) every stack and say nothing; "recurse" counts
+    # once per stack.
+    by_total = top_frames(collapsed, limit=10, by_total=True)
+    assert [(f.frame, f.total_share) for f in by_total] == [
+        ("bind", 0.5),
+        ("post", 0.5),
+        ("handle", 0.4),
+        ("orjson_loads", 0.3),
+        ("recurse", 0.1),
+    ]
