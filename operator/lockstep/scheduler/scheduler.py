@@ -167,6 +167,12 @@ class Scheduler:
                 Status.unschedulable(BINDING_PLUGIN, "PodGroupDeleted", f"PodGroup {group} was deleted"),
             )
             self.queue.add(group, self._priority(group), now)
+        elif group is not None and event is ClusterEvent.MEMBER_REMOVED:
+            for uid in self.waiting.uids(group):
+                pod = self.cache.get_pod(uid)
+                if pod is None:
+                    self.waiting.reject(uid, Status.unschedulable(BINDING_PLUGIN, "PodDeleted", "pod was deleted"))
+            return
         elif event in _CLUSTER_EVENTS:
             if not self.queue.on_event(event, now):
                 return
@@ -381,6 +387,8 @@ class Scheduler:
 
     async def _permit_prebind_bind(self, placement: Placement) -> Status:
         pod, node_name, state = placement.pod, placement.node_name, placement.state
+        if self.cache.get_pod(pod.uid) is None:
+            return _deleted(pod)
         timeouts: list[float] = []
         for plugin in self.profile.permit:
             status, timeout = plugin.permit(state, pod, node_name)
@@ -401,7 +409,7 @@ class Scheduler:
             finally:
                 self.waiting.remove(pod)
             if not status.ok:
-                return status
+                return _deleted(pod) if self.cache.get_pod(pod.uid) is None else status
         for pre_bind in self.profile.pre_bind:
             if self.cache.get_pod(pod.uid) is None:
                 return _deleted(pod)
@@ -433,11 +441,14 @@ class Scheduler:
         previous = self._attempts.get(key)
         cause = status.cause or status.plugin
         next_retry: float | None
-        if status.cause != "PodDeleted":
-            next_retry = self.queue.park(key, now, hints_for({cause: 1}) | _CLUSTER_EVENTS, new_attempt=False)
-            self._wakeup.set()
-        else:
+        if status.cause == "PodGroupDeleted":
+            self.queue.add(key, self._priority(key), now)  # PreEnqueue will hold it until it returns
+            next_retry = None
+        elif status.cause == "PodDeleted":
             next_retry = self.queue.ready_at(key)
+        else:
+            next_retry = self.queue.park(key, now, hints_for({cause: 1}) | _CLUSTER_EVENTS, new_attempt=False)
+        self._wakeup.set()
         if previous is None:
             return
         causes = dict(previous.causes)
@@ -464,6 +475,8 @@ class Scheduler:
         """PodScheduled=False through a strict patch (DESIGN.md behaviour 3): it carries the pod's
         resourceVersion; on 409 the pod is re-read, and nothing is written to a pod that has
         spec.nodeName (or that a newer cycle has placed)."""
+        if pod.node_name:
+            return
         current = self.cache.get_pod(pod.uid) or pod
         for _ in range(self.options.status_patch_attempts):
             if current.node_name or current.deleting or self.cache.is_assumed(current.uid):

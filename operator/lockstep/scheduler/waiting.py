@@ -46,6 +46,9 @@ class WaitingPods:
         for uid in list(self._groups.get(key, ())):
             self._resolve(uid, status)
 
+    def uids(self, key: GroupKey) -> list[str]:
+        return list(self._groups.get(key, ()))
+
     def count(self, key: GroupKey) -> int:
         return len(self._groups.get(key, ()))
 
