@@ -894,12 +894,11 @@ class ApiServer:
         try:
             await response.prepare(request)
             await self._stream(response, watcher, rt, timeout, bookmarks)
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+            await response.write_eof()
+        except ConnectionResetError:
+            pass  # the client went away
         finally:
             store.watchers.discard(watcher)
-        with contextlib.suppress(ConnectionResetError, RuntimeError):
-            await response.write_eof()
         return response
 
     async def _stream(

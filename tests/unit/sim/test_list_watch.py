@@ -197,3 +197,24 @@ async def test_a_slow_watcher_is_closed_instead_of_stalling_writers() -> None:
         assert len(server.stores[pods.storage].objects) == 50
     finally:
         await server.stop()
+
+
+async def test_a_client_that_disconnects_leaves_no_watcher_behind(client: Client, server: ApiServer) -> None:
+    store = server.stores["/pods"]
+
+    async def watch() -> None:
+        async with client.session.get(client.url + f"{NS}/pods", params={"watch": "true"}) as resp:
+            await resp.read()
+
+    task = asyncio.create_task(watch())
+    for _ in range(50):
+        await asyncio.sleep(0.02)
+        if store.watchers:
+            break
+    assert len(store.watchers) == 1
+    task.cancel()
+    for _ in range(100):
+        await asyncio.sleep(0.02)
+        if not store.watchers:
+            break
+    assert not store.watchers
