@@ -180,8 +180,7 @@ class GroupCycle:
                 narrowed = set(names) if narrowed is None else narrowed & set(names)
         seen: set[str] = set()
         for preferring in self.profile.preferred_nodes:
-            names = preferring.preferred_nodes(state, pod)
-            for name in names or ():
+            for name in preferring.preferred_nodes(state, pod) or ():
                 if name not in seen and (narrowed is None or name in narrowed):
                     seen.add(name)
                     yield name

@@ -91,7 +91,7 @@ async def test_each_failing_phase_releases_the_pod_exactly_once(
 
 
 async def test_a_failed_member_is_retried_while_its_sibling_waits_at_permit() -> None:
-    scheduler, api, cache, recorder = _gang_of_two(min_count=2)
+    scheduler, api, _cache, recorder = _gang_of_two(min_count=2)
     api.inject_bind.append(BindOutcome(BindResult.ERROR, "500"))
     await settle(scheduler)
     (failed,) = [n for n in ("p0", "p1") if not api.pods[f"default/{n}"].node_name and recorder.releases(n)]
@@ -162,7 +162,7 @@ async def test_deleting_the_podgroup_rejects_waiting_members() -> None:
 
 
 async def test_a_pod_deleted_during_prebind_is_released_once_and_not_patched() -> None:
-    scheduler, api, cache, recorder = _gang_of_two()
+    scheduler, api, _cache, recorder = _gang_of_two()
     recorder.pre_bind_gate = asyncio.Event()
     scheduler.schedule_one()
     for _ in range(5):
@@ -178,7 +178,7 @@ async def test_a_pod_deleted_during_prebind_is_released_once_and_not_patched() -
 
 
 async def test_bind_conflict_with_the_same_node_counts_as_bound() -> None:
-    scheduler, api, cache, recorder = _gang_of_two()
+    scheduler, api, _cache, recorder = _gang_of_two()
 
     async def bound_by_someone_else() -> None:  # e.g. an earlier attempt whose response was lost
         stored = api.pods["default/p0"]
@@ -192,7 +192,7 @@ async def test_bind_conflict_with_the_same_node_counts_as_bound() -> None:
 
 
 async def test_a_bind_error_whose_write_landed_counts_as_bound() -> None:
-    scheduler, api, cache, recorder = _gang_of_two()
+    scheduler, api, _cache, recorder = _gang_of_two()
 
     async def landed() -> None:
         stored = api.pods["default/p0"]
@@ -253,7 +253,7 @@ async def test_a_conflicting_patch_is_retried_with_the_fresh_resource_version() 
 
 
 async def test_no_false_condition_is_written_to_a_pod_with_node_name() -> None:
-    scheduler, api, cache = make_scheduler()
+    scheduler, api, _cache = make_scheduler()
     pod = api.add(make_pod("p"))
     bound = dataclasses.replace(pod, node_name="n0")
     await scheduler.report_unschedulable(bound, "Unschedulable", "late news")
@@ -271,7 +271,7 @@ async def test_no_false_condition_is_written_to_a_pod_with_node_name() -> None:
 
 
 async def test_bind_of_a_pod_already_gone_is_released_without_a_patch() -> None:
-    scheduler, api, cache, recorder = _gang_of_two()
+    scheduler, api, _cache, recorder = _gang_of_two()
     api.inject_bind.append(BindOutcome(BindResult.NOT_FOUND))
     await settle(scheduler)
     assert recorder.unreserved == ["p0"]
@@ -279,7 +279,7 @@ async def test_bind_of_a_pod_already_gone_is_released_without_a_patch() -> None:
 
 
 async def test_cancelling_the_scheduler_releases_pods_in_flight_once() -> None:
-    scheduler, api, cache, recorder = _gang_of_two()
+    scheduler, _api, cache, recorder = _gang_of_two()
     recorder.pre_bind_gate = asyncio.Event()
     task = asyncio.create_task(scheduler.run())
     for _ in range(10):
