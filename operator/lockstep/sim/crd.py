@@ -295,6 +295,9 @@ class CustomResourceStrategy(Strategy):
         errors = validate_name(obj["metadata"].get("name")) if old is None else []
         body_schema = self._body_schema()
         validator = SchemaValidator()
+        for key in body_schema.get("required") or []:
+            if key not in obj and key not in ("apiVersion", "kind", "metadata"):
+                validator.errors.append(fe.required(key))
         for key, sub in (body_schema.get("properties") or {}).items():
             if key in obj:
                 validator.validate(obj[key], sub, key)

@@ -165,6 +165,30 @@ def validate_claim_spec(spec: Any, path: str) -> list[FieldError]:
             errors.append(fe.required(rpath, "exactly one of `exactly` or `firstAvailable` is required"))
         elif has_exactly and not request["exactly"].get("deviceClassName"):
             errors.append(fe.required(f"{rpath}.exactly.deviceClassName"))
+        if isinstance(request.get("exactly"), dict):
+            errors.extend(
+                validate_selectors(request["exactly"].get("selectors"), f"{rpath}.exactly.selectors")
+            )
+        for j, sub in enumerate(request.get("firstAvailable") or []):
+            if isinstance(sub, dict):
+                errors.extend(
+                    validate_selectors(sub.get("selectors"), f"{rpath}.firstAvailable[{j}].selectors")
+                )
+    return errors
+
+
+def validate_selectors(selectors: Any, path: str) -> list[FieldError]:
+    """Device selectors whose CEL expression does not compile (DeviceClasses and claim requests)."""
+    errors: list[FieldError] = []
+    for i, selector in enumerate(selectors or []):
+        expression = (
+            ((selector or {}).get("cel") or {}).get("expression") if isinstance(selector, dict) else None
+        )
+        if expression is None:
+            continue
+        problem = cel_compile_error(expression)
+        if problem:
+            errors.append(fe.invalid(f"{path}[{i}].cel.expression", expression, problem))
     return errors
 
 
@@ -305,14 +329,7 @@ class DeviceClassStrategy(Strategy):
         self, rt: ResourceType, obj: JsonObject, old: JsonObject | None, ctx: WriteContext
     ) -> list[FieldError]:
         errors = validate_name(obj["metadata"].get("name")) if old is None else []
-        for i, selector in enumerate((obj.get("spec") or {}).get("selectors") or []):
-            expression = ((selector or {}).get("cel") or {}).get("expression")
-            if expression is None:
-                continue
-            problem = cel_compile_error(expression)
-            if problem:
-                errors.append(fe.invalid(f"spec.selectors[{i}].cel.expression", expression, problem))
-        return errors
+        return errors + validate_selectors((obj.get("spec") or {}).get("selectors"), "spec.selectors")
 
 
 def dra_types() -> list[ResourceType]:

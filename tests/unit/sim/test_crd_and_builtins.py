@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sim_helpers import GROUP_PATH, NS, Client, pod, podgroup
+import orjson
+from sim_helpers import GROUP_PATH, NS, PODGROUP_CRD, Client, pod, podgroup
 
 from lockstep.sim.apiserver import ApiServer
 
@@ -322,3 +323,32 @@ async def test_events_table_matches_kubectl_columns(client: Client) -> None:
     assert shown == ["Last Seen", "Type", "Reason", "Object", "Message"]
     cells = dict(zip([c["name"] for c in table["columnDefinitions"]], table["rows"][0]["cells"], strict=True))
     assert (cells["Object"], cells["Message"], cells["Name"]) == ("pod/a", "bound", "e")
+
+
+async def test_claim_selectors_must_compile(client: Client) -> None:
+    request = {
+        "name": "gpu",
+        "exactly": {"deviceClassName": "gpu", "selectors": [{"cel": {"expression": "device.driver +"}}]},
+    }
+    claim = {"metadata": {"name": "c"}, "spec": {"devices": {"requests": [request]}}}
+    status, body, _ = await client.call("POST", CLAIMS, claim)
+    assert status == 422
+    assert (
+        body["details"]["causes"][0]["field"]
+        == "spec.devices.requests[0].exactly.selectors[0].cel.expression"
+    )
+    assert "Syntax error" in body["details"]["causes"][0]["message"]
+
+
+async def test_root_required_fields_of_a_crd_schema(client: Client) -> None:
+    crd = orjson.loads(orjson.dumps(PODGROUP_CRD))
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["required"] = ["spec"]
+    assert (await client.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd))[
+        0
+    ] == 201
+    status, body, _ = await client.call("POST", GROUP_PATH, podgroup("nospec", None))
+    assert status == 422
+    assert [(c["field"], c["reason"]) for c in body["details"]["causes"]] == [
+        ("spec", "FieldValueRequired"),
+        ("<nil>", "FieldValueInvalid"),
+    ]
