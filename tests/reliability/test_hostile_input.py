@@ -185,11 +185,6 @@ def test_duplicate_claim_entry_names_are_rejected(sim: RunningCluster) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="emulator gap: lockstep/sim/crd.py validates each root property but not the root 'required' "
-    "list, so a PodGroup without spec is stored (kube-apiserver answers 422 'spec: Required value')",
-)
 def test_missing_spec_is_rejected(sim: RunningCluster) -> None:
     name = unique_name()
     doc = valid_podgroup(name)
@@ -368,12 +363,6 @@ def test_device_class_with_invalid_cel_is_rejected_naming_the_expression(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="emulator gap: lockstep/sim/dra_types.py compiles DeviceClass selectors only; kube-apiserver "
-    "also rejects a ResourceClaim whose spec.devices.requests[].exactly.selectors[].cel.expression "
-    "does not compile",
-)
 @given(expression=BROKEN_CEL)
 @HYPOTHESIS
 def test_claim_with_invalid_cel_is_rejected_naming_the_expression(
