@@ -116,9 +116,9 @@ async def test_behaviour_2_placement_statuses_waiting_unschedulable_and_too_few_
         for i in range(4):
             await env.create(pod(f"big-{i}", "big", cpu="20"))
 
-        async def phase_is(name: str, phase: str) -> dict[str, Any]:
+        async def phase_is(name: str, *phases: str) -> dict[str, Any]:
             status = await env.podgroup_status(name)
-            return status if status.get("phase") == phase else {}
+            return status if status.get("phase") in phases else {}
 
         short = await eventually(lambda: phase_is("short", "Waiting"), what="short Waiting")
         condition = next(c for c in short["conditions"] if c["type"] == "PodGroupScheduled")

@@ -62,7 +62,7 @@ def build_registry(
 
 
 def build_settings(
-    scheduler_name: str, *, exit_timeout: float, watch_pods_with_kopf: bool
+    scheduler_name: str, *, exit_timeout: float | None, watch_pods_with_kopf: bool
 ) -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
     settings.scanning.disabled = True

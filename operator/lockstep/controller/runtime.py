@@ -105,6 +105,7 @@ class Operator:
         self.leading = asyncio.Event()
         self.stopped_leading = False
         self.failed = False
+        self.aborted = False
         self.started = asyncio.Event()
         self.client: KubeClient | None = None
         self.core: SchedulerCore | None = None
@@ -116,6 +117,7 @@ class Operator:
         self._stop: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._lead_task: asyncio.Task[Any] | None = None
+        self._writers: list[asyncio.Task[Any]] = []
 
     # --- ingest: one synchronous call per watch event ------------------------------------------------
 
@@ -165,6 +167,8 @@ class Operator:
         client = KubeClient(self.connection, on_response=self.metrics.observe_response)
         self.client = client
         metrics_runner = None
+        kopf_task: asyncio.Task[None] | None = None
+        kopf_stop = asyncio.Event()
         try:
             await wait_for_server(client)
             self.events = EventRecorder(client, settings.scheduler_name)
@@ -187,20 +191,21 @@ class Operator:
             kopf_sinks = {kind: sink for kind, sink in sinks.items() if kind not in raw_kinds}
             await self._prime(kopf_sinks)
             await self._start_raw_watches({kind: sinks[kind] for kind in raw_kinds})
-            self._spawn(self.status.run(), "status-writer")
-            self._spawn(self.events.run(), "event-recorder")
             self._lead_task = self._spawn(self._lead(), "leader-election")
             self._spawn(self._schedule_while_leading(), "scheduler")
             self.started.set()
             registry = build_registry(self.connection, kopf_sinks, self.probe)
+            # Kopf SIGKILLs the process when it is cancelled without its stop flag; only a
+            # process of its own may be killed that way, never a test or demo hosting it.
+            in_main_thread = threading.current_thread() is threading.main_thread()
             kopf_settings = build_settings(
                 settings.scheduler_name,
-                exit_timeout=self.options.shutdown_grace_seconds + 10,
+                exit_timeout=self.options.shutdown_grace_seconds + 10 if in_main_thread else None,
                 watch_pods_with_kopf=PODS in kopf_sinks,
             )
             namespaces = settings.namespaces
             self.health_url = liveness_url(settings.health_bind_address)
-            kopf_stop, kopf_ready = asyncio.Event(), asyncio.Event()
+            kopf_ready = asyncio.Event()
             self._spawn(self._take_over_signals(kopf_ready, stop), "signals")
             # Kopf cancels every task created after it started when it stops, so the scheduler is
             # drained first and Kopf stopped last.
@@ -223,11 +228,16 @@ class Operator:
             if kopf_task.done() and not kopf_task.cancelled() and kopf_task.exception() is not None:
                 log.error("kopf stopped with an error", error=repr(kopf_task.exception()))
                 self.failed = True
-            await self._shutdown()
-            kopf_stop.set()
-            with contextlib.suppress(asyncio.CancelledError):
-                await kopf_task
+            if self.aborted:
+                if self.core is not None:
+                    await self.core.scheduler.close()
+            else:
+                await self._shutdown()
         finally:
+            if kopf_task is not None and not kopf_task.done():
+                kopf_stop.set()
+                with contextlib.suppress(asyncio.CancelledError, TimeoutError, Exception):
+                    await asyncio.wait_for(asyncio.shield(kopf_task), 10)
             for task in self._tasks:
                 task.cancel()
             for task in self._tasks:
@@ -341,6 +351,12 @@ class Operator:
         )
         await self.elector.run()
 
+    def abort(self) -> None:
+        """Stop now, as a crash would: no drain, no status flush, no lease release."""
+        self.aborted = True
+        if self._stop is not None:
+            self._stop.set()
+
     def _became_leader(self) -> None:
         self.metrics.is_leader.set(1)
         self.leading.set()
@@ -351,15 +367,23 @@ class Operator:
         self.metrics.is_leader.set(0)
         self.stopped_leading = True
         self.leading.clear()
+        for writer in self._writers:
+            writer.cancel()  # another process may lead now: not one more write from this one
         if self.core is not None:
             self.core.stop_accepting()
         if self._stop is not None:
             self._stop.set()
 
     async def _schedule_while_leading(self) -> None:
+        """Followers keep their caches warm and write nothing: status, events and scheduling start
+        with leadership."""
         await self.leading.wait()
-        assert self.core is not None
+        assert self.core is not None and self.status is not None and self.events is not None
         log.info("scheduling", identity=self.identity, scheduler=self.settings.scheduler_name)
+        self._writers = [
+            self._spawn(self.status.run(), "status-writer"),
+            self._spawn(self.events.run(), "event-recorder"),
+        ]
         await self.core.run()
 
     async def _shutdown(self) -> None:
@@ -370,10 +394,9 @@ class Operator:
             self.core.stop_accepting()
             await self.core.drain(grace)
         remaining = max(0.5, grace - (time.monotonic() - started))
-        if self.status is not None:
+        if self.leading.is_set() and self.status is not None and self.events is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.status.idle(), remaining)
-        if self.events is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.events.flush(), 1.0)
         if self._lead_task is not None:
@@ -441,9 +464,8 @@ class OperatorThread:
 
     def kill(self, wait_seconds: float = 10.0) -> None:
         """Abrupt stop: no drain, no status flush, no lease release (what SIGKILL leaves behind)."""
-        runner = self._runner
-        if self._loop is not None and runner is not None and self._thread.is_alive():
-            self._loop.call_soon_threadsafe(runner.cancel)
+        if self._loop is not None and self.operator is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self.operator.abort)
         self._thread.join(wait_seconds)
 
     @property

@@ -130,7 +130,14 @@ class GroupMembers:
         return counts
 
 
-def _phase(min_count: int, counts: MemberCounts, attempt: AttemptSummary | None) -> PodGroupPhase:
+# Phases that only the scheduler's attempts decide; a new leader that has not attempted the group
+# yet keeps them as its predecessor wrote them.
+ATTEMPT_PHASES = frozenset({PodGroupPhase.WAITING, PodGroupPhase.UNSCHEDULABLE, PodGroupPhase.SCHEDULING})
+
+
+def _phase(
+    min_count: int, counts: MemberCounts, attempt: AttemptSummary | None, current: str | None
+) -> PodGroupPhase:
     if counts.scheduled >= min_count:
         if counts.succeeded >= min_count:
             return PodGroupPhase.SUCCEEDED
@@ -140,6 +147,8 @@ def _phase(min_count: int, counts: MemberCounts, attempt: AttemptSummary | None)
             return PodGroupPhase.RUNNING
         return PodGroupPhase.SCHEDULED
     if attempt is None:
+        if current in ATTEMPT_PHASES:
+            return PodGroupPhase(current)
         return PodGroupPhase.PENDING
     if attempt.result == AttemptResult.SCHEDULED:
         return PodGroupPhase.SCHEDULING  # the scheduler placed it, the bindings are still landing
@@ -161,6 +170,8 @@ def _scheduled_condition(
     existing = next((c for c in current if c.get("type") == CONDITION_SCHEDULED), None)
     if existing is not None and existing.get("status") == "True":
         return dict(existing)  # once True it stays True, as upstream
+    if attempt is None and existing is not None and counts.scheduled < min_count:
+        return dict(existing)  # not attempted by this process yet: keep what the last leader wrote
     if counts.scheduled >= min_count:
         status, reason = "True", "Scheduled"
         message = f"{counts.scheduled} of {counts.total} pods bound (minCount {min_count})"
@@ -210,7 +221,7 @@ def desired_status(
     placed = counts.scheduled >= min_count
     reasons = [] if placed or attempt is None else list(attempt.reasons)[:MAX_REASONS]
     status: dict[str, Any] = {
-        "phase": _phase(min_count, counts, attempt).value,
+        "phase": _phase(min_count, counts, attempt, current.get("phase")).value,
         "policy": "Gang" if isinstance(gang, Mapping) else "Basic",
         "observedGeneration": generation,
         "total": counts.total,
@@ -230,6 +241,9 @@ def desired_status(
             for r in reasons
         ],
     }
+    if attempt is None and not placed:
+        for key in ("lastAttemptTime", "nextRetryTime", "unschedulableReasons"):
+            status.pop(key)  # the previous leader's last word stands until this process attempts
     return status
 
 

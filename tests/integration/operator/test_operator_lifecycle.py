@@ -73,6 +73,8 @@ async def test_only_the_leader_schedules_and_a_follower_takes_over_when_it_dies(
         await create_gang(env, "before", 4, claims=ONE_GPU)
         await eventually(lambda: gang_bound(env, "before", 4), what="the leader to bind the first gang")
         assert not second.operator.leading.is_set()
+        assert second.operator.status is not None and second.operator.status.writes == 0
+        assert second.operator.events is not None and second.operator.events.created == 0
         assert (
             second.operator.metrics.registry.get_sample_value("lockstep_bindings_total", {"result": "bound"})
             is None
