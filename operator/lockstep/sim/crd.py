@@ -253,8 +253,10 @@ def apply_defaults(value: Any, schema: JsonObject) -> None:
 
 
 class CustomResourceStrategy(Strategy):
-    def __init__(self, schema: JsonObject) -> None:
+    def __init__(self, schema: JsonObject, status_subresource: bool) -> None:
         self.schema = schema or {}
+        # metadata.generation ignores status changes only when status is a subresource
+        self.generation_ignores = ("metadata", "status") if status_subresource else ("metadata",)
 
     def _body_schema(self) -> JsonObject:
         properties = dict(self.schema.get("properties") or {})
@@ -313,7 +315,7 @@ class CustomResourceStrategy(Strategy):
         return errors
 
     def spec_changed(self, new: JsonObject, old: JsonObject) -> bool:
-        ignored = ("metadata", "status")
+        ignored = self.generation_ignores
         return {k: v for k, v in new.items() if k not in ignored} != {
             k: v for k, v in old.items() if k not in ignored
         }
@@ -436,6 +438,7 @@ def custom_types(crd: JsonObject) -> list[tuple[ResourceType, list[JsonObject]]]
         if not version.get("served", True):
             continue
         schema = ((version.get("schema") or {}).get("openAPIV3Schema")) or {}
+        has_status = "status" in (version.get("subresources") or {})
         rt = ResourceType(
             spec["group"],
             version["name"],
@@ -443,10 +446,10 @@ def custom_types(crd: JsonObject) -> list[tuple[ResourceType, list[JsonObject]]]
             names.get("singular") or names["kind"].lower(),
             names["kind"],
             spec.get("scope") == "Namespaced",
-            CustomResourceStrategy(schema),
+            CustomResourceStrategy(schema, has_status),
             short_names=tuple(names.get("shortNames") or ()),
             categories=tuple(names.get("categories") or ()),
-            subresources=("status",) if "status" in (version.get("subresources") or {}) else (),
+            subresources=("status",) if has_status else (),
             verbs=CUSTOM_RESOURCE_VERBS,
             has_generation=True,
             unconditional_update=False,

@@ -352,3 +352,14 @@ async def test_root_required_fields_of_a_crd_schema(client: Client) -> None:
         ("spec", "FieldValueRequired"),
         ("<nil>", "FieldValueInvalid"),
     ]
+
+
+async def test_generation_counts_status_changes_without_a_status_subresource(client: Client) -> None:
+    crd = orjson.loads(orjson.dumps(PODGROUP_CRD))
+    del crd["spec"]["versions"][0]["subresources"]
+    assert (await client.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd))[
+        0
+    ] == 201
+    await client.call("POST", GROUP_PATH, podgroup("g", {"schedulingPolicy": {"basic": {}}}))
+    _, body, _ = await client.call("PATCH", f"{GROUP_PATH}/g", {"status": {"phase": "Scheduled"}}, MERGE)
+    assert body["status"] == {"phase": "Scheduled"} and body["metadata"]["generation"] == 2
