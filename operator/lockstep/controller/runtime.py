@@ -68,6 +68,7 @@ class RuntimeOptions:
     shutdown_grace_seconds: float = 20.0
     status_flush_interval: float = 0.05
     watch_retry_delay: float = 0.5
+    resync_delay_seconds: float = 2.0
 
 
 def default_identity() -> str:
@@ -188,7 +189,7 @@ class Operator:
             raw_kinds = [PODS] if self.options.pod_watch is WatchMode.RAW else []
             if self.options.other_watch is WatchMode.RAW:
                 raw_kinds += [kind for kind in sinks if kind is not PODS]
-            kopf_sinks = {kind: sink for kind, sink in sinks.items() if kind not in raw_kinds}
+            kopf_sinks = {kind: TrackedSink(sink) for kind, sink in sinks.items() if kind not in raw_kinds}
             await self._prime(kopf_sinks)
             await self._start_raw_watches({kind: sinks[kind] for kind in raw_kinds})
             self._lead_task = self._spawn(self._lead(), "leader-election")
@@ -207,6 +208,7 @@ class Operator:
             self.health_url = liveness_url(settings.health_bind_address)
             kopf_ready = asyncio.Event()
             self._spawn(self._take_over_signals(kopf_ready, stop), "signals")
+            self._spawn(self._resync(kopf_ready, kopf_sinks), "resync")
             # Kopf cancels every task created after it started when it stops, so the scheduler is
             # drained first and Kopf stopped last.
             kopf_task = asyncio.create_task(
@@ -264,36 +266,48 @@ class Operator:
             if self._stop is not None:
                 self._stop.set()
 
-    async def _prime(self, sinks: Mapping[ResourceKind, EventSink]) -> None:
+    async def _list_all(self, kind: ResourceKind) -> list[dict[str, Any]]:
+        """Every object of ``kind`` lockstep watches (paged; per namespace when restricted)."""
+        assert self.client is not None
+        items: list[dict[str, Any]] = []
+        namespaces: list[str | None] = list(self.settings.namespaces) if kind.namespaced else []
+        selector = f"spec.schedulerName={self.settings.scheduler_name}" if kind is PODS else None
+        for namespace in namespaces or [None]:
+            continue_token: str | None = None
+            while True:
+                page = await self.client.list(
+                    kind, namespace, field_selector=selector, limit=500, continue_token=continue_token
+                )
+                for obj in page.get("items") or ():
+                    obj.setdefault("apiVersion", kind.api_version)
+                    obj.setdefault("kind", kind.kind)
+                    items.append(obj)
+                continue_token = (page.get("metadata") or {}).get("continue") or None
+                if not continue_token:
+                    break
+        return items
+
+    async def _prime(self, sinks: Mapping[ResourceKind, TrackedSink]) -> None:
         """LIST every Kopf-watched kind once before scheduling starts, so the first cycle sees the
         whole cluster (Kopf gives no signal when its initial listing is done)."""
-        assert self.client is not None
-        client = self.client
 
-        async def prime(kind: ResourceKind, sink: EventSink) -> None:
-            namespaces: list[str | None] = list(self.settings.namespaces) if kind.namespaced else []
-            for namespace in namespaces or [None]:
-                continue_token: str | None = None
-                while True:
-                    field_selector = (
-                        f"spec.schedulerName={self.settings.scheduler_name}" if kind is PODS else None
-                    )
-                    page = await client.list(
-                        kind,
-                        namespace,
-                        field_selector=field_selector,
-                        limit=500,
-                        continue_token=continue_token,
-                    )
-                    for obj in page.get("items") or ():
-                        obj.setdefault("apiVersion", kind.api_version)
-                        obj.setdefault("kind", kind.kind)
-                        sink("ADDED", obj)
-                    continue_token = (page.get("metadata") or {}).get("continue") or None
-                    if not continue_token:
-                        break
+        async def prime(kind: ResourceKind, sink: TrackedSink) -> None:
+            for obj in await self._list_all(kind):
+                sink("ADDED", obj)
 
         await asyncio.gather(*(prime(kind, sink) for kind, sink in sinks.items()))
+
+    async def _resync(self, kopf_ready: asyncio.Event, sinks: Mapping[ResourceKind, TrackedSink]) -> None:
+        """Once Kopf runs, LIST again: an object deleted between the priming LIST and Kopf's own
+        initial LIST is never reported by Kopf, so it is reported DELETED here."""
+        await kopf_ready.wait()
+        await asyncio.sleep(self.options.resync_delay_seconds)
+        for kind, sink in sinks.items():
+            known = set(sink.keys)
+            present = {_object_key(obj) for obj in await self._list_all(kind)}
+            for key in known - present:
+                namespace, _, name = key.partition("/")
+                sink("DELETED", {"metadata": {"namespace": namespace or None, "name": name}})
 
     async def _start_raw_watches(self, sinks: Mapping[ResourceKind, EventSink]) -> None:
         """Start the raw watches and wait for their initial lists. Besides the kinds in ``sinks``,
@@ -406,6 +420,27 @@ class Operator:
         if self.elector is not None and not self.stopped_leading:
             await self.elector.release()
         log.info("stopped", identity=self.identity, seconds=round(time.monotonic() - started, 3))
+
+
+def _object_key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or ''}/{meta.get('name')}"
+
+
+class TrackedSink:
+    """An event sink that remembers which objects it has been told exist."""
+
+    def __init__(self, sink: EventSink) -> None:
+        self.sink = sink
+        self.keys: set[str] = set()
+
+    def __call__(self, event_type: str, obj: dict[str, Any]) -> None:
+        key = _object_key(obj)
+        if event_type == "DELETED":
+            self.keys.discard(key)
+        else:
+            self.keys.add(key)
+        self.sink(event_type, obj)
 
 
 def _with_kind(kind: ResourceKind, sink: EventSink) -> EventSink:

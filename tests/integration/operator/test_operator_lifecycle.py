@@ -23,7 +23,7 @@ from acceptance_harness import (
 )
 
 from lockstep.controller.runtime import OperatorThread
-from lockstep.kube.client import LEASES, RESOURCE_CLAIM_TEMPLATES
+from lockstep.kube.client import LEASES, NODES, RESOURCE_CLAIM_TEMPLATES
 from lockstep.sim.faults import FaultRule
 
 GPU_TEMPLATE = {
@@ -159,3 +159,23 @@ async def test_sigterm_finishes_binding_cycles_and_exits_within_the_grace_period
         # The binding cycles under way were finished, not abandoned half way.
         assert await env.bound("g") == 4
         assert await env.invariant_violations() == []
+
+
+async def test_an_object_deleted_while_the_informers_start_is_forgotten() -> None:
+    """The priming LIST sees a node; it is deleted before Kopf's own (delayed) LIST, so Kopf never
+    reports it: the resync after start-up must."""
+    async with simulated_cluster(nodes=2, devices_per_node=0, start_operator=False) as env:
+        node = await env.client.get(NODES, None, env.cluster.node_names[0])
+        node["metadata"] = {"name": "node-gone"}
+        await env.client.create(NODES, None, node)
+        server = env.cluster.server
+        slow_lists = server.faults.add(FaultRule(verb="list", resource="nodes", latency=0.5))
+        await env.start_operator(resync_delay_seconds=0.2)
+        assert "node-gone" in env.operator.core.cache.nodes  # type: ignore[union-attr]
+        await env.client.delete(NODES, None, "node-gone")
+        server.faults.remove(slow_lists.id)
+
+        async def forgotten() -> bool:
+            return "node-gone" not in env.operator.core.cache.nodes  # type: ignore[union-attr]
+
+        await eventually(forgotten, within=10, what="the deleted node to leave the cache")
