@@ -171,7 +171,8 @@ class Scheduler:
             for uid in self.waiting.uids(group):
                 pod = self.cache.get_pod(uid)
                 if pod is None:
-                    self.waiting.reject(uid, Status.unschedulable(BINDING_PLUGIN, "PodDeleted", "pod was deleted"))
+                    gone = Status.unschedulable(BINDING_PLUGIN, "PodDeleted", "pod was deleted")
+                    self.waiting.reject(uid, gone)
             return
         elif event in _CLUSTER_EVENTS:
             if not self.queue.on_event(event, now):
