@@ -6,9 +6,12 @@ import argparse
 import asyncio
 import sys
 
+import aiohttp
+
 from lockstep.cli import settings_from_args
 from lockstep.config import ConfigError, Settings
 from lockstep.controller.runtime import Operator
+from lockstep.kube.client import ApiError
 from lockstep.kube.credentials import CredentialsError, load_connection_info
 from lockstep.logging import configure_logging, get_logger
 
@@ -40,7 +43,10 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(run_operator(settings))
     except CredentialsError as exc:
-        log.error("cannot connect", error=str(exc))
+        log.error("no credentials", error=str(exc))
         return 2
+    except (ApiError, aiohttp.ClientError, OSError) as exc:
+        log.error("cannot reach the API server", error=str(exc) or repr(exc))
+        return 1
     except KeyboardInterrupt:
         return 130

@@ -179,3 +179,20 @@ async def test_an_object_deleted_while_the_informers_start_is_forgotten() -> Non
             return "node-gone" not in env.operator.core.cache.nodes  # type: ignore[union-attr]
 
         await eventually(forgotten, within=10, what="the deleted node to leave the cache")
+
+
+async def test_lockstep_run_names_a_missing_kubeconfig(tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "lockstep",
+        "run",
+        f"--kubeconfig={missing}",
+        "--log-format=json",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, stderr = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 2
+    assert f"--kubeconfig '{missing}': file does not exist" in stderr.decode()
