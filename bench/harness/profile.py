@@ -35,7 +35,7 @@ class Profiler:
 
     def __init__(self, pid: int, output: Path) -> None:
         self.output = output
-        self._log = output.with_suffix(".log").open("wb")
+        self._log = output.with_name(output.stem + ".py-spy.log").open("wb")
         argv = [py_spy(), "record", "--pid", str(pid), "--rate", str(SAMPLES_PER_SECOND), "--format", "raw"]
         self.process = subprocess.Popen(
             [*argv, "--nonblocking", "--output", str(output)],
