@@ -14,7 +14,7 @@ import asyncio
 import base64
 import contextlib
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -220,11 +220,7 @@ class ApiServer:
 
     def build_app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024**2)
-        register_openapi: Callable[[web.Application, ApiServer], None] | None = getattr(
-            openapi, "register", None
-        )
-        if register_openapi is not None:
-            register_openapi(app, self)
+        openapi.register(app, self)
         app.router.add_route("*", "/__sim/{what}", self._admin)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         return app
@@ -1437,19 +1433,3 @@ class ApiServer:
             raise ValueError(f"unknown fault action {action!r}: use add, remove, drop_watches or compact")
         rule = self.faults.add(FaultRule.from_json(data))
         return self._json(200, rule.to_json())
-
-
-async def serve_forever(
-    host: str = "127.0.0.1", port: int = 0, on_ready: Callable[[str], Awaitable[None] | None] | None = None
-) -> None:
-    """Run an ApiServer in this process until cancelled (for a standalone emulator process)."""
-    server = ApiServer(host=host, port=port)
-    url = await server.start()
-    if on_ready is not None:
-        result = on_ready(url)
-        if asyncio.iscoroutine(result):
-            await result
-    try:
-        await asyncio.Event().wait()
-    finally:
-        await server.stop()

@@ -99,10 +99,6 @@ class ResourceType:
     def list_kind(self) -> str:
         return self.kind + "List"
 
-    @property
-    def group_version(self) -> str:
-        return self.api_version
-
     def discovery(self) -> list[JsonObject]:
         """The APIResourceList entries of this type and its subresources."""
         main: JsonObject = {
