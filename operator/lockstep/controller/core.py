@@ -47,6 +47,7 @@ from lockstep.state.cluster import ClusterEvent
 log = get_logger("lockstep.scheduler")
 
 PODGROUP_API_VERSION = "scheduling.lockstep.dev/v1alpha1"
+LOGGED_PLACEMENTS = 16  # a gang of 1,000 gets one readable log line, not a 60 kB one
 # Group queue state -> kube-scheduler's scheduler_pending_pods{queue} label.
 PENDING_QUEUES = {"active": "active", "backoff": "backoff", "idle": "unschedulable", "gated": "gated"}
 RESULT_LABELS = {
@@ -137,6 +138,14 @@ class SchedulerCore:
             )
             self._report_invalid(raw, f"PodGroup {namespace}/{name}: {problems}", kind="PodGroup")
             return
+        if (namespace, name) not in self._podgroups:
+            log.info(
+                "admitted",
+                podgroup=f"{namespace}/{name}",
+                min_count=podgroup.spec.min_count,
+                policy="gang" if podgroup.spec.is_gang else "basic",
+                claims=[c.name for c in podgroup.spec.resource_claims],
+            )
         self._podgroup_uids[(namespace, name)] = podgroup.metadata.uid
         self.resources.upsert_pod_group(podgroup)
         self.cache.upsert_podgroup(podgroup)
@@ -318,7 +327,10 @@ class SchedulerCore:
         else:
             fields["pod"] = f"{key.namespace}/{key.name}"
         if attempt.code is Code.SUCCESS:
-            log.info("placed", placements=[f"{pod}->{node}" for pod, node in attempt.placed], **fields)
+            shown = [f"{pod}->{node}" for pod, node in attempt.placed[:LOGGED_PLACEMENTS]]
+            if len(attempt.placed) > LOGGED_PLACEMENTS:
+                shown.append(f"... {len(attempt.placed) - LOGGED_PLACEMENTS} more")
+            log.info("placed", placed=len(attempt.placed), placements=shown, **fields)
         else:
             log.info(
                 "waiting" if attempt.code is Code.WAIT else "rejected",
