@@ -53,6 +53,7 @@ VERSION_INFO = {
     "platform": "linux/amd64",
 }
 JSON = "application/json"
+META_RENDERINGS = ("Table", "PartialObjectMetadata", "PartialObjectMetadataList")
 AGGREGATED_DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 BINDING_CREATED = b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}'
 PATCH_REJECTED = ApiError(
@@ -700,17 +701,41 @@ class ApiServer:
     # ------------------------------------------------------------------ read
 
     @staticmethod
-    def _table_request(request: web.Request) -> tuple[str, str] | None:
-        accept = request.headers.get("Accept", "")
-        for clause in accept.split(","):
-            params = {
-                p.split("=", 1)[0].strip(): p.split("=", 1)[1].strip()
-                for p in clause.split(";")[1:]
-                if "=" in p
-            }
-            if params.get("as") == "Table" and params.get("g", "meta.k8s.io") == "meta.k8s.io":
-                return params.get("v", "v1"), request.query.get("includeObject", "Metadata")
+    def _meta_format(request: web.Request) -> tuple[str, str] | None:
+        """(``Table`` | ``PartialObjectMetadata`` | ``PartialObjectMetadataList``, version) when the
+        first acceptable media range asks for a meta.k8s.io rendering, else None (plain JSON)."""
+        for params in _media_params(request.headers.get("Accept", "")):
+            if "as" not in params:
+                return None
+            if params.get("g", "meta.k8s.io") == "meta.k8s.io" and params["as"] in META_RENDERINGS:
+                return params["as"], params.get("v", "v1")
         return None
+
+    def _table_request(self, request: web.Request) -> tuple[str, str] | None:
+        wanted = self._meta_format(request)
+        if wanted is None or wanted[0] != "Table":
+            return None
+        return wanted[1], request.query.get("includeObject", "Metadata")
+
+    def _partial_metadata(
+        self, request: web.Request, items: list[Stored], list_meta: JsonObject | None
+    ) -> JsonObject | None:
+        wanted = self._meta_format(request)
+        if wanted is None or wanted[0] == "Table":
+            return None
+        api_version = f"meta.k8s.io/{wanted[1]}"
+        partial = [
+            {"kind": "PartialObjectMetadata", "apiVersion": api_version, "metadata": s.obj["metadata"]}
+            for s in items
+        ]
+        if list_meta is None:
+            return partial[0]
+        return {
+            "kind": "PartialObjectMetadataList",
+            "apiVersion": api_version,
+            "metadata": list_meta,
+            "items": partial,
+        }
 
     def _table_layout(self, rt: ResourceType) -> tuple[list[JsonObject], Callable[[JsonObject], list[Any]]]:
         if rt.custom:
@@ -726,6 +751,9 @@ class ApiServer:
             obj = self._render_obj(req.rt, stored.obj)
             doc = tables.table(definitions, cells, [obj], {"resourceVersion": str(stored.rv)}, *wanted)
             return self._json(200, doc)
+        partial = self._partial_metadata(request, [stored], None)
+        if partial is not None:
+            return self._json(200, partial)
         return self._json(200, self._render(req.rt, stored))
 
     def _selectors(self, request: web.Request, rt: ResourceType) -> tuple[Any, Any]:
@@ -779,6 +807,9 @@ class ApiServer:
             definitions, cells = self._table_layout(rt)
             objects = [self._render_obj(rt, s.obj) for s in matched]
             return self._json(200, tables.table(definitions, cells, objects, list_meta, *wanted))
+        partial = self._partial_metadata(request, matched, list_meta)
+        if partial is not None:
+            return self._json(200, partial)
         head = {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": list_meta}
         return self._json(200, self._list_body(rt, head, matched))
 

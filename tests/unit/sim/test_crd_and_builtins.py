@@ -363,3 +363,18 @@ async def test_generation_counts_status_changes_without_a_status_subresource(cli
     await client.call("POST", GROUP_PATH, podgroup("g", {"schedulingPolicy": {"basic": {}}}))
     _, body, _ = await client.call("PATCH", f"{GROUP_PATH}/g", {"status": {"phase": "Scheduled"}}, MERGE)
     assert body["status"] == {"phase": "Scheduled"} and body["metadata"]["generation"] == 2
+
+
+async def test_partial_object_metadata_renderings(client: Client) -> None:
+    await client.call("POST", f"{NS}/pods", pod("a", labels={"k": "v"}))
+    accept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+    _, listed, _ = await client.call("GET", f"{NS}/pods", accept=accept)
+    assert listed["kind"] == "PartialObjectMetadataList"
+    assert listed["items"][0]["metadata"]["labels"] == {"k": "v"} and "spec" not in listed["items"][0]
+    accept = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+    _, single, _ = await client.call("GET", f"{NS}/pods/a", accept=accept)
+    assert single["kind"] == "PartialObjectMetadata" and single["metadata"]["name"] == "a"
+    _, plain, _ = await client.call(
+        "GET", f"{NS}/pods/a", accept="application/json, application/json;as=Table;g=meta.k8s.io;v=v1"
+    )
+    assert plain["kind"] == "Pod"
