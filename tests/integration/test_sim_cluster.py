@@ -290,3 +290,49 @@ async def test_pods_finish_after_the_configured_run_time() -> None:
             return (await http.get(f"{PODS}/job"))["status"].get("phase") == "Succeeded"
 
         await eventually(succeeded, "the pod to succeed")
+
+
+async def test_components_survive_dropped_watches_and_expired_resource_versions(cluster: SimCluster) -> None:
+    http = cluster.http
+    await http.create(
+        TEMPLATES,
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-gpu"},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "gpu", "exactly": {"deviceClassName": DEVICE_CLASS_NAME}}]
+                    }
+                }
+            },
+        },
+    )
+    # Every watch is cut, and the event window is emptied so that resuming gets 410 and must re-list.
+    cluster.server.compact()
+    assert cluster.server.drop_watches() >= 3
+    for index in range(3):
+        name = f"after-drop-{index}"
+        await http.create(PODS, pod_manifest(name, [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]))
+        await http.create(
+            f"{PODS}/{name}/binding",
+            {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": name},
+                "target": {"kind": "Node", "name": "node-002"},
+            },
+        )
+        cluster.server.compact()
+        cluster.server.drop_watches()
+
+    async def all_running_with_claims() -> bool:
+        pods = (await http.get(PODS))["items"]
+        return len(pods) == 3 and all(
+            p["status"].get("phase") == "Running" and p["status"].get("resourceClaimStatuses") for p in pods
+        )
+
+    await eventually(all_running_with_claims, "pods created across dropped watches to run with their claims")
+    claims = (await http.get(CLAIMS))["items"]
+    assert len(claims) == 3, "one claim per pod, none duplicated by a re-list"

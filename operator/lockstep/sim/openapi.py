@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.resources
+import importlib.util
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -150,8 +151,12 @@ SCALAR_OVERRIDES: dict[str, JsonObject] = {
 @functools.cache
 def builtin_schemas() -> dict[str, JsonObject]:
     """Every upstream definition, converted to OpenAPI v3 component schemas."""
-    source = importlib.resources.files("kubernetes_validate").joinpath(
-        "kubernetes-json-schema", SCHEMA_SET, "_definitions.json"
+    # find_spec locates the package without importing it (its import pulls in jsonschema: seconds).
+    spec = importlib.util.find_spec("kubernetes_validate")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("kubernetes-validate is not installed: the emulator serves its schemas")
+    source = Path(
+        spec.submodule_search_locations[0], "kubernetes-json-schema", SCHEMA_SET, "_definitions.json"
     )
     definitions: dict[str, Any] = orjson.loads(source.read_bytes())["$defs"]
     schemas = {name: _convert(schema) for name, schema in definitions.items()}

@@ -139,3 +139,69 @@ def test_root_lists_each_group_version_and_its_hash_follows_the_content() -> Non
         second.hashes["apis/scheduling.lockstep.dev/v1alpha1"]
         != first.hashes["apis/scheduling.lockstep.dev/v1alpha1"]
     )
+
+
+def read_varint(data: bytes, offset: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[offset]
+        offset += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, offset
+
+
+def decode(data: bytes) -> list[tuple[int, Any]]:
+    """Protobuf wire format -> [(field number, int | bytes)], one level deep."""
+    fields: list[tuple[int, Any]] = []
+    offset = 0
+    while offset < len(data):
+        key, offset = read_varint(data, offset)
+        number, wire_type = key >> 3, key & 7
+        if wire_type == 0:
+            value, offset = read_varint(data, offset)
+        elif wire_type == 1:
+            value, offset = data[offset : offset + 8], offset + 8
+        elif wire_type == 2:
+            length, offset = read_varint(data, offset)
+            value, offset = data[offset : offset + length], offset + length
+        else:
+            raise AssertionError(f"unexpected wire type {wire_type}")
+        fields.append((number, value))
+    return fields
+
+
+def named(entries: list[tuple[int, Any]]) -> dict[str, bytes]:
+    """NamedX messages (1: name, 2: value) -> {name: encoded value}."""
+    out = {}
+    for _, entry in entries:
+        parts = dict(decode(entry))
+        out[parts[1].decode()] = parts[2]
+    return out
+
+
+def test_v2_protobuf_is_a_gnostic_document_with_merge_keys_and_crd_kinds() -> None:
+    by_gv = {("", "v1"): POD_RESOURCES, (PODGROUP.group, PODGROUP.version): [PODGROUP]}
+    documents = OpenApiDocuments(by_gv, [load_crd()])
+    document = decode(documents.v2_protobuf)
+    top = dict(document)
+    assert top[1] == b"2.0"
+    definitions = named(decode(top[9]))
+    assert "dev.lockstep.scheduling.v1alpha1.PodGroup" in definitions
+    # Schema.properties (25) -> Properties (repeated NamedSchema 1) -> "containers" -> vendor extensions (31)
+    pod_spec = dict(decode(definitions["io.k8s.api.core.v1.PodSpec"]))
+    containers = dict(decode(named(decode(pod_spec[25]))["containers"]))
+    container_extensions = named(
+        [(n, v) for n, v in decode(named(decode(pod_spec[25]))["containers"]) if n == 31]
+    )
+    assert dict(decode(container_extensions["x-kubernetes-patch-merge-key"]))[2] == b'"name"'
+    assert containers[22] == b"\n\x05array"
+    # A path's PATCH operation carries the GVK extension and the fieldValidation query parameter.
+    paths = named([e for e in decode(top[8]) if e[0] == 2])
+    item = dict(decode(paths["/api/v1/namespaces/{namespace}/pods/{name}"]))
+    patch = decode(item[8])
+    parameters = [decode(dict(decode(dict(decode(dict(decode(v))[1]))[2]))[3]) for n, v in patch if n == 8]
+    assert (4, b"fieldValidation") in [field for parameter in parameters for field in parameter]
+    assert "x-kubernetes-group-version-kind" in named([e for e in patch if e[0] == 13])
+    assert orjson.loads(documents.v2_json)["definitions"].keys() == definitions.keys()

@@ -1,0 +1,43 @@
+"""``lockstep sim``: argument checks and the kubeconfig it writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lockstep.cli import main
+from lockstep.sim.cli import write_kubeconfig
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--nodes", "0"], "--nodes must be at least 1, got 0"),
+        (["--devices-per-node", "-1"], "--devices-per-node must not be negative, got -1"),
+        (["--port", "70000"], "--port must be between 0 and 65535, got 70000"),
+    ],
+)
+def test_bad_flags_exit_2_naming_the_flag(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sim", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_kubeconfig_points_at_the_server_over_plain_http(tmp_path: Path) -> None:
+    path, temporary = write_kubeconfig("http://127.0.0.1:41234", str(tmp_path / "sub" / "config"))
+    assert not temporary
+    config = yaml.safe_load(path.read_text())
+    assert config["current-context"] == "lockstep-sim"
+    assert config["clusters"] == [{"name": "lockstep-sim", "cluster": {"server": "http://127.0.0.1:41234"}}]
+    assert config["contexts"][0]["context"]["namespace"] == "default"
+
+
+def test_without_a_path_the_kubeconfig_is_a_temporary_file() -> None:
+    path, temporary = write_kubeconfig("http://127.0.0.1:1", None)
+    try:
+        assert temporary and path.name.startswith("lockstep-sim-")
+    finally:
+        path.unlink()
