@@ -159,10 +159,15 @@ class Informer:
             except WatchExpired:
                 log.info("watch expired, listing again", path=self.path)
                 self.resource_version = ""
-            except (aiohttp.ClientError, ApiError, TimeoutError, ConnectionError, ValueError) as exc:
+            except Exception as exc:
                 failures += 1
                 delay = min(RETRY_DELAY_SECONDS * 2 ** min(failures, 5), MAX_RETRY_DELAY_SECONDS)
-                log.info("watch interrupted", path=self.path, error=str(exc), retry_in=delay)
+                expected = isinstance(exc, aiohttp.ClientError | ApiError | TimeoutError | ConnectionError)
+                if expected:
+                    log.info("watch interrupted", path=self.path, error=str(exc), retry_in=delay)
+                else:
+                    # A bug in a handler must not end the watch for good: report it and carry on.
+                    log.exception("watch failed", path=self.path, retry_in=delay)
                 await asyncio.sleep(delay)
 
     async def _relist(self) -> None:
