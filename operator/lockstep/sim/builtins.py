@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import re
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,8 +30,16 @@ LABEL_MESSAGE = (
 )
 
 
+_last_stamp: tuple[int, str] = (0, "")
+
+
 def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The current second as RFC 3339 (formatted once per second: it is on every write)."""
+    global _last_stamp
+    second = int(time.time())
+    if _last_stamp[0] != second:
+        _last_stamp = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return _last_stamp[1]
 
 
 def random_suffix(length: int = 5) -> str:
