@@ -236,16 +236,17 @@ class Operator:
             else:
                 await self._shutdown()
         finally:
-            if kopf_task is not None and not kopf_task.done():
-                kopf_stop.set()
-                with contextlib.suppress(asyncio.CancelledError, TimeoutError, Exception):
-                    await asyncio.wait_for(asyncio.shield(kopf_task), 10)
+            # Our tasks end first: Kopf waits up to 5 s for any task created after it started.
             for task in self._tasks:
                 task.cancel()
             for task in self._tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
             self._tasks = []
+            if kopf_task is not None and not kopf_task.done():
+                kopf_stop.set()
+                with contextlib.suppress(asyncio.CancelledError, TimeoutError, Exception):
+                    await asyncio.wait_for(asyncio.shield(kopf_task), 10)
             if metrics_runner is not None:
                 await metrics_runner.cleanup()
             await client.close()
