@@ -152,8 +152,11 @@ class CompletionWatcher:
         name = str(pod.get("metadata", {}).get("name", ""))
         if pod.get("spec", {}).get("nodeName"):
             self.tracker.bound(name)
-        if pod.get("status", {}).get("phase") == "Running":
+        status = pod.get("status", {})
+        if status.get("phase") == "Running":
             self.tracker.started(name)
+        if status.get("resourceClaimStatuses"):
+            self.tracker.claims_recorded(name)
 
     async def _run(self) -> None:
         while True:

@@ -58,11 +58,17 @@ def phase_timeout(workload: Workload) -> float:
 
 
 async def settle(tracker: Tracker) -> None:
-    """Wait until the kubelets marked every bound pod Running, so both phases count all their writes."""
+    """Wait until the emulator's controllers are done with every pod, so both phases count all their
+    writes and the difference between them is the operator's."""
     try:
         await asyncio.wait_for(tracker.settled.wait(), SETTLE_TIMEOUT_SECONDS)
     except TimeoutError:
-        log.warning("kubelets did not mark every bound pod Running", waited=SETTLE_TIMEOUT_SECONDS)
+        log.warning(
+            "the emulator's controllers did not finish with every pod",
+            waited=SETTLE_TIMEOUT_SECONDS,
+            not_running=len(tracker.awaiting_running),
+            without_claims=len(tracker.awaiting_claims),
+        )
 
 
 def node_shape(node: Mapping[str, Any]) -> NodeShape:

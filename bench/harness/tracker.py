@@ -14,6 +14,9 @@ class Tracker:
     """Pod records of the live gangs; complete once ``target`` counted pods are bound.
 
     Gangs deleted by churn leave the records, so only pods that still exist count towards the target.
+    ``settled`` follows completion once the emulator's own controllers are done with every pod: bound
+    pods marked Running by the kubelets, template claims recorded in the pod's status by the
+    resourceclaim controller. Only then does the server's request count hold all of their writes.
     """
 
     def __init__(self, target: int, clock: Callable[[], float] = time.monotonic) -> None:
@@ -26,10 +29,10 @@ class Tracker:
         self.counted_bound = 0
         self.all_created = False
         self.complete = asyncio.Event()
-        self.running: set[str] = set()
-        self.bound_count = 0
-        self.bound_running = 0
         self.settled = asyncio.Event()
+        self.running: set[str] = set()
+        self.awaiting_running: set[str] = set()
+        self.awaiting_claims: set[str] = set()
 
     def add_gang(self, gang: GangSpec) -> None:
         for index in range(gang.pods):
@@ -39,20 +42,22 @@ class Tracker:
             self.pods[name] = PodTimes(gang=gang.name)
             if gang.counted:
                 self.counted.add(name)
+            if gang.claim == "template":
+                self.awaiting_claims.add(name)
+        self._check()
 
     def remove_gang(self, gang: GangSpec) -> None:
         for index in range(gang.pods):
             name = pod_name(gang, index)
             times = self.pods.pop(name, None)
-            if times is not None and times.bound_at is not None:
-                self.bound_count -= 1
-                if name in self.running:
-                    self.bound_running -= 1
-            self.running.discard(name)
             if name in self.counted:
                 self.counted.discard(name)
                 if times is not None and times.bound_at is not None:
                     self.counted_bound -= 1
+            self.running.discard(name)
+            self.awaiting_running.discard(name)
+            self.awaiting_claims.discard(name)
+        self._check()
 
     def created(self, name: str) -> None:
         times = self.pods.get(name)
@@ -65,32 +70,37 @@ class Tracker:
         if times is None or times.bound_at is not None:
             return
         times.bound_at = self.clock()
-        self.bound_count += 1
-        if name in self.running:
-            self.bound_running += 1
+        if name not in self.running:
+            self.awaiting_running.add(name)
         if name in self.counted:
             self.counted_bound += 1
         self._check()
 
     def started(self, name: str) -> None:
-        """The (simulated) kubelet reported the pod Running: the emulator's work for it is done."""
-        times = self.pods.get(name)
-        if times is None or name in self.running:
-            return
-        self.running.add(name)
-        if times.bound_at is not None:
-            self.bound_running += 1
-        self._check()
+        """The (simulated) kubelet reported the pod Running."""
+        if name in self.pods and name not in self.running:
+            self.running.add(name)
+            self.awaiting_running.discard(name)
+            self._check()
+
+    def claims_recorded(self, name: str) -> None:
+        """The resourceclaim controller named the pod's generated claims in its status."""
+        if name in self.awaiting_claims:
+            self.awaiting_claims.discard(name)
+            self._check()
 
     def creation_finished(self) -> None:
         self.all_created = True
         self._check()
 
+    @property
+    def bound_count(self) -> int:
+        return sum(1 for t in self.pods.values() if t.bound_at is not None)
+
     def _check(self) -> None:
         if self.all_created and self.counted_bound >= self.target:
             self.complete.set()
-        # Settled: every bound pod is Running, so the kubelets' status writes of the phase are counted.
-        if self.complete.is_set() and self.bound_running == self.bound_count:
+        if self.complete.is_set() and not self.awaiting_running and not self.awaiting_claims:
             self.settled.set()
         else:
             self.settled.clear()

@@ -140,15 +140,27 @@ async def test_tracker_completes_when_counted_pods_are_bound_and_creation_finish
     assert tracker.settled.is_set()
 
 
+def test_tracker_settles_only_when_template_claims_are_recorded() -> None:
+    tracker = Tracker(target=1)
+    tracker.add_gang(GangSpec("c", pods=2, min_count=1, cpu_millis=1, claim="template"))
+    tracker.creation_finished()
+    tracker.bound("c-0")
+    tracker.started("c-0")
+    assert tracker.complete.is_set() and not tracker.settled.is_set()
+    tracker.claims_recorded("c-0")
+    assert not tracker.settled.is_set(), "the unbound pod's claim is the emulator's work too"
+    tracker.claims_recorded("c-1")
+    assert tracker.settled.is_set()
+
+
 def test_tracker_drops_deleted_gangs_from_the_count() -> None:
     tracker = Tracker(target=2)
     gang = GangSpec("a", pods=2, min_count=2, cpu_millis=1)
     tracker.add_gang(gang)
     tracker.bound("a-0")
-    tracker.started("a-0")
     tracker.remove_gang(gang)
-    assert (tracker.counted_bound, tracker.bound_count, tracker.bound_running) == (0, 0, 0)
-    assert not tracker.pods and not tracker.running
+    assert (tracker.counted_bound, tracker.bound_count) == (0, 0)
+    assert not tracker.pods and not tracker.awaiting_running
     tracker.creation_finished()
     assert not tracker.complete.is_set()
     with pytest.raises(ValueError, match="at least 1 pod"):
