@@ -72,6 +72,7 @@ EXIT_NOT_AVAILABLE = 3
 # How long a transient violation (gang mid-binding, claim reserved just before its Bind) may last.
 TRANSIENT_GRACE_SECONDS = 30.0
 CHECK_INTERVAL_SECONDS = 2.0
+CHECK_TIMEOUT_SECONDS = 20.0
 WATCH_DROP_SECONDS = 10.0
 # Substrings that explain an operator ERROR line: the emulator's injected failures and their effects.
 EXPLAINED_ERRORS = (
@@ -459,6 +460,8 @@ class Report:
     kills: int = 0
     seconds_to_settle: float | None = None
     checks: int = 0
+    failed_checks: int = 0
+    last_check_error: str | None = None
     violations: list[str] = field(default_factory=list)
     unbound_groups_that_fit: list[str] = field(default_factory=list)
     bound_groups_that_cannot_fit: list[str] = field(default_factory=list)
@@ -493,9 +496,14 @@ class InvariantWatch:
 
     async def check_once(self) -> list[Violation]:
         try:
-            self.last_state = await fetch_cluster_state(self.http.session, self.http.base_url)
-        except (aiohttp.ClientError, TimeoutError):
-            return []  # a listing that hit an injected fault; the next round will look again
+            self.last_state = await asyncio.wait_for(
+                fetch_cluster_state(self.http.session, self.http.base_url), CHECK_TIMEOUT_SECONDS
+            )
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            # A listing cut or stalled by a dropped connection; the next round looks again, but say so.
+            self.report.failed_checks += 1
+            self.report.last_check_error = repr(exc)
+            return []
         violations = check_state(self.last_state) + self.history.violations()
         self.report.checks += 1
         for confirmed in self.tracker.update(violations):
@@ -736,6 +744,11 @@ def judge(report: Report) -> None:
     ):
         if items:
             report.fail(f"{len(items)} {label}")
+    if report.failed_checks > report.checks:
+        report.fail(
+            f"the cluster could be read for only {report.checks} of {report.checks + report.failed_checks} "
+            f"invariant checks (last error: {report.last_check_error})"
+        )
     if report.leaked_inflight_allocations:
         report.fail(
             f"{report.leaked_inflight_allocations:g} in-flight claim allocations left in the operator"
