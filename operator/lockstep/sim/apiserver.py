@@ -1015,7 +1015,8 @@ class ApiServer:
                 created = self.create_object(rt, patch, req.namespace, ctx)
                 return self._json(201, self._render(rt, created), ctx.warnings)
             raise fe.not_found(rt.plural, rt.group, req.name)
-        base = self._render_obj(rt, current.obj)
+        # a fresh copy: merge and strategic patches share untouched subtrees with their input
+        base = self._render_obj(rt, current.copy())
         if content_type == JSON_PATCH:
             try:
                 new = json_patch(base, patch)
@@ -1060,7 +1061,8 @@ class ApiServer:
         if meta.get("uid") and meta["uid"] != old_meta.get("uid"):
             errors.extend([fe.invalid("metadata.uid", meta["uid"], "field is immutable")] * repeat)
         rt.strategy.decode(rt, new, ctx)
-        result = self._apply_subresource(rt, old, new, ctx.subresource)
+        # what the subresource keeps from the stored object is copied, never shared with it
+        result = self._apply_subresource(rt, current.copy(), new, ctx.subresource)
         result_meta = result["metadata"]
         result_meta["name"] = name
         if rt.namespaced:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from sim_helpers import GROUP_PATH, NS, Client, pod, podgroup
 
+from lockstep.sim.apiserver import ApiServer
 from lockstep.sim.patch import JsonPatchError, json_patch, merge_patch, strategic_merge
 
 MERGE = "application/merge-patch+json"
@@ -151,3 +153,15 @@ async def test_smp_on_a_custom_resource_is_415(client: Client, podgroup_crd: Non
     assert status == 415
     assert body["reason"] == "UnsupportedMediaType"
     assert "application/merge-patch+json" in body["message"]
+
+
+async def test_a_patch_never_alters_the_previous_stored_version(client: Client, server: ApiServer) -> None:
+    await client.call("POST", f"{NS}/pods", pod("a", labels={"k": "v"}))
+    store = server.stores["/pods"]
+    before = store.objects[("default", "a")]
+    snapshot = orjson.loads(before.body)
+    await client.call(
+        "PATCH", f"{NS}/pods/a", {"spec": {"containers": [{"name": "main", "image": "pause:3.9"}]}}, SMP
+    )
+    await client.call("PATCH", f"{NS}/pods/a/status", {"status": {"phase": "Running"}}, MERGE)
+    assert before.obj == snapshot
