@@ -166,7 +166,7 @@ class ApiServer:
         scheduling_alpha_api: bool = False,
         initial_resource_version: int = 1000,
     ) -> None:
-        if host not in ("127.0.0.1", "localhost", "::1"):
+        if host not in ("127.0.0.1", "localhost"):
             raise ValueError(f"ApiServer listens on loopback only, not {host!r}")
         self.host = host
         self.port = port
@@ -204,9 +204,7 @@ class ApiServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
         await site.start()
-        server = site._server
-        assert server is not None and getattr(server, "sockets", None)
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        self.port = int(self._runner.addresses[0][1])
         self.url = f"http://{self.host}:{self.port}"
         return self.url
 
