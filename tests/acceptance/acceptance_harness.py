@@ -204,6 +204,7 @@ async def simulated_cluster(
     start_operator: bool = True,
     settings: Settings | None = None,
     pod_watch: WatchMode = WatchMode.RAW,
+    extra_namespaces: tuple[str, ...] = (),
     **cluster_options: Any,
 ) -> AsyncIterator[Env]:
     cluster = SimCluster(
@@ -217,7 +218,7 @@ async def simulated_cluster(
     client = KubeClient(kopf.ConnectionInfo(server=cluster.url, insecure=True))
     env = Env(cluster, client)
     try:
-        for namespace in (NAMESPACE,):
+        for namespace in (NAMESPACE, *extra_namespaces):
             try:
                 await client.create(
                     NAMESPACES,

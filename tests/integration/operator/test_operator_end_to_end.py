@@ -9,7 +9,16 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from acceptance_harness import NAMESPACE, eventually, pod, podgroup, simulated_cluster, write_kubeconfig
+from acceptance_harness import (
+    NAMESPACE,
+    Env,
+    eventually,
+    operator_settings,
+    pod,
+    podgroup,
+    simulated_cluster,
+    write_kubeconfig,
+)
 
 from lockstep.controller.runtime import WatchMode
 from lockstep.kube.client import EVENTS, PODS
@@ -92,3 +101,25 @@ async def test_kubectl_wait_for_podgroup_scheduled(tmp_path: Path) -> None:
         stdout, stderr = await asyncio.wait_for(waiter.communicate(), 40)
         assert waiter.returncode == 0, stderr.decode()
         assert "condition met" in stdout.decode()
+
+
+async def test_namespaced_operator_schedules_only_its_namespaces() -> None:
+    async with simulated_cluster(
+        nodes=2, settings=operator_settings(namespaces=NAMESPACE), extra_namespaces=("elsewhere",)
+    ) as env:
+        await env.create(podgroup("mine", 2))
+        for i in range(2):
+            await env.create(pod(f"mine-{i}", "mine"))
+        elsewhere = pod("other", None)
+        elsewhere["metadata"]["namespace"] = "elsewhere"
+        await env.client.create(PODS, "elsewhere", elsewhere)
+
+        await eventually(lambda: bound(env, "mine", 2), what="the gang in the watched namespace bound")
+        await asyncio.sleep(0.5)
+        other = await env.client.get(PODS, "elsewhere", "other")
+        assert not other["spec"].get("nodeName")
+        assert not (other.get("status") or {}).get("conditions")
+
+
+async def bound(env: Env, group: str, count: int) -> bool:
+    return await env.bound(group) == count
