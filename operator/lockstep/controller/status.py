@@ -270,6 +270,7 @@ class StatusWriter:
         *,
         attempt_of: Callable[[GroupRef], AttemptSummary | None],
         flush_interval: float = 0.05,
+        retry_delay: float = 1.0,
         concurrency: int = 16,
         on_write: Callable[[str], None] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -278,6 +279,7 @@ class StatusWriter:
         self.members = members
         self.attempt_of = attempt_of
         self.flush_interval = flush_interval
+        self.retry_delay = retry_delay
         self.on_write = on_write
         self.clock = clock
         self.writes = 0
@@ -343,18 +345,14 @@ class StatusWriter:
                         self.podgroups.pop(key, None)
                         return
                     if not exc.conflict:
-                        self._report("error")
-                        log.warning(
-                            "podgroup status write failed", podgroup=f"{key[0]}/{key[1]}", error=str(exc)
-                        )
+                        self._failed(key, str(exc), transient=exc.status == 429 or exc.status >= 500)
                         return
                     self._report("conflict")
                     if not await self._reread(key):
                         return
                     continue
                 except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-                    self._report("error")
-                    log.warning("podgroup status write failed", podgroup=f"{key[0]}/{key[1]}", error=str(exc))
+                    self._failed(key, str(exc) or repr(exc), transient=True)
                     return
                 self.writes += 1
                 self._report("written")
@@ -368,6 +366,18 @@ class StatusWriter:
                     total=desired["total"],
                 )
                 return
+            self._retry_later(key)  # the object kept changing under three attempts
+
+    def _failed(self, key: GroupRef, error: str, *, transient: bool) -> None:
+        self._report("error")
+        log.warning(
+            "podgroup status write failed", podgroup=f"{key[0]}/{key[1]}", error=error, retry=transient
+        )
+        if transient:
+            self._retry_later(key)
+
+    def _retry_later(self, key: GroupRef) -> None:
+        asyncio.get_running_loop().call_later(self.retry_delay, self.mark, key)
 
     async def _reread(self, key: GroupRef) -> bool:
         try:

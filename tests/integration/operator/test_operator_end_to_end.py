@@ -22,6 +22,7 @@ from acceptance_harness import (
 
 from lockstep.controller.runtime import WatchMode
 from lockstep.kube.client import EVENTS, PODS
+from lockstep.sim.faults import FaultRule
 
 
 @pytest.mark.parametrize("pod_watch", [WatchMode.RAW, WatchMode.KOPF])
@@ -123,3 +124,24 @@ async def test_namespaced_operator_schedules_only_its_namespaces() -> None:
 
 async def bound(env: Env, group: str, count: int) -> bool:
     return await env.bound(group) == count
+
+
+async def test_a_failed_status_write_is_retried() -> None:
+    async with simulated_cluster(nodes=2) as env:
+        env.cluster.server.faults.add(
+            FaultRule(verb="patch", resource="podgroups", subresource="status", status=500, count=3)
+        )
+        await env.create(podgroup("flaky", 2))
+        for i in range(2):
+            await env.create(pod(f"flaky-{i}", "flaky"))
+        await eventually(lambda: bound(env, "flaky", 2), what="the gang bound")
+
+        async def reported() -> bool:
+            status = await env.podgroup_status("flaky")
+            return status.get("phase") in ("Scheduled", "Running") and status.get("scheduled") == 2
+
+        await eventually(reported, what="the status to be written after the injected failures")
+        errors = env.operator.metrics.registry.get_sample_value(
+            "lockstep_podgroup_status_writes_total", {"result": "error"}
+        )
+        assert errors == 3
