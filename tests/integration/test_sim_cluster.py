@@ -313,26 +313,82 @@ async def test_components_survive_dropped_watches_and_expired_resource_versions(
     cluster.server.compact()
     assert cluster.server.drop_watches() >= 3
     for index in range(3):
-        name = f"after-drop-{index}"
-        await http.create(PODS, pod_manifest(name, [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]))
         await http.create(
-            f"{PODS}/{name}/binding",
+            PODS, pod_manifest(f"claimer-{index}", [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}])
+        )
+        await http.create(PODS, pod_manifest(f"runner-{index}", []))
+        await http.create(
+            f"{PODS}/runner-{index}/binding",
             {
                 "apiVersion": "v1",
                 "kind": "Binding",
-                "metadata": {"name": name},
+                "metadata": {"name": f"runner-{index}"},
                 "target": {"kind": "Node", "name": "node-002"},
             },
         )
         cluster.server.compact()
         cluster.server.drop_watches()
 
-    async def all_running_with_claims() -> bool:
-        pods = (await http.get(PODS))["items"]
-        return len(pods) == 3 and all(
-            p["status"].get("phase") == "Running" and p["status"].get("resourceClaimStatuses") for p in pods
+    async def claims_recorded_and_runners_running() -> bool:
+        pods = {p["metadata"]["name"]: p for p in (await http.get(PODS))["items"]}
+        return all(
+            pods[f"claimer-{i}"]["status"].get("resourceClaimStatuses")
+            and pods[f"runner-{i}"]["status"].get("phase") == "Running"
+            for i in range(3)
         )
 
-    await eventually(all_running_with_claims, "pods created across dropped watches to run with their claims")
+    await eventually(
+        claims_recorded_and_runners_running, "the controller and kubelets to catch up after re-lists"
+    )
     claims = (await http.get(CLAIMS))["items"]
     assert len(claims) == 3, "one claim per pod, none duplicated by a re-list"
+
+
+async def test_kubelet_waits_until_the_claim_is_reserved_for_the_pod(cluster: SimCluster) -> None:
+    http = cluster.http
+    await http.create(
+        CLAIMS,
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "late"},
+            "spec": {
+                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DEVICE_CLASS_NAME}}]}
+            },
+        },
+    )
+    pod = await http.create(PODS, pod_manifest("early", [{"name": "gpu", "resourceClaimName": "late"}]))
+    await http.create(
+        f"{PODS}/early/binding",
+        {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": "early"},
+            "target": {"kind": "Node", "name": "node-000"},
+        },
+    )
+    await asyncio.sleep(0.3)
+    assert (await http.get(f"{PODS}/early"))["status"]["phase"] == "Pending", (
+        "started with an unprepared claim"
+    )
+
+    await http.patch(
+        f"{CLAIMS}/late/status",
+        {
+            "status": {
+                "allocation": {
+                    "devices": {
+                        "results": [
+                            {"request": "gpu", "driver": DRIVER_NAME, "pool": "node-000", "device": "gpu-0"}
+                        ]
+                    }
+                },
+                "reservedFor": [{"resource": "pods", "name": "early", "uid": pod["metadata"]["uid"]}],
+            }
+        },
+    )
+
+    async def running() -> bool:
+        return (await http.get(f"{PODS}/early"))["status"].get("phase") == "Running"
+
+    await eventually(running, "the pod to start once its claim is allocated and reserved for it")

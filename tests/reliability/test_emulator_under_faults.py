@@ -3,7 +3,6 @@ lockstep for what is left over if the emulated kube-controller-manager converges
 
 from __future__ import annotations
 
-import pytest
 from reliability_harness import (
     CLAIMS,
     DEVICE_CLASS,
@@ -19,13 +18,6 @@ from reliability_harness import (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="emulator bug: lockstep/sim/claim_controller.py _sync_claim swallows a 409 and waits for a watch "
-    "event; an injected 409 changes nothing, so the reservation of a deleted pod (and the allocation) stays "
-    "forever. Upstream's resourceclaim controller requeues with AddRateLimited. bench/soak.py works around "
-    "it by deleting claim-holding groups only after the faults are off.",
-)
 def test_reservation_of_a_deleted_pod_is_released_through_an_injected_conflict(sim: RunningCluster) -> None:
     name = unique("release")
     node = sim.cluster.node_names[0]

@@ -364,9 +364,9 @@ class ClaimController:
         try:
             await self._apply_claim_plan(claim, plan)
         except ApiError as exc:
-            # 409: the cache is behind; the watch brings the newer claim and syncs it again.
-            # 404: it is gone already.
-            if exc.status not in (404, 409):
+            # Gone already. A 409 (the cache is behind, or a write raced) is retried by the work
+            # queue with backoff, as upstream requeues rate-limited: the next attempt re-reads the cache.
+            if exc.status != 404:
                 raise
 
     async def _apply_claim_plan(self, claim: JsonObject, plan: ClaimPlan) -> None:

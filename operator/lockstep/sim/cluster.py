@@ -258,6 +258,7 @@ class SimCluster:
         self._kubelets = Kubelets(
             http,
             pods,
+            claims,
             self.node_names,
             [node_pod_cidr(i) for i in range(self.node_count)],
             [node_internal_ip(i) for i in range(self.node_count)],

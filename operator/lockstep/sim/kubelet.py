@@ -3,7 +3,10 @@
 - A pod bound to one of our nodes and still Pending is marked Running after ``start_delay`` seconds:
   phase Running, conditions Initialized/Ready/ContainersReady True (PodScheduled is kept: the
   status is a strategic merge patch keyed by condition type), containerStatuses, podIP, hostIP and
-  startTime.
+  startTime. Like the real kubelet, it first prepares the pod's ResourceClaims: each must exist, be
+  allocated, list the pod in ``status.reservedFor`` and, for the simulated driver, hold devices of
+  this node's pool. Until then the pod stays Pending and is checked again every ``claim_retry``
+  seconds.
 - A bound pod with a deletionTimestamp is removed after ``delete_delay`` seconds with a DELETE
   ``gracePeriodSeconds=0`` guarded by the pod's uid, as the kubelet does once its containers stopped.
 - With ``run_seconds`` set, a Running pod is marked Succeeded that long after it started.
@@ -17,6 +20,7 @@ from collections.abc import Sequence
 
 import structlog
 
+from lockstep.sim.dra_driver import DRIVER_NAME
 from lockstep.sim.watching import (
     STRATEGIC_MERGE_PATCH,
     ApiError,
@@ -114,6 +118,51 @@ def succeeded_status(pod: JsonObject, when: str) -> JsonObject:
     }
 
 
+def pod_claim_names(pod: JsonObject) -> list[tuple[str, str | None]]:
+    """(pod claim name, ResourceClaim name or None while a template's claim is not recorded yet)."""
+    recorded = {
+        status.get("name"): status.get("resourceClaimName")
+        for status in pod.get("status", {}).get("resourceClaimStatuses") or []
+    }
+    names: list[tuple[str, str | None]] = []
+    for pod_claim in pod.get("spec", {}).get("resourceClaims") or []:
+        name = str(pod_claim.get("name", ""))
+        if pod_claim.get("resourceClaimName"):
+            names.append((name, str(pod_claim["resourceClaimName"])))
+        else:
+            names.append((name, recorded.get(name)))
+    return names
+
+
+def unprepared_claim(pod: JsonObject, claims: dict[str, JsonObject]) -> str | None:
+    """Why the kubelet cannot prepare ``pod``'s claims on its node yet, or None when it can.
+
+    ``claims`` maps ``namespace/name`` to ResourceClaims as the API shows them.
+    """
+    namespace = pod["metadata"].get("namespace")
+    uid = pod["metadata"].get("uid")
+    node_name = pod.get("spec", {}).get("nodeName")
+    for pod_claim, claim_name in pod_claim_names(pod):
+        if claim_name is None:
+            return f"claim {pod_claim}: no ResourceClaim recorded for the template yet"
+        claim = claims.get(f"{namespace}/{claim_name}")
+        if claim is None:
+            return f"claim {pod_claim}: ResourceClaim {claim_name} not found"
+        status = claim.get("status") or {}
+        allocation = status.get("allocation")
+        if not allocation:
+            return f"claim {pod_claim}: ResourceClaim {claim_name} is not allocated"
+        if not any(entry.get("uid") == uid for entry in status.get("reservedFor") or []):
+            return f"claim {pod_claim}: ResourceClaim {claim_name} is not reserved for the pod"
+        for result in (allocation.get("devices") or {}).get("results") or []:
+            if result.get("driver") == DRIVER_NAME and result.get("pool") != node_name:
+                return (
+                    f"claim {pod_claim}: device {result.get('pool')}/{result.get('device')} of "
+                    f"ResourceClaim {claim_name} is not on node {node_name}"
+                )
+    return None
+
+
 class Kubelets:
     """The kubelets of ``node_names``: start, finish and remove the pods bound to them."""
 
@@ -121,6 +170,7 @@ class Kubelets:
         self,
         http: KubeHttp,
         pods: Informer,
+        claims: Informer,
         node_names: Sequence[str],
         node_pod_cidrs: Sequence[str],
         node_ips: Sequence[str],
@@ -128,10 +178,13 @@ class Kubelets:
         start_delay: float = 0.1,
         delete_delay: float = 0.1,
         run_seconds: float | None = None,
+        claim_retry: float = 0.1,
         workers: int = 8,
     ) -> None:
         self.http = http
         self.pods = pods
+        self.claims = claims
+        self.claim_retry = claim_retry
         self.start_delay = start_delay
         self.delete_delay = delete_delay
         self.run_seconds = run_seconds
@@ -201,6 +254,11 @@ class Kubelets:
                     },
                 )
             elif action == "start" and phase == "Pending":
+                waiting_for = unprepared_claim(pod, self.claims.cache)
+                if waiting_for is not None:
+                    log.debug("pod waits for its claims", pod=key, reason=waiting_for)
+                    self._after(key, "start", self.claim_retry)
+                    return
                 patch = running_status(
                     pod, self._allocate_pod_ip(node_name), self._node_ips[node_name], now_rfc3339()
                 )
@@ -209,6 +267,7 @@ class Kubelets:
                 patch = succeeded_status(pod, now_rfc3339())
                 await self.http.patch(pod_path(namespace, name) + "/status", patch, STRATEGIC_MERGE_PATCH)
         except ApiError as exc:
-            # Gone or replaced in the meantime: nothing left to do for this pod.
-            if exc.status not in (404, 409):
+            # Gone in the meantime: nothing left to do. Anything else (a 409 included: the pod was
+            # replaced, or the write raced) is retried by the work queue against the fresh cache.
+            if exc.status != 404:
                 raise

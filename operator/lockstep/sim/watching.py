@@ -291,7 +291,7 @@ class WorkQueue:
                 failures = self._failures.get(key, 0) + 1
                 self._failures[key] = failures
                 delay = min(RETRY_DELAY_SECONDS * 2 ** min(failures, 5), MAX_RETRY_DELAY_SECONDS)
-                log.warning(
-                    "sync failed, retrying", queue=self._name, key=key, error=str(exc), retry_in=delay
-                )
+                # Conflicts are routine (a cache behind the server); anything else deserves attention.
+                report = log.debug if isinstance(exc, ApiError) and exc.status == 409 else log.warning
+                report("sync failed, retrying", queue=self._name, key=key, error=str(exc), retry_in=delay)
                 self.add_after(key, delay)

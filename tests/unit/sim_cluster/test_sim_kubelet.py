@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from lockstep.sim.kubelet import running_status, succeeded_status
+from lockstep.sim.dra_driver import DRIVER_NAME
+from lockstep.sim.kubelet import running_status, succeeded_status, unprepared_claim
 
 POD = {
     "metadata": {"name": "w", "namespace": "ns", "uid": "u1"},
@@ -38,3 +39,55 @@ def test_succeeded_status_terminates_containers_with_exit_zero() -> None:
         "Ready": "False",
         "ContainersReady": "False",
     }
+
+
+def claim_pod(**status: object) -> dict:
+    return {
+        "metadata": {"name": "w", "namespace": "ns", "uid": "u1"},
+        "spec": {
+            "nodeName": "node-001",
+            "containers": [{"name": "a"}],
+            "resourceClaims": [
+                {"name": "own", "resourceClaimTemplateName": "t"},
+                {"name": "shared", "resourceClaimName": "group-gpu"},
+            ],
+        },
+        "status": {"phase": "Pending", **status},
+    }
+
+
+def allocated(pool: str, reserved_uids: list[str]) -> dict:
+    return {
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [{"request": "r", "driver": DRIVER_NAME, "pool": pool, "device": "gpu-0"}]
+                }
+            },
+            "reservedFor": [{"resource": "pods", "name": "w", "uid": uid} for uid in reserved_uids],
+        }
+    }
+
+
+RECORDED = {"resourceClaimStatuses": [{"name": "own", "resourceClaimName": "w-own-abcde"}]}
+
+
+def test_pod_starts_only_when_every_claim_is_allocated_on_its_node_and_reserved_for_it() -> None:
+    ready = {
+        "ns/w-own-abcde": allocated("node-001", ["u1"]),
+        "ns/group-gpu": allocated("node-001", ["u0", "u1"]),
+    }
+    assert unprepared_claim(claim_pod(**RECORDED), ready) is None
+    assert "no ResourceClaim recorded" in (unprepared_claim(claim_pod(), ready) or "")
+    missing = {"ns/w-own-abcde": ready["ns/w-own-abcde"]}
+    assert (
+        unprepared_claim(claim_pod(**RECORDED), missing) == "claim shared: ResourceClaim group-gpu not found"
+    )
+    unallocated = {**ready, "ns/group-gpu": {"status": {}}}
+    assert "is not allocated" in (unprepared_claim(claim_pod(**RECORDED), unallocated) or "")
+    not_reserved = {**ready, "ns/group-gpu": allocated("node-001", ["u0"])}
+    assert "is not reserved for the pod" in (unprepared_claim(claim_pod(**RECORDED), not_reserved) or "")
+    elsewhere = {**ready, "ns/w-own-abcde": allocated("node-002", ["u1"])}
+    assert unprepared_claim(claim_pod(**RECORDED), elsewhere) == (
+        "claim own: device node-002/gpu-0 of ResourceClaim w-own-abcde is not on node node-001"
+    )
