@@ -136,6 +136,7 @@ class PhaseResult:
     load_average: float | None = None
     timeline: list[list[float]] = field(default_factory=list)
     extra: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 def summarize_phase(
@@ -254,6 +255,7 @@ class WorkloadSummary:
     seconds: float | None = None
     baseline_pods_per_second: float | None = None
     extra: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def baseline_ratio(self) -> float | None:
@@ -294,6 +296,7 @@ def summarize_runs(runs: Sequence[WorkloadRun]) -> WorkloadSummary:
         seconds=_median(p.seconds for p in lockstep),
         baseline_pods_per_second=_median(p.pods_per_second for p in baseline),
         extra={key: _median(p.extra.get(key) for p in lockstep) or 0.0 for key in extra_keys},
+        notes=sorted({note for p in lockstep for note in p.notes}),
     )
 
 
@@ -370,4 +373,5 @@ def check_targets(summary: WorkloadSummary) -> list[str]:
         lines.append(f"{target.label} {target.op} {target.bound:g}: {value:g} ({verdict})")
     if summary.pods_bound < summary.pods_expected:
         lines.append(f"only {summary.pods_bound:,} of {summary.pods_expected:,} expected pods bound (MISSED)")
+    lines += [f"not scheduled: {note}" for note in summary.notes]
     return lines

@@ -20,7 +20,14 @@ from typing import Any
 import structlog
 
 from harness.api import ApiClient, ApiError, load_kubeconfig
-from harness.loadgen import CeilingBinder, CompletionWatcher, LoadGenerator, churn, create_setup
+from harness.loadgen import (
+    PODGROUPS_PATH,
+    CeilingBinder,
+    CompletionWatcher,
+    LoadGenerator,
+    churn,
+    create_setup,
+)
 from harness.procs import Child, ProcessFailed, start_operator, start_sim
 from harness.profile import Profiler, report
 from harness.results import PhaseResult, WorkloadRun, server_minus_own, summarize_phase
@@ -37,6 +44,7 @@ from harness.workloads import (
     pod_manifest,
     podgroup_manifest,
 )
+from lockstep.api.podgroup import CONDITION_SCHEDULED
 from lockstep.api.quantity import to_milli, to_units
 from lockstep.sim.dra_driver import DEVICE_CLASS_NAME, DEVICE_MODEL, DRIVER_NAME
 
@@ -204,14 +212,28 @@ async def measure(
 
     if timed_out:
         result.extra["timed_out"] = 1.0
+        result.notes = unscheduled_reasons(await client.get(PODGROUPS_PATH))
         log.warning(
             "phase timed out",
             workload=workload.name,
             phase=phase,
             bound=tracker.counted_bound,
             expected=workload.pods_expected,
+            reasons=result.notes,
         )
     return result
+
+
+def unscheduled_reasons(podgroups: Mapping[str, Any], limit: int = 3) -> list[str]:
+    """The distinct PodGroupScheduled=False messages of a PodGroup list: why the phase did not finish."""
+    messages: dict[str, int] = {}
+    for group in podgroups.get("items", []):
+        for condition in group.get("status", {}).get("conditions") or []:
+            if condition.get("type") == CONDITION_SCHEDULED and condition.get("status") == "False":
+                text = f"{condition.get('reason', '')}: {condition.get('message', '')}"
+                messages[text] = messages.get(text, 0) + 1
+    ranked = sorted(messages.items(), key=lambda item: -item[1])[:limit]
+    return [f"{count} PodGroup(s) {text}" for text, count in ranked]
 
 
 async def run_phase(

@@ -208,3 +208,25 @@ def test_top_frames_rank_self_time_and_count_total_time_once_per_stack() -> None
         ("orjson_loads", 0.3),
         ("recurse", 0.1),
     ]
+
+
+def test_unscheduled_reasons_rank_the_podgroups_false_conditions() -> None:
+    from harness.runner import unscheduled_reasons
+
+    def group(status: str, reason: str, message: str) -> dict[str, object]:
+        condition = {"type": "PodGroupScheduled", "status": status, "reason": reason, "message": message}
+        return {"status": {"conditions": [condition]}}
+
+    listing = {
+        "items": [
+            group("False", "Unschedulable", "reservedFor would need 257 entries"),
+            group("True", "Scheduled", "ok"),
+            group("False", "Waiting", "minCount (8) is not yet satisfied"),
+            group("False", "Waiting", "minCount (8) is not yet satisfied"),
+            {"status": {}},
+        ]
+    }
+    assert unscheduled_reasons(listing) == [
+        "2 PodGroup(s) Waiting: minCount (8) is not yet satisfied",
+        "1 PodGroup(s) Unschedulable: reservedFor would need 257 entries",
+    ]
