@@ -33,6 +33,11 @@ RULES_SKIPPED = FieldError(
     "correct the existing errors to complete validation",
 )
 CUSTOM_RESOURCE_VERBS = ("delete", "deletecollection", "get", "list", "patch", "create", "update", "watch")
+STRING_FORMATS = {
+    "date-time": re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"),
+    "date": re.compile(r"^\d{4}-\d{2}-\d{2}$"),
+}
+INTEGER_FORMATS = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 JSON_TYPE_NAMES = {
     str: "string",
     bool: "boolean",
@@ -108,6 +113,10 @@ class SchemaValidator:
             self._object(value, schema, path)
 
     def _numbers(self, value: float, schema: JsonObject, path: str) -> None:
+        bounds = INTEGER_FORMATS.get(schema.get("format", ""))
+        if bounds is not None and not bounds[0] <= value <= bounds[1]:
+            detail = f"{path} in body must be of type {schema['format']}: {fe.go_value(value)}"
+            self.errors.append(fe.type_invalid(path, value, detail))
         checks = (
             ("minimum", "exclusiveMinimum", lambda v, m: v < m, lambda v, m: v <= m, "greater than"),
             ("maximum", "exclusiveMaximum", lambda v, m: v > m, lambda v, m: v >= m, "less than"),
@@ -133,6 +142,10 @@ class SchemaValidator:
             )
         if "pattern" in schema and not re.search(schema["pattern"], value):
             self.errors.append(fe.invalid(path, value, f"{path} in body should match '{schema['pattern']}'"))
+        checker = STRING_FORMATS.get(schema.get("format", ""))
+        if checker is not None and not checker.match(value):
+            detail = f"{path} in body must be of type {schema['format']}: {fe.go_value(value)}"
+            self.errors.append(fe.type_invalid(path, value, detail))
 
     def _array(self, value: list[Any], schema: JsonObject, path: str) -> None:
         if "maxItems" in schema and len(value) > schema["maxItems"]:

@@ -6,6 +6,7 @@ import orjson
 from sim_helpers import GROUP_PATH, NS, PODGROUP_CRD, Client, pod, podgroup
 
 from lockstep.sim.apiserver import ApiServer
+from lockstep.sim.crd import SchemaValidator
 
 MERGE = "application/merge-patch+json"
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
@@ -378,3 +379,25 @@ async def test_partial_object_metadata_renderings(client: Client) -> None:
         "GET", f"{NS}/pods/a", accept="application/json, application/json;as=Table;g=meta.k8s.io;v=v1"
     )
     assert plain["kind"] == "Pod"
+
+
+def test_schema_formats_are_checked() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "at": {"type": "string", "format": "date-time"},
+            "n": {"type": "integer", "format": "int32"},
+        },
+    }
+    validator = SchemaValidator()
+    validator.validate({"at": "2026-01-01T00:00:00Z", "n": 5}, schema, "status")
+    assert validator.errors == []
+    validator.validate({"at": "yesterday", "n": 2**31}, schema, "status")
+    assert [(e.reason, e.field) for e in validator.errors] == [
+        ("FieldValueTypeInvalid", "status.at"),
+        ("FieldValueTypeInvalid", "status.n"),
+    ]
+    assert (
+        validator.errors[0].detail
+        == 'Invalid value: "yesterday": status.at in body must be of type date-time: "yesterday"'
+    )
