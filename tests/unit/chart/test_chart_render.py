@@ -244,6 +244,11 @@ def test_liveness_probe_calls_healthz_on_the_health_bind_port(monkeypatch: pytes
     objects = render({"health": {"port": 8181}})
     container = only(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    startup = container["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 300, (
+        "priming a big cluster takes minutes"
+    )
     assert {"name": "health", "containerPort": 8181, "protocol": "TCP"} in container["ports"]
     assert "readinessProbe" not in container
     assert settings_from_env(env_of(objects), monkeypatch).health_bind_address == "0.0.0.0:8181"
