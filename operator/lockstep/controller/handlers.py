@@ -7,7 +7,7 @@ return None (a return value would be patched into the object's status). No on.cr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import kopf
@@ -39,15 +39,17 @@ def _event_handler(kind: ResourceKind, sink: EventSink) -> Callable[..., Any]:
 
 
 def build_registry(
-    connection: kopf.ConnectionInfo,
+    login: Callable[[], Awaitable[kopf.ConnectionInfo]],
     sinks: Mapping[ResourceKind, EventSink],
     probe: Callable[[], Mapping[str, Any]],
 ) -> kopf.OperatorRegistry:
+    """``login`` gives Kopf the same credentials lockstep's own session uses (called again when
+    Kopf re-authenticates after a 401)."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
-    async def login(**_: Any) -> kopf.ConnectionInfo:
-        return connection
+    async def kopf_login(**_: Any) -> kopf.ConnectionInfo:
+        return await login()
 
     for kind, sink in sinks.items():
         kopf.on.event(kind.group, kind.version, kind.plural, registry=registry, id=f"watch-{kind.plural}")(

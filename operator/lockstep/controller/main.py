@@ -20,7 +20,9 @@ log = get_logger("lockstep.controller.main")
 
 async def run_operator(settings: Settings) -> int:
     connection = await load_connection_info(settings.kubeconfig)
-    operator = Operator(settings, connection)
+    operator = Operator(
+        settings, connection, reload_credentials=lambda: load_connection_info(settings.kubeconfig)
+    )
     log.info(
         "starting",
         server=connection.server,

@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -95,10 +95,17 @@ class Operator:
     """One lockstep operator instance. ``run`` returns when stopped (exit code)."""
 
     def __init__(
-        self, settings: Settings, connection: kopf.ConnectionInfo, options: RuntimeOptions | None = None
+        self,
+        settings: Settings,
+        connection: kopf.ConnectionInfo,
+        options: RuntimeOptions | None = None,
+        *,
+        reload_credentials: Callable[[], Awaitable[kopf.ConnectionInfo]] | None = None,
     ) -> None:
         self.settings = settings
         self.connection = connection
+        # Re-reads the credentials (rotated service-account tokens) on 401s and Kopf re-logins.
+        self.reload_credentials = reload_credentials
         self.options = options or RuntimeOptions()
         self.identity = self.options.identity or default_identity()
         self.metrics = Metrics()
@@ -145,6 +152,11 @@ class Operator:
             RESOURCE_CLAIM_TEMPLATES: self.core.on_claim_template,
         }
 
+    async def _login(self) -> kopf.ConnectionInfo:
+        if self.reload_credentials is None:
+            return self.connection
+        return await self.reload_credentials()
+
     def _attempt(self, key: GroupRef) -> AttemptSummary | None:
         return self.core.attempt_summary(key) if self.core is not None else None
 
@@ -165,7 +177,11 @@ class Operator:
     async def run(self, stop: asyncio.Event) -> int:
         self._stop = stop
         settings = self.settings
-        client = KubeClient(self.connection, on_response=self.metrics.observe_response)
+        client = KubeClient(
+            self.connection,
+            on_response=self.metrics.observe_response,
+            refresh_credentials=self.reload_credentials,
+        )
         self.client = client
         metrics_runner = None
         kopf_task: asyncio.Task[None] | None = None
@@ -195,7 +211,7 @@ class Operator:
             self._lead_task = self._spawn(self._lead(), "leader-election")
             self._spawn(self._schedule_while_leading(), "scheduler")
             self.started.set()
-            registry = build_registry(self.connection, kopf_sinks, self.probe)
+            registry = build_registry(self._login, kopf_sinks, self.probe)
             # Kopf SIGKILLs the process when it is cancelled without its stop flag; only a
             # process of its own may be killed that way, never a test or demo hosting it.
             in_main_thread = threading.current_thread() is threading.main_thread()
@@ -524,8 +540,10 @@ class OperatorThread:
     async def _run(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        info = self.connection or await load_connection_info(self.settings.kubeconfig)
-        self.operator = Operator(self.settings, info, self.options)
+        kubeconfig = self.settings.kubeconfig
+        reload = None if self.connection is not None else lambda: load_connection_info(kubeconfig)
+        info = self.connection or await load_connection_info(kubeconfig)
+        self.operator = Operator(self.settings, info, self.options, reload_credentials=reload)
         self._runner = asyncio.create_task(self.operator.run(self._stop), name="lockstep-operator")
         started = asyncio.create_task(self.operator.started.wait())
         await asyncio.wait({self._runner, started}, return_when=asyncio.FIRST_COMPLETED)

@@ -8,7 +8,7 @@ re-reading and trying again is right (a 409 on a status patch) or wrong (a faile
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -112,20 +112,32 @@ class KubeClient:
         *,
         request_timeout: float = 30.0,
         on_response: Callable[[str, str, int], None] | None = None,
+        refresh_credentials: Callable[[], Awaitable[kopf.ConnectionInfo]] | None = None,
         connection_limit: int = 64,
     ) -> None:
         self.info = info
         self.server = info.server.rstrip("/")
         ssl_context = info.as_ssl_context() if self.server.startswith("https") else False
-        headers = {"Accept": "application/json", "User-Agent": "lockstep"}
-        headers.update(info.as_http_headers())
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=ssl_context, limit=connection_limit),
-            headers=headers,
+            headers={"Accept": "application/json", "User-Agent": "lockstep"},
             timeout=aiohttp.ClientTimeout(total=request_timeout),
             json_serialize=lambda obj: orjson.dumps(obj).decode(),
         )
+        self._auth = info.as_http_headers()
         self._on_response = on_response
+        self._refresh_credentials = refresh_credentials
+
+    async def _reauthenticate(self) -> bool:
+        """After a 401: reload the credentials (service-account tokens rotate); True if they changed."""
+        if self._refresh_credentials is None:
+            return False
+        info = await self._refresh_credentials()
+        auth = info.as_http_headers()
+        if auth == self._auth:
+            return False
+        self.info, self._auth = info, auth
+        return True
 
     async def close(self) -> None:
         await self._session.close()
@@ -147,14 +159,19 @@ class KubeClient:
         content_type: str = "application/json",
     ) -> dict[str, Any]:
         data = None if body is None else orjson.dumps(body)
-        headers = {"Content-Type": content_type} if data is not None else None
-        async with self._session.request(
-            method, self.server + path, params=params, data=data, headers=headers
-        ) as response:
-            raw = await response.read()
-            status = response.status
-        if self._on_response is not None:
-            self._on_response(method, path, status)
+        for _ in range(2):
+            headers = dict(self._auth)
+            if data is not None:
+                headers["Content-Type"] = content_type
+            async with self._session.request(
+                method, self.server + path, params=params, data=data, headers=headers
+            ) as response:
+                raw = await response.read()
+                status = response.status
+            if self._on_response is not None:
+                self._on_response(method, path, status)
+            if status != 401 or not await self._reauthenticate():
+                break
         if status >= 400:
             raise _error_from(status, raw, what)
         if not raw:
@@ -261,8 +278,10 @@ class KubeClient:
         what = _describe("WATCH", kind, namespace, None, None)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=timeout_seconds + 30)
         async with self._session.get(
-            self.server + kind.path(namespace), params=params, timeout=timeout
+            self.server + kind.path(namespace), params=params, timeout=timeout, headers=self._auth
         ) as response:
+            if response.status == 401:
+                await self._reauthenticate()  # the caller's retry uses the new credentials
             if response.status >= 400:
                 raise _error_from(response.status, await response.read(), what)
             buffer = b""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import kopf
 import pytest
+from aiohttp import web
 from kube_harness import NAMESPACE, pod_manifest
 
 from lockstep.kube.client import PODS, ApiError, KubeClient
@@ -84,3 +86,46 @@ async def test_pod_failure_patch_is_strict(kube: KubeClient) -> None:
         "Unschedulable",
         "0/3 nodes",
     )
+
+
+async def test_a_401_reloads_rotated_credentials_and_retries_once() -> None:
+    """A token server that only accepts the rotated token: the client reloads and succeeds."""
+    seen: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization", ""))
+        if request.headers.get("Authorization") != "Bearer rotated":
+            return web.json_response(
+                {"kind": "Status", "reason": "Unauthorized", "message": "bad token"}, status=401
+            )
+        return web.json_response({"kind": "Pod", "metadata": {"name": "p"}})
+
+    app = web.Application()
+    app.router.add_get("/api/v1/namespaces/ns/pods/p", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    reloads = 0
+
+    async def reload() -> kopf.ConnectionInfo:
+        nonlocal reloads
+        reloads += 1
+        return kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}", token="rotated")
+
+    client = KubeClient(
+        kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}", token="expired"), refresh_credentials=reload
+    )
+    try:
+        assert (await client.get(PODS, "ns", "p"))["metadata"]["name"] == "p"
+        assert seen == ["Bearer expired", "Bearer rotated"] and reloads == 1
+        # Without a way to reload, the 401 is reported as it is.
+        static = KubeClient(kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}", token="expired"))
+        with pytest.raises(ApiError) as caught:
+            await static.get(PODS, "ns", "p")
+        assert caught.value.status == 401 and "bad token" in str(caught.value)
+        await static.close()
+    finally:
+        await client.close()
+        await runner.cleanup()
