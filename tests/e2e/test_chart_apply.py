@@ -334,6 +334,7 @@ def sim_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         stop(process)
 
 
+@pytest.mark.slow
 def test_operator_configured_by_the_chart_brings_every_example_to_its_expected_phase(
     sim_cluster: Path, tmp_path: Path
 ) -> None:
