@@ -26,7 +26,14 @@ from multidict import CIMultiDict
 from lockstep.sim import crd as crds
 from lockstep.sim import errors as fe
 from lockstep.sim import openapi, protobuf, tables
-from lockstep.sim.builtins import PlainStrategy, core_types, ensure_object_shape, now_rfc3339, random_name
+from lockstep.sim.builtins import (
+    PlainStrategy,
+    core_types,
+    ensure_object_shape,
+    now_rfc3339,
+    random_name,
+    validate_object_meta,
+)
 from lockstep.sim.dra_types import dra_types
 from lockstep.sim.errors import ApiError, FieldError, bad_request, generic_not_found, page_not_found
 from lockstep.sim.faults import FaultRule, Faults, RequestStats
@@ -658,7 +665,7 @@ class ApiServer:
         rt.strategy.default(rt, obj, None)
         rt.strategy.normalize(rt, obj)
         name = meta.get("name") or ""
-        errors = rt.strategy.validate(rt, obj, None, ctx)
+        errors = validate_object_meta(meta) + rt.strategy.validate(rt, obj, None, ctx)
         if errors:
             # a converted view (events.k8s.io) reports errors of the stored kind (core Event)
             raise fe.unprocessable(rt.kind, "" if rt.view else rt.group, name, errors)
@@ -1086,7 +1093,7 @@ class ApiServer:
         rt.strategy.default(rt, result, old)
         rt.strategy.normalize(rt, result)
         if not errors:
-            errors = rt.strategy.validate(rt, result, old, ctx)
+            errors = validate_object_meta(result_meta) + rt.strategy.validate(rt, result, old, ctx)
         if errors:
             raise fe.unprocessable(rt.kind, "" if rt.view else rt.group, name, errors)
         result = _finalize(rt, result)

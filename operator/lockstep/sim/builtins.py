@@ -58,6 +58,59 @@ def validate_name(name: Any, label: bool = False) -> list[FieldError]:
     return []
 
 
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+LABEL_VALUE_MESSAGE = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must "
+    "start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used "
+    "for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+)
+NAME_PART_MESSAGE = (
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+    "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+)
+PREFIX_MESSAGE = "prefix part " + SUBDOMAIN_MESSAGE
+
+
+def _qualified_name_errors(field: str, key: Any) -> list[FieldError]:
+    if not isinstance(key, str) or not key:
+        return [fe.invalid(field, key, NAME_PART_MESSAGE)]
+    prefix, _, name = key.rpartition("/")
+    if "/" in key and (not prefix or len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
+        return [fe.invalid(field, key, PREFIX_MESSAGE)]
+    if len(name) > 63:
+        return [fe.invalid(field, key, "name part must be no more than 63 characters")]
+    if not NAME_PART.match(name):
+        return [fe.invalid(field, key, NAME_PART_MESSAGE)]
+    return []
+
+
+def validate_object_meta(meta: JsonObject) -> list[FieldError]:
+    """Label keys and values and annotation keys, as ``ValidateObjectMeta`` checks them for every kind."""
+    errors: list[FieldError] = []
+    labels = meta.get("labels") or {}
+    if not isinstance(labels, dict):
+        return [fe.invalid("metadata.labels", labels, "must be a map of strings")]
+    for key, value in labels.items():
+        errors.extend(_qualified_name_errors("metadata.labels", key))
+        if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):
+            message = (
+                LABEL_VALUE_MESSAGE
+                if isinstance(value, str) and len(value) <= 63
+                else "must be no more than 63 characters"
+            )
+            errors.append(fe.invalid("metadata.labels", value, message))
+    annotations = meta.get("annotations") or {}
+    if not isinstance(annotations, dict):
+        return [*errors, fe.invalid("metadata.annotations", annotations, "must be a map of strings")]
+    for key in annotations:
+        errors.extend(
+            _qualified_name_errors("metadata.annotations", key.lower() if isinstance(key, str) else key)
+        )
+    return errors
+
+
 def check_micro_time(rt: ResourceType, obj: JsonObject, path: tuple[str, ...]) -> None:
     """MicroTime fields need exactly six fractional digits, or the decoder answers 400."""
     value: Any = obj

@@ -93,3 +93,20 @@ async def test_noop_write_keeps_resource_version(client: Client) -> None:
 async def test_objects_need_an_existing_namespace(client: Client) -> None:
     status, body, _ = await client.call("POST", "/api/v1/namespaces/missing/pods", pod("a"))
     assert (status, body["details"]) == (404, {"name": "missing", "kind": "namespaces"})
+
+
+async def test_labels_and_annotations_are_validated(client: Client) -> None:
+    status, body, _ = await client.call("POST", f"{NS}/pods", pod("a", labels={"app": "a b"}))
+    assert status == 422
+    assert body["details"]["causes"][0]["field"] == "metadata.labels"
+    assert body["details"]["causes"][0]["message"].startswith('Invalid value: "a b": a valid label must be')
+    bad_key = pod("b")
+    bad_key["metadata"]["annotations"] = {"no spaces/x y": "1"}
+    status, body, _ = await client.call("POST", f"{NS}/pods", bad_key)
+    assert status == 422 and body["details"]["causes"][0]["field"] == "metadata.annotations"
+    ok = pod("c", labels={"scheduling.lockstep.dev/pod-group": "g-1", "empty": ""})
+    assert (await client.call("POST", f"{NS}/pods", ok))[0] == 201
+    status, _, _ = await client.call(
+        "PATCH", f"{NS}/pods/c", {"metadata": {"labels": {"x": "-bad"}}}, "application/merge-patch+json"
+    )
+    assert status == 422
