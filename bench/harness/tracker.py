@@ -14,7 +14,7 @@ class Tracker:
     """Pod records of the live gangs; complete once ``target`` counted pods are bound.
 
     Gangs deleted by churn leave the records, so only pods that still exist count towards the target.
-    ``settled`` follows completion once the emulator's own controllers are done with every pod: bound
+    ``settled`` is set while the emulator's own controllers are done with every created pod: bound
     pods marked Running by the kubelets, template claims recorded in the pod's status by the
     resourceclaim controller. Only then does the server's request count hold all of their writes.
     """
@@ -100,7 +100,7 @@ class Tracker:
     def _check(self) -> None:
         if self.all_created and self.counted_bound >= self.target:
             self.complete.set()
-        if self.complete.is_set() and not self.awaiting_running and not self.awaiting_claims:
+        if self.all_created and not self.awaiting_running and not self.awaiting_claims:
             self.settled.set()
         else:
             self.settled.clear()

@@ -147,10 +147,10 @@ def test_tracker_settles_only_when_template_claims_are_recorded() -> None:
     tracker.bound("c-0")
     tracker.started("c-0")
     assert tracker.complete.is_set() and not tracker.settled.is_set()
-    tracker.claims_recorded("c-0")
-    assert not tracker.settled.is_set(), "the unbound pod's claim is the emulator's work too"
     tracker.claims_recorded("c-1")
-    assert tracker.settled.is_set()
+    assert not tracker.settled.is_set()
+    tracker.claims_recorded("c-0")
+    assert tracker.settled.is_set(), "the unbound pod's claim was the emulator's work too, and it is done"
 
 
 def test_tracker_drops_deleted_gangs_from_the_count() -> None:
@@ -230,3 +230,11 @@ def test_unscheduled_reasons_rank_the_podgroups_false_conditions() -> None:
         "2 PodGroup(s) Waiting: minCount (8) is not yet satisfied",
         "1 PodGroup(s) Unschedulable: reservedFor would need 257 entries",
     ]
+
+
+def test_tracker_settles_without_completion_when_nothing_was_bound() -> None:
+    tracker = Tracker(target=4)
+    tracker.add_gang(GangSpec("stuck", pods=4, min_count=4, cpu_millis=1))
+    assert not tracker.settled.is_set(), "not settled while the load generator is still creating"
+    tracker.creation_finished()
+    assert tracker.settled.is_set() and not tracker.complete.is_set()
