@@ -95,6 +95,7 @@ class DraDriver:
         self._queue = WorkQueue(self._sync_slice, workers=4, name="dra-driver")
         self._watch_task: asyncio.Task[None] | None = None
         self._all_published = asyncio.Event()
+        self._missing = set(self._wanted)
 
     async def start(self) -> None:
         """Create the DeviceClass, start watching, and return once every slice is published."""
@@ -118,10 +119,15 @@ class DraDriver:
 
     def _on_slice_event(self, event_type: str, obj: JsonObject) -> None:
         name = obj.get("metadata", {}).get("name", "")
-        if event_type == "DELETED" and name in self._wanted:
+        if name not in self._wanted:
+            return
+        if event_type == "DELETED":
+            self._missing.add(name)
             self._queue.add(name)
-        if not self._all_published.is_set() and all(n in self._informer.cache for n in self._wanted):
-            self._all_published.set()
+        else:
+            self._missing.discard(name)
+            if not self._missing:
+                self._all_published.set()
 
     async def _sync_slice(self, name: str) -> None:
         if name in self._informer.cache:
