@@ -5,9 +5,9 @@ talks to the API server, and recognises these call sites (the convention the cod
 
 1. ``KubeClient`` calls: ``<...>client.get|list|create|patch|replace|delete|watch_stream(KIND, ...)``,
    where the receiver's name ends in ``client`` (``client``, ``self.client``, ``self._client``) and
-   ``KIND`` is a ``ResourceKind`` constant (``PODS``, ``POD_GROUPS`` ... anything with ``group`` and
-   ``plural``) named directly. The subresource is the ``subresource="..."`` keyword. ``watch_stream``
-   needs ``watch``, ``replace`` needs ``update``.
+   ``KIND`` (first argument or ``kind=``) is a ``ResourceKind`` constant (``PODS``, ``POD_GROUPS`` ...
+   anything with ``group`` and ``plural``) named directly. The subresource is the
+   ``subresource="..."`` keyword. ``watch_stream`` needs ``watch``, ``replace`` needs ``update``.
 2. Kind-forwarding helpers: a function that passes its own parameter (or a method that passes
    ``self.<attribute>``) as the ``KIND`` of form 1 is a helper with those verbs (``strict_merge_patch``,
    ``RawWatch``). A call of the helper by name with a ``ResourceKind`` constant is a call site; a
@@ -381,7 +381,8 @@ class _ModuleScan:
                 continue
             name = _called_name(node)
             if name in CLIENT_VERBS and _receiver(node).lower().endswith("client"):
-                yield node, frozenset({CLIENT_VERBS[name]}), node.args[0] if node.args else None, None
+                kind_node = node.args[0] if node.args else _keyword(node, "kind")
+                yield node, frozenset({CLIENT_VERBS[name]}), kind_node, None
             elif name in self.helpers and (kind_node := self._kind_argument(node)) is not None:
                 yield node, self.helpers[name].verbs, kind_node, self.helpers[name]
 

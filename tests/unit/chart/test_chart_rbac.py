@@ -138,6 +138,7 @@ async def on_slice(**_): ...
 async def calls(client, core, custom, session, server, ns, name, body):
     await client.create(PODS, ns, body, name=name, subresource="binding")
     await self._client.get(RESOURCE_CLAIMS, ns, name)
+    await client.replace(namespace=ns, name=name, body=body, kind=POD_GROUPS)
     await forward_patch(client, POD_GROUPS, ns, name, body, subresource="status")
     Watcher(client, RESOURCE_CLAIMS)
     await core.create_namespaced_pod_binding(name, ns, body)
@@ -168,6 +169,7 @@ def test_scan_maps_each_documented_call_form(tmp_path: Path) -> None:
 
     assert needs("client.create(PODS") == _grants("", "pods/binding", "create")
     assert needs("_client.get(RESOURCE_CLAIMS") == _grants("resource.k8s.io", "resourceclaims", "get")
+    assert needs("kind=POD_GROUPS") == _grants("scheduling.lockstep.dev", "podgroups", "update")
     assert needs("forward_patch(client, POD_GROUPS") == _grants(
         "scheduling.lockstep.dev", "podgroups/status", "patch"
     )
