@@ -73,14 +73,14 @@ def command_line(args: argparse.Namespace) -> str:
     return " ".join(parts)
 
 
-def readme_section(summaries: Sequence[WorkloadSummary], args: argparse.Namespace) -> str:
+def readme_section(summaries: Sequence[WorkloadSummary], commands: Sequence[str]) -> str:
     machine = f"{os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}"
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         README_BEGIN,
-        f"Command: `{command_line(args)}` on {date}; machine: {machine}. Medians of `runs` runs; "
-        "latency is last member created to all members bound; load avg is the 1-minute load average "
-        "when the lockstep phase ended.",
+        f"Recorded {date} with {', '.join(f'`{c}`' for c in commands)}; machine: {machine}. Medians of "
+        "`runs` runs; latency is last member created to all members bound; load avg is the 1-minute "
+        "load average when the lockstep phase ended (other work shared the machine).",
         "",
         markdown_table(summaries),
         "",
@@ -103,11 +103,21 @@ def update_readme(readme: Path, section: str) -> None:
     readme.write_text(text)
 
 
+def load_runs(out: Path) -> list[WorkloadRun]:
+    """Every run recorded in ``out`` (this invocation's and earlier ones' of other workloads), in
+    workload order, so separate invocations per workload add up to one table."""
+    runs = [WorkloadRun.from_json(json.loads(path.read_text())) for path in out.glob("*.run*.json")]
+    order = list(BUILDERS)
+    return sorted(runs, key=lambda r: (order.index(r.workload) if r.workload in order else len(order), r.run))
+
+
 async def run_all(args: argparse.Namespace, workdir: Path) -> tuple[list[WorkloadRun], list[str]]:
     runs: list[WorkloadRun] = []
     failures: list[str] = []
     args.out.mkdir(parents=True, exist_ok=True)
     for workload in args.workloads or list(BUILDERS):
+        for stale in args.out.glob(f"{workload}.run*.json"):
+            stale.unlink()
         for index in range(1, args.runs + 1):
             print(f"[bench] {workload}: run {index}/{args.runs}", flush=True)
             try:
@@ -118,6 +128,7 @@ async def run_all(args: argparse.Namespace, workdir: Path) -> tuple[list[Workloa
                 failures.append(str(exc))
                 print(f"[bench] FAILED: {exc}", file=sys.stderr, flush=True)
                 break
+            run.machine["command"] = command_line(args)
             runs.append(run)
             (args.out / f"{workload}.run{index}.json").write_text(json.dumps(run.to_json(), indent=1) + "\n")
             lockstep = run.phases.get("lockstep")
@@ -135,21 +146,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="lockstep-bench-") as tmp:
         workdir = args.workdir or Path(tmp)
         runs, failures = asyncio.run(run_all(args, workdir))
+    recorded = load_runs(args.out)
     by_workload: dict[str, list[WorkloadRun]] = {}
-    for run in runs:
+    for run in recorded:
         by_workload.setdefault(run.workload, []).append(run)
     summaries = [summarize_runs(group) for group in by_workload.values()]
     if summaries:
+        commands = sorted({str(run.machine.get("command", "")) for run in recorded} - {""})
         (args.out / "summary.json").write_text(
-            json.dumps({"command": command_line(args), "workloads": [asdict(s) for s in summaries]}, indent=1)
-            + "\n"
+            json.dumps({"commands": commands, "workloads": [asdict(s) for s in summaries]}, indent=1) + "\n"
         )
-        section = readme_section(summaries, args)
+        section = readme_section(summaries, commands)
         print(section)
         if args.readme:
             update_readme(BENCH_DIR / "README.md", section)
         try:
-            print(f"[bench] plot: {plot_bound_over_time(runs, args.out / 'pods-bound.png')}")
+            print(f"[bench] plot: {plot_bound_over_time(recorded, args.out / 'pods-bound.png')}")
         except PlotUnavailable as exc:
             print(f"[bench] no plot: {exc}", file=sys.stderr)
     for failure in failures:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 from types import ModuleType
 
@@ -56,8 +57,7 @@ def test_cli_rejects_unknown_workloads_and_bad_numbers(capsys: pytest.CaptureFix
 
 def test_readme_section_replaces_only_its_own_block(tmp_path: Path) -> None:
     run = _load_run_script()
-    args = run.parse_args(["basic", "--runs", "1"])
-    section = run.readme_section([summarize_runs([_run("basic", 1)])], args)
+    section = run.readme_section([summarize_runs([_run("basic", 1)])], ["python bench/run.py basic --runs 1"])
     assert section.startswith(run.README_BEGIN) and section.endswith(run.README_END)
     assert "`python bench/run.py basic --runs 1`" in section
     assert "| basic | 1 | 16/16 | 100 | 400 | 0.25 |" in section
@@ -80,3 +80,14 @@ def test_plot_draws_a_png_of_pods_bound_over_time(tmp_path: Path) -> None:
     path = plot_bound_over_time([_run("basic", 1), _run("mixed", 1)], tmp_path / "out" / "bound.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert path.stat().st_size > 5000
+
+
+def test_recorded_runs_of_separate_invocations_load_in_workload_order(tmp_path: Path) -> None:
+    run = _load_run_script()
+    for recorded in (_run("mixed", 1), _run("basic", 2), _run("basic", 1)):
+        path = tmp_path / f"{recorded.workload}.run{recorded.run}.json"
+        path.write_text(json.dumps(recorded.to_json()))
+    (tmp_path / "summary.json").write_text("{}")
+    loaded = run.load_runs(tmp_path)
+    assert [(r.workload, r.run) for r in loaded] == [("basic", 1), ("basic", 2), ("mixed", 1)]
+    assert loaded[0] == _run("basic", 1)
