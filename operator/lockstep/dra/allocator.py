@@ -34,6 +34,8 @@ from lockstep.dra.inventory import AttributeSet, DeviceEntry, DeviceID, DeviceIn
 from lockstep.dra.node_selector import node_name_selector
 
 DEFAULT_MAX_STEPS = 200_000
+MAX_CACHED_CANDIDATE_LISTS = 200_000
+MAX_COMPILED_CLAIMS = 100_000
 
 
 class AllocationError(Exception):
@@ -141,7 +143,7 @@ class Allocator:
             return compiled
         compiled = self._compile(claim)
         if claim.metadata.uid and claim.metadata.resource_version:
-            if len(self._compiled) > 100_000:
+            if len(self._compiled) >= MAX_COMPILED_CLAIMS:
                 self._compiled.clear()
             self._compiled[cache_key] = compiled
         return compiled
@@ -260,6 +262,8 @@ class Allocator:
                 cached = [device for device in devices if self._matches(device, alternative.selectors)]
             except CELError as exc:
                 cached = exc
+            if len(self._candidates) >= MAX_CACHED_CANDIDATE_LISTS:
+                self._candidates.clear()
             self._candidates[cache_key] = cached
         if isinstance(cached, CELError):
             raise AllocationError(claim_key, f"request {alternative.result_name!r}: {cached}")
