@@ -3,7 +3,10 @@
 PreFilter resolves the pod's claims (its own, the ones generated from its templates, its PodGroup's)
 and sorts them: already allocated (in the assume cache or the informer), allocation pending in flight
 (decided by an earlier member of the group), or to allocate. Filter checks a node against the
-allocated and pending ones' nodeSelector and runs the allocator for the rest.
+allocated and pending ones' nodeSelector and runs the allocator for the rest. Candidate nodes are
+narrowed to those holding the allocated devices and, when devices are needed, to nodes with a free one.
+In a gang, a member whose claims offer alternatives (firstAvailable) takes the first choice that still
+leaves devices for the other members (upstream #138765: first fit can starve the rest of the gang).
 
 Reserve (DESIGN.md behaviours 1 and 4): an allocated claim is reused and nothing is recorded in flight;
 a pending allocation is reused (a sharer is added, the node check still applies, upstream #140087);
@@ -14,7 +17,8 @@ PreBind writes a claim once per gang: one strict patch (the claim's resourceVers
 and the ``reservedFor`` entries of every planned member. Members wait for each other per claim, so a
 later member finds itself reserved and writes nothing. On success the written claim is assumed and the
 in-flight entry force-removed; on failure nothing is released here (Unreserve does it, once).
-Unreserve removes the pod's sharer and restores the assumed claim only when that deleted the entry.
+Unreserve removes the pod's sharer and restores the assumed claim only when that deleted the entry;
+if the pod's reservation was already written it is taken out of ``reservedFor`` again in the background.
 """
 
 from __future__ import annotations
@@ -71,7 +75,7 @@ class _PodClaims:
     """The pod's claims as PreFilter sorted them; carried to Filter, Reserve, PreBind, Unreserve."""
 
     claims: list[ResourceClaim]
-    # Claims whose allocation exists (cache) or is pending (in flight): index -> nodeSelector holder.
+    # Claims allocated already (cache) or pending (in flight): index in ``claims`` -> that allocation.
     placed: dict[int, AllocationResult] = field(default_factory=dict)
     to_allocate: list[int] = field(default_factory=list)
     compiled: list[CompiledClaim] = field(default_factory=list)
