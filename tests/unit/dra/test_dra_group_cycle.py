@@ -28,7 +28,7 @@ def cluster(
     store.upsert_class(device_class())
     for n in range(nodes):
         name = f"node-{n}"
-        cache.upsert_node(NodeInfo(name=name, allocatable={"cpu": 8000, "memory": 2**35, "pods": 110}))
+        cache.upsert_node(NodeInfo(name=name, allocatable={"cpu": 10**6, "memory": 2**40, "pods": 1000}))
         devices = [device(f"gpu-{i}", numa=[i // 2, (i + 1) // 2]) for i in range(devices_per_node)]
         store.upsert_slice(resource_slice(f"slice-{name}", devices, name))
     api = MemoryClaimAPI(store)
@@ -141,3 +141,14 @@ def test_a_lone_pod_still_gets_its_preferred_alternative() -> None:
     assert outcome.status.ok
     pending = store.in_flight.get("uid-c")
     assert pending is not None and [r.request for r in pending.devices.results] == ["gpu/two", "gpu/two"]
+
+
+def test_gang_of_257_sharing_a_claim_is_unschedulable_and_writes_nothing() -> None:
+    cache, store, api, cycle = cluster(nodes=2, devices_per_node=1)
+    api.add(claim("shared", exactly("gpu", 1), uid="uid-shared"))
+    group = add_group(cache, "big", 257, 257, PodClaimRef("shared", resource_claim_name="shared"))
+    outcome = cycle.run(group, cache.unscheduled_members(GroupKey("ns", "big")))
+    assert outcome.status.code is Code.UNSCHEDULABLE
+    [diagnosis] = outcome.diagnoses
+    assert "status.reservedFor" in diagnosis.message and "at most 256" in diagnosis.message
+    assert outcome.placements == [] and len(store.in_flight) == 0 and api.status_writes == []
