@@ -386,6 +386,23 @@ def test_operator_configured_by_the_chart_brings_every_example_to_its_expected_p
             items = json.loads(listed.stdout)["items"] if listed.returncode == 0 else []
             reached = {i["metadata"]["name"]: i.get("status", {}).get("phase", "") for i in items}
         assert reached == phases, (tmp_path / "operator.log").read_text()[-4000:]
+        # The commands NOTES.txt and the user guide give for waiting on a group.
+        for name, condition in (("trainer", "PodGroupScheduled"), ("misplaced", "PodGroupScheduled=False")):
+            waited = subprocess.run(
+                [
+                    *kubectl,
+                    "wait",
+                    f"lpg/{name}",
+                    "-n",
+                    "demo",
+                    f"--for=condition={condition}",
+                    "--timeout=10s",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            assert waited.returncode == 0, waited.stderr
     finally:
         stop(operator)
         log.close()
