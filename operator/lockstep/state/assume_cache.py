@@ -17,7 +17,7 @@ None for absent), which is how indexes such as the allocated-device set stay inc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -142,9 +142,6 @@ class AssumeCache(Generic[ObjT]):
     def is_assumed(self, key: str) -> bool:
         entry = self._entries.get(key)
         return entry is not None and entry.latest is not entry.api_obj
-
-    def list(self) -> Iterator[ObjT]:
-        return (entry.latest for entry in self._entries.values())
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -64,10 +64,6 @@ class InFlightClaims:
         entry = self._entries.get(claim_uid)
         return entry.claim.status.allocation if entry is not None else None
 
-    def get_claim(self, claim_uid: str) -> ResourceClaim | None:
-        entry = self._entries.get(claim_uid)
-        return entry.claim if entry is not None else None
-
     def sharers(self, claim_uid: str) -> int:
         entry = self._entries.get(claim_uid)
         return entry.sharers if entry is not None else 0
