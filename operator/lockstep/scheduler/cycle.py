@@ -127,12 +127,13 @@ class GroupCycle:
             status, placements, diagnoses, scheduled, total, min_count, len(pods) - len(placements)
         )
 
-    def release(self, placement: Placement) -> None:
-        """Unreserve (every Reserve plugin that reserved, in reverse) and forget the assumption."""
+    def release(self, placement: Placement, report_freed: bool = False) -> None:
+        """Unreserve (every Reserve plugin that reserved, in reverse) and forget the assumption;
+        ``report_freed`` as for ``ClusterCache.forget``."""
         for plugin in reversed(placement.reserved):
             plugin.unreserve(placement.state, placement.pod, placement.node_name)
         placement.reserved.clear()
-        self.cache.forget(placement.pod.uid)
+        self.cache.forget(placement.pod.uid, report_freed)
 
     # ------------------------------------------------------------------ one pod
 

@@ -372,7 +372,7 @@ class Scheduler:
         try:
             status = await self._permit_prebind_bind(placement)
         except asyncio.CancelledError:
-            self.cycle.release(placement)
+            self.cycle.release(placement, report_freed=True)
             raise
         except Exception as exc:  # a plugin or port raised: fail this pod, keep scheduling
             log.exception("binding cycle of pod %s to %s raised", pod.key, node_name)
@@ -381,8 +381,9 @@ class Scheduler:
             for listener in self._listeners:
                 listener.on_pod_bound(pod, node_name)
             return
-        self.cycle.release(placement)
-        self._binding_failed(key, pod, node_name, status)
+        next_retry = self._requeue_after_binding_failure(key, status)
+        self.cycle.release(placement, report_freed=True)
+        self._record_binding_failure(key, pod, node_name, status, next_retry)
         if status.cause != "PodDeleted":
             await self.report_unschedulable(pod, reason_for(status.code), status.message)
 
@@ -437,10 +438,9 @@ class Scheduler:
             )
         return Status.error(BINDING_PLUGIN, f"binding to {node_name} failed: {outcome.message or 'error'}")
 
-    def _binding_failed(self, key: GroupKey, pod: PodInfo, node_name: str, status: Status) -> None:
+    def _requeue_after_binding_failure(self, key: GroupKey, status: Status) -> float | None:
+        """Queue the group again before the pod's capacity is reported free; returns when it is due."""
         now = self.clock()
-        previous = self._attempts.get(key)
-        cause = status.cause or status.plugin
         next_retry: float | None
         if status.cause == "PodGroupDeleted":
             self.queue.add(key, self._priority(key), now)  # PreEnqueue will hold it until it returns
@@ -448,23 +448,40 @@ class Scheduler:
         elif status.cause == "PodDeleted":
             next_retry = self.queue.ready_at(key)
         else:
-            next_retry = self.queue.park(key, now, hints_for({cause: 1}) | _CLUSTER_EVENTS, new_attempt=False)
+            hints = hints_for({status.cause or status.plugin: 1}) | _CLUSTER_EVENTS
+            next_retry = self.queue.park(key, now, hints, new_attempt=False)
         self._wakeup.set()
-        if previous is None:
+        return next_retry
+
+    def _record_binding_failure(
+        self, key: GroupKey, pod: PodInfo, node_name: str, status: Status, next_retry: float | None
+    ) -> None:
+        """Amend the group's last attempt. A deleted pod is not a failure of the group, and a group
+        that still has minCount members bound or binding stays Scheduled."""
+        previous = self._attempts.get(key)
+        if previous is None or status.cause == "PodDeleted":
             return
+        cause = status.cause or status.plugin
         causes = dict(previous.causes)
         causes[cause] = causes.get(cause, 0) + 1
-        code = status.code if status.code is Code.ERROR else Code.UNSCHEDULABLE
+        scheduled = self.cache.scheduled_count(key)
+        if Code.ERROR in (status.code, previous.code):
+            code = Code.ERROR
+        elif previous.code is Code.SUCCESS and scheduled >= previous.min_count:
+            code = Code.SUCCESS
+        else:
+            code = Code.UNSCHEDULABLE
+        wall = self.wall_clock()
         attempt = dataclasses.replace(
             previous,
-            code=code if previous.code is not Code.ERROR else Code.ERROR,
-            reason=reason_for(code if previous.code is not Code.ERROR else Code.ERROR),
+            code=code,
+            reason=reason_for(code),
             message=f"pod {pod.key} did not bind to {node_name}: {status.message}",
-            timestamp=self.wall_clock(),
-            scheduled=self.cache.scheduled_count(key),
+            timestamp=wall,
+            scheduled=scheduled,
             pending=len(self.cache.unscheduled_members(key)),
             causes=merge_causes((), causes),
-            next_retry_at=None if next_retry is None else self.wall_clock() + (next_retry - now),
+            next_retry_at=None if next_retry is None else wall + (next_retry - self.clock()),
         )
         self._attempts[key] = attempt
         for listener in self._listeners:

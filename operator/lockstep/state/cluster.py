@@ -232,15 +232,20 @@ class ClusterCache:
         self._assumed[pod.uid] = node_name
         self._place(current)
 
-    def forget(self, uid: str) -> None:
-        """Drop an assumption (a failed cycle or binding); a pod the API shows bound stays counted."""
+    def forget(self, uid: str, report_freed: bool = False) -> None:
+        """Drop an assumption (a failed cycle or binding); a pod the API shows bound stays counted.
+
+        ``report_freed``: the capacity was really held (a binding cycle gave up), so tell the
+        listeners it is free again. A failed group cycle only undoes its own tentative state."""
         if self._assumed.pop(uid, None) is None:
             return
         pod = self._pods.get(uid)
         if pod is None:
             return
-        self._unplace(pod)
+        freed = self._unplace(pod)
         self._place(pod)
+        if report_freed and freed and uid not in self._placed:
+            self._emit(ClusterEvent.ASSIGNED_POD_REMOVED)
 
     def is_assumed(self, uid: str) -> bool:
         return uid in self._assumed

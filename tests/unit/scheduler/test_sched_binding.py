@@ -141,6 +141,47 @@ async def test_lowering_min_count_lets_waiting_members_bind() -> None:
     assert api.pods["default/p0"].node_name == api.pods["default/p1"].node_name == "n0"
 
 
+async def test_raising_min_count_mid_flight_holds_members_until_the_new_count_is_reserved() -> None:
+    scheduler, api, cache = make_scheduler()
+    cache.upsert_node(make_node("n0", cpu="8"))
+    cache.upsert_podgroup(gang("g", 2, timeout=30))
+    api.add(make_pod("p0", group="g"))
+    api.add(make_pod("p1", group="g"))
+    scheduler.schedule_one()  # placed with minCount 2; the binding tasks have not run yet
+    cache.upsert_podgroup(gang("g", 3, timeout=30))
+    await settle(scheduler)
+    assert scheduler.waiting.count(KEY) == 2 and api.bind_calls == []
+    api.add(make_pod("p2", group="g"))  # the third member: its cycle needs only itself (S = 2)
+    await settle(scheduler)
+    assert all(p.node_name == "n0" for p in api.pods.values())
+    assert scheduler.attempts[KEY].code is Code.SUCCESS
+
+
+async def test_a_released_reservation_hurries_groups_waiting_for_capacity() -> None:
+    recorder = RecordingPlugin()
+    recorder.fail_pre_bind.add("holder")
+    recorder.pre_bind_gate = asyncio.Event()
+    scheduler, api, cache = make_scheduler(extra_plugins=[recorder])
+    cache.upsert_node(make_node("n0", cpu="2"))
+    api.add(make_pod("holder", cpu="2"))
+    scheduler.schedule_one()  # holder is reserved on n0 and hangs in PreBind, which will fail
+    api.add(make_pod("waiter", cpu="2", priority=10))  # goes before holder's own retry
+    waiter = GroupKey("default", "waiter", False)
+    for backoff in (1, 2, 4):  # no room while holder's reservation stands; the backoff grows
+        assert scheduler.schedule_one() == waiter
+        assert scheduler.queue.ready_at(waiter) == scheduler.clock() + backoff
+        scheduler.clock.advance(backoff if backoff < 4 else 0)  # type: ignore[attr-defined]
+    recorder.pre_bind_gate.set()
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert recorder.releases("holder") == 1
+    # freed capacity: retry one initial backoff after the last attempt instead of 4 s
+    assert scheduler.queue.ready_at(waiter) == scheduler.clock() + 1
+    scheduler.clock.advance(1)  # type: ignore[attr-defined]
+    await settle(scheduler)
+    assert api.pods["default/waiter"].node_name == "n0"
+
+
 async def test_deleting_the_podgroup_rejects_waiting_members() -> None:
     recorder = RecordingPlugin()
     scheduler, api, cache = make_scheduler(extra_plugins=[recorder])

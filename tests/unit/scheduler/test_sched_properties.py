@@ -87,7 +87,6 @@ async def _run_rounds(scheduler: Scheduler, rounds: int = 4) -> None:
     for _ in range(rounds):
         await settle(scheduler)
         scheduler.clock.advance(70)  # type: ignore[attr-defined]
-    await scheduler.wait_for_tasks()
     await settle(scheduler)
 
 
@@ -149,10 +148,12 @@ async def _property_with_failures(nodes: Any, groups: Any, failures: list[int]) 
     await _run_rounds(scheduler)
     _check_no_overcommit(scheduler, api)
     _check_success_attempts_reach_min_count(scheduler, infos)
+    await scheduler.close()  # members still waiting at Permit give their reservations back
+    await asyncio.sleep(0)
     for pod in api.pods.values():
         reserves = recorder.reserved.count(pod.name)
         assert reserves == recorder.releases(pod.name) + (1 if pod.node_name else 0), pod.name
-        assert not scheduler.cache.is_assumed(pod.uid) or pod.node_name
+        assert not scheduler.cache.is_assumed(pod.uid)
     assert len(scheduler.waiting) == 0
 
 
