@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
+import structlog
 import yaml
 from aiohttp import web
 from multidict import CIMultiDict
@@ -43,6 +44,7 @@ from lockstep.sim.selectors import parse_field_selector, parse_label_selector
 from lockstep.sim.store import ObjectKey, ResourceStore, Stored, View, Watcher, WatchEvent
 
 JsonObject = dict[str, Any]
+log = structlog.get_logger("lockstep.sim.apiserver")
 
 VERSION_INFO = {
     "major": "1",
@@ -345,6 +347,13 @@ class ApiServer:
             return await self._dispatch(request)
         except ApiError as error:
             return self._error_response(error)
+        except Exception as error:  # an emulator bug: answer like kube-apiserver does for a panic
+            log.exception("request failed", method=request.method, path=request.path)
+            return self._error_response(
+                ApiError(
+                    500, "InternalError", f"Internal error occurred: {type(error).__name__}: {error}", {}
+                )
+            )
 
     @staticmethod
     def _error_response(error: ApiError) -> web.Response:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from sim_helpers import NS, Client, pod
+
+from lockstep.sim.apiserver import ApiServer
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -110,3 +113,15 @@ async def test_labels_and_annotations_are_validated(client: Client) -> None:
         "PATCH", f"{NS}/pods/c", {"metadata": {"labels": {"x": "-bad"}}}, "application/merge-patch+json"
     )
     assert status == 422
+
+
+async def test_an_emulator_bug_is_answered_as_an_internal_error_status(
+    client: Client, server: ApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object) -> list[object]:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(server.types[("", "v1", "pods")].strategy, "validate", broken)
+    status, body, _ = await client.call("POST", f"{NS}/pods", pod("a"))
+    assert (status, body["kind"], body["reason"]) == (500, "Status", "InternalError")
+    assert "RuntimeError: boom" in body["message"]
