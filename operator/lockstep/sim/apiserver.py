@@ -1243,6 +1243,9 @@ class ApiServer:
     async def _delete(self, request: web.Request, req: Request) -> web.Response:
         assert req.name is not None
         options = await self._delete_options(request)
+        if self._write_context(request, "").dry_run or options.get("dryRun"):
+            current = self._current(req.rt, req.namespace, req.name)
+            return self._json(200, self._render(req.rt, current))
         answer = self.delete_object(req.rt, req.namespace, req.name, options)
         return self._json(200, answer)
 

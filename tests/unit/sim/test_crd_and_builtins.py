@@ -308,6 +308,8 @@ async def test_dry_run_writes_nothing(client: Client, server: ApiServer) -> None
     assert status == 200 and body["metadata"]["labels"] == {"x": "1"}
     _, stored, _ = await client.call("GET", f"{NS}/pods/a")
     assert "labels" not in stored["metadata"] and server.rv == after_create > before
+    status, _, _ = await client.call("DELETE", f"{NS}/pods/a", params={"dryRun": "All"})
+    assert status == 200 and (await client.call("GET", f"{NS}/pods/a"))[0] == 200
 
 
 async def test_events_table_matches_kubectl_columns(client: Client) -> None:
