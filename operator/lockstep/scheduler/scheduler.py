@@ -166,6 +166,8 @@ class Scheduler:
                 group,
                 Status.unschedulable(BINDING_PLUGIN, "PodGroupDeleted", f"PodGroup {group} was deleted"),
             )
+            if self._forget_if_gone(group):
+                return
             self.queue.add(group, self._priority(group), now)
         elif group is not None and event is ClusterEvent.MEMBER_REMOVED:
             for uid in self.waiting.uids(group):
@@ -173,6 +175,7 @@ class Scheduler:
                 if pod is None:
                     gone = Status.unschedulable(BINDING_PLUGIN, "PodDeleted", "pod was deleted")
                     self.waiting.reject(uid, gone)
+            self._forget_if_gone(group)
             return
         elif event in _CLUSTER_EVENTS:
             if not self.queue.on_event(event, now):
@@ -180,6 +183,14 @@ class Scheduler:
         else:
             return
         self._wakeup.set()
+
+    def _forget_if_gone(self, key: GroupKey) -> bool:
+        """Drop the queue entry and last attempt of a group with no PodGroup and no members left."""
+        if self.cache.members(key) or self.cache.podgroup(key) is not None:
+            return False
+        self.queue.remove(key)
+        self._attempts.pop(key, None)
+        return True
 
     def _priority(self, key: GroupKey) -> int:
         return max((p.priority for p in self.cache.unscheduled_members(key)), default=0)

@@ -155,9 +155,10 @@ class ClusterCache:
 
     def upsert_pod(self, pod: PodInfo) -> None:
         old = self._pods.get(pod.uid)
+        was_member = False
         if old is not None:
             freed = self._unplace(old)
-            self._leave_group(old)
+            was_member = self._leave_group(old)
         else:
             freed = ""
             stale_uid = self._uid_by_key.get(pod.key)
@@ -170,6 +171,8 @@ class ClusterCache:
         self._place(pod)
         if freed and self._placed.get(pod.uid) != freed:
             self._emit(ClusterEvent.ASSIGNED_POD_REMOVED)
+        if old is not None and was_member and (not self._is_member(pod) or old.group_key != pod.group_key):
+            self._emit(ClusterEvent.MEMBER_REMOVED, old.group_key)  # finished, or moved to another group
         if not self._is_member(pod):
             return
         group = self._groups.setdefault(pod.group_key, _Group())

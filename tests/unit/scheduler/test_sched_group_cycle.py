@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from sched_helpers import RecordingPlugin, gang, make_node, make_pod, make_scheduler, settle
 
 from lockstep.config import Settings
@@ -225,3 +227,21 @@ async def test_a_reserve_failure_releases_the_pod_and_fails_the_gang() -> None:
     attempt = scheduler.attempts[GroupKey("default", "g")]
     assert attempt.code is Code.UNSCHEDULABLE
     assert dict(attempt.causes) == {"ReserveFailed": 1}
+
+
+async def test_groups_that_are_gone_are_forgotten() -> None:
+    scheduler, api, cache = make_scheduler()
+    cache.upsert_node(make_node("n0"))
+    api.add(make_pod("done"))
+    api.add(make_pod("deleted"))
+    cache.upsert_podgroup(gang("g", 1))
+    api.add(make_pod("member", group="g"))
+    await settle(scheduler)
+    assert len(scheduler.attempts) == 3
+    finished = dataclasses.replace(api.pods["default/done"], phase="Succeeded")
+    cache.upsert_pod(finished)
+    api.delete("default/deleted")
+    api.delete("default/member")
+    assert set(scheduler.attempts) == {GroupKey("default", "g")}  # its PodGroup still exists
+    cache.delete_podgroup("default", "g")
+    assert scheduler.attempts == {}
