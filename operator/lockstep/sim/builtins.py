@@ -176,6 +176,8 @@ POD_SMP_LISTS = {
     ("spec", "containers", "volumeMounts"): "mountPath",
     ("spec", "initContainers", "volumeMounts"): "mountPath",
     ("spec", "containers", "volumeDevices"): "devicePath",
+    ("spec", "initContainers", "volumeDevices"): "devicePath",
+    ("spec", "topologySpreadConstraints"): "topologyKey",
     ("spec", "volumes"): "name",
     ("spec", "imagePullSecrets"): "name",
     ("spec", "schedulingGates"): "name",
