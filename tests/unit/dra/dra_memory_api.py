@@ -3,8 +3,9 @@
 Every write bumps ``metadata.resourceVersion``; a status patch with a stale resourceVersion answers
 CONFLICT; more than 256 ``reservedFor`` entries answer INVALID (as the API server's 422); a create of
 an existing name answers CONFLICT with the existing object. Failures are injected per call with
-``fail_next``. Writes are echoed to the store's informer side only when ``echo`` is set, so tests can
-also check that the scheduler works from its own assumed objects.
+``fail_next`` or as a whole schedule in ``failures``. Writes are echoed to the store's informer side
+only when ``echo`` is set, so tests can also check that the scheduler works from its own assumed
+objects.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ class MemoryClaimAPI:
         self.status_writes: list[tuple[str, dict[str, Any]]] = []
         self.creates: list[dict[str, Any]] = []
         self.group_records: list[tuple[str, list[dict[str, str]]]] = []
-        self.failures: list[WriteResult] = []
+        # Outcomes for the next writes, in order: a WriteResult is injected, None lets the write through.
+        self.failures: list[WriteResult | None] = []
         self.echo = echo
         self.latency = latency
         self._version = 100
@@ -43,12 +45,16 @@ class MemoryClaimAPI:
     def fail_next(self, result: WriteResult) -> None:
         self.failures.append(result)
 
+    def _injected(self) -> ClaimWriteOutcome | None:
+        injected = self.failures.pop(0) if self.failures else None
+        return None if injected is None else ClaimWriteOutcome(injected, message="injected")
+
     async def write_claim_status(self, claim: ResourceClaim, status: dict[str, Any]) -> ClaimWriteOutcome:
         if self.latency:
             await asyncio.sleep(self.latency)
         self.status_writes.append((claim.key, status))
-        if self.failures:
-            return ClaimWriteOutcome(self.failures.pop(0), message="injected")
+        if injected := self._injected():
+            return injected
         current = self.objects.get(claim.key)
         if current is None:
             return ClaimWriteOutcome(WriteResult.NOT_FOUND)
@@ -67,8 +73,8 @@ class MemoryClaimAPI:
 
     async def create_claim(self, claim: dict[str, Any]) -> ClaimWriteOutcome:
         self.creates.append(claim)
-        if self.failures:
-            return ClaimWriteOutcome(self.failures.pop(0), message="injected")
+        if injected := self._injected():
+            return injected
         key = f"{claim['metadata']['namespace']}/{claim['metadata']['name']}"
         if key in self.objects:
             return ClaimWriteOutcome(WriteResult.CONFLICT, parse_resource(ResourceClaim, self.objects[key]))
@@ -84,6 +90,6 @@ class MemoryClaimAPI:
         self, podgroup: PodGroup, statuses: list[dict[str, str]]
     ) -> ClaimWriteOutcome:
         self.group_records.append((podgroup.key, statuses))
-        if self.failures:
-            return ClaimWriteOutcome(self.failures.pop(0), message="injected")
+        if injected := self._injected():
+            return injected
         return ClaimWriteOutcome(WriteResult.WRITTEN)
