@@ -83,6 +83,7 @@ class Child:
         self.name = name
         self.argv = argv
         self.log = log
+        self.metrics_url: str | None = None
         self._log_file = log.open("wb")
         self.process = subprocess.Popen(argv, stdout=self._log_file, stderr=subprocess.STDOUT)
 
@@ -160,7 +161,9 @@ async def start_sim(
 
 
 def start_operator(kubeconfig: Path, workdir: Path) -> Child:
-    """``lockstep run`` against the emulator: no leader election, metrics off, logs at warning."""
+    """``lockstep run`` against the emulator: no leader election, logs at warning, metrics on a free
+    port (``child.metrics_url``)."""
+    metrics_port = free_port()
     argv = [
         *LOCKSTEP,
         "run",
@@ -168,7 +171,7 @@ def start_operator(kubeconfig: Path, workdir: Path) -> Child:
         str(kubeconfig),
         "--no-leader-elect",
         "--metrics-bind-address",
-        "",
+        f"127.0.0.1:{metrics_port}",
         "--health-bind-address",
         f"127.0.0.1:{free_port()}",
         "--log-format",
@@ -176,4 +179,6 @@ def start_operator(kubeconfig: Path, workdir: Path) -> Child:
         "--log-level",
         "warning",
     ]
-    return Child("lockstep run", argv, workdir / "operator.log")
+    child = Child("lockstep run", argv, workdir / "operator.log")
+    child.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+    return child

@@ -129,6 +129,7 @@ class PhaseResult:
     server_requests: dict[str, int] = field(default_factory=dict)
     operator_requests: dict[str, int] = field(default_factory=dict)
     requests_per_pod: dict[str, float] = field(default_factory=dict)
+    operator_requests_by_method: dict[str, float] = field(default_factory=dict)
     writes_per_pod: float | None = None
     unexpected_bound: int = 0
     operator_rss_peak_mb: float | None = None
@@ -183,7 +184,12 @@ class WorkloadRun:
     machine: dict[str, Any] = field(default_factory=dict)
 
     def attribute_requests(self) -> None:
-        """Fill the lockstep phases' operator requests: their traffic less the ceiling phase's."""
+        """Fill the lockstep phases' operator requests: their traffic less the ceiling phase's.
+
+        Writes per pod come from the operator's own counters when it reported them (exact); the
+        server-side attribution is the fallback, and misses where the emulator's controllers do more
+        in a lockstep phase than in the ceiling (kubelets start pods only once their claims are
+        allocated, which the ceiling never does)."""
         ceiling = self.phases.get("ceiling")
         if ceiling is None:
             return
@@ -192,7 +198,8 @@ class WorkloadRun:
                 continue
             phase.operator_requests = operator_requests(phase.server_requests, ceiling.server_requests)
             phase.requests_per_pod = per_pod_by_verb(phase.operator_requests, phase.pods_bound)
-            phase.writes_per_pod = writes_per_pod(phase.requests_per_pod)
+            if phase.writes_per_pod is None:
+                phase.writes_per_pod = writes_per_pod(phase.requests_per_pod)
             phase.extra["claim_status_writes"] = float(
                 sum(n for key, n in phase.operator_requests.items() if key in CLAIM_STATUS_WRITES)
             )

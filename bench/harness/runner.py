@@ -28,6 +28,7 @@ from harness.loadgen import (
     churn,
     create_setup,
 )
+from harness.opmetrics import CONFLICTS, REQUESTS, delta, scrape, writes
 from harness.procs import Child, ProcessFailed, start_operator, start_sim
 from harness.profile import Profiler, report
 from harness.results import PhaseResult, WorkloadRun, server_minus_own, summarize_phase
@@ -155,6 +156,7 @@ async def measure(
     stats_before = server_counts(await client.admin("/__sim/stats"))
     sent_before = Counter(client.sent)
     usage_before = operator.usage() if operator is not None else None
+    metrics_before = await scrape(operator.metrics_url) if operator and operator.metrics_url else None
     sim_usage_before = sim.usage()
     profilers: dict[str, Profiler] = {}
     if profile_to is not None:
@@ -185,6 +187,7 @@ async def measure(
             except TimeoutError:
                 continue
         usage_after = operator.usage() if operator is not None else None
+        metrics_after = await scrape(operator.metrics_url) if operator and operator.metrics_url else None
         sim_usage_after = sim.usage()
         for name, profiler in profilers.items():
             if profile_to is not None:
@@ -210,6 +213,12 @@ async def measure(
         "sim_cpu_seconds": round(sim_usage_after.cpu_seconds - sim_usage_before.cpu_seconds, 2),
     }
 
+    if metrics_before is not None and metrics_after is not None:
+        result.operator_requests_by_method = delta(metrics_before, metrics_after, REQUESTS, "method")
+        for resource, count in delta(metrics_before, metrics_after, CONFLICTS, "resource").items():
+            result.extra[f"conflicts {resource}"] = count
+        if result.pods_bound:
+            result.writes_per_pod = round(writes(result.operator_requests_by_method) / result.pods_bound, 4)
     if timed_out:
         result.extra["timed_out"] = 1.0
         result.notes = unscheduled_reasons(await client.get(PODGROUPS_PATH))

@@ -238,3 +238,28 @@ def test_tracker_settles_without_completion_when_nothing_was_bound() -> None:
     assert not tracker.settled.is_set(), "not settled while the load generator is still creating"
     tracker.creation_finished()
     assert tracker.settled.is_set() and not tracker.complete.is_set()
+
+
+def test_operator_metrics_deltas_by_label() -> None:
+    from harness.opmetrics import CONFLICTS, REQUESTS, delta, parse_prometheus, writes
+
+    before = parse_prometheus(
+        "# HELP lockstep_api_requests_total Requests\n# TYPE lockstep_api_requests_total counter\n"
+        'lockstep_api_requests_total{code="201",method="POST"} 5.0\n'
+        'lockstep_api_requests_total{code="200",method="PATCH"} 2.0\n'
+        'lockstep_api_requests_created{code="201",method="POST"} 1.7e9\n'
+    )
+    after = parse_prometheus(
+        'lockstep_api_requests_total{code="201",method="POST"} 105.0\n'
+        'lockstep_api_requests_total{code="409",method="POST"} 3.0\n'
+        'lockstep_api_requests_total{method="PATCH",code="200"} 12.0\n'
+        'lockstep_api_requests_total{code="200",method="GET"} 7.0\n'
+        'lockstep_api_conflicts_total{resource="pods/binding"} 3.0\n'
+        "lockstep_leader 1.0\n"
+    )
+    by_method = delta(before, after, REQUESTS, "method")
+    assert by_method == {"GET": 7.0, "PATCH": 10.0, "POST": 103.0}
+    assert writes(by_method) == 113.0
+    assert delta(before, after, CONFLICTS, "resource") == {"pods/binding": 3.0}
+    with pytest.raises(ValueError, match="cannot parse line"):
+        parse_prometheus("{broken} 1\n")

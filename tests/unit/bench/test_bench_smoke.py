@@ -48,6 +48,8 @@ async def test_smallest_workload_through_the_operator(tmp_path: Path) -> None:
     assert run.ceiling_ratio is not None and run.ceiling_ratio > 0
     # The operator binds every pod itself: at least one create pods/binding per pod is its own.
     assert lockstep.operator_requests.get("create pods/binding", 0) >= 40
+    # Its own counters agree: one binding POST per pod at least.
+    assert lockstep.operator_requests_by_method.get("POST", 0) >= 40
     assert lockstep.writes_per_pod is not None and lockstep.writes_per_pod >= 1.0
     assert lockstep.operator_rss_peak_mb is not None and lockstep.operator_rss_peak_mb > 10
     assert lockstep.operator_cpu_seconds is not None and lockstep.operator_cpu_seconds >= 0
