@@ -99,7 +99,8 @@ async def test_drop_watches_and_compact_through_the_admin_endpoint(client: Clien
             return resp.status
 
     task = asyncio.create_task(watch())
-    await asyncio.sleep(0.2)
+    while not server.stores["/pods"].watchers:
+        await asyncio.sleep(0.01)
     _, dropped, _ = await client.call("POST", "/__sim/faults", {"action": "drop_watches"})
     assert dropped == {"dropped": 1}
     assert await asyncio.wait_for(task, 5) == 200

@@ -178,7 +178,7 @@ async def test_watch_1_is_accepted_and_timeout_ends_the_stream(client: Client) -
     ) as resp:
         assert resp.status == 200
         await resp.read()
-    assert 0.9 < loop.time() - started < 3
+    assert 0.9 < loop.time() - started < 10
 
 
 async def test_a_slow_watcher_is_closed_instead_of_stalling_writers() -> None:
