@@ -99,7 +99,9 @@ async def test_drop_watches_and_compact_through_the_admin_endpoint(client: Clien
             return resp.status
 
     task = asyncio.create_task(watch())
-    while not server.stores["/pods"].watchers:
+    for _ in range(500):
+        if server.stores["/pods"].watchers:
+            break
         await asyncio.sleep(0.01)
     _, dropped, _ = await client.call("POST", "/__sim/faults", {"action": "drop_watches"})
     assert dropped == {"dropped": 1}
