@@ -33,6 +33,15 @@ NAMESPACE = "acceptance"
 DEVICE_CLASS = "gpu.sim.lockstep.dev"
 T = TypeVar("T")
 
+GPU_TEMPLATE = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "ResourceClaimTemplate",
+    "metadata": {"name": "one-gpu", "namespace": NAMESPACE},
+    "spec": {
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DEVICE_CLASS}}]}}
+    },
+}
+
 
 def operator_settings(**overrides: Any) -> Settings:
     values: dict[str, Any] = {

@@ -87,10 +87,12 @@ class SchedulerCore:
         self._accepting = True
         self._wake = asyncio.Event()
         self._pending_since: dict[str, float] = {}  # pod uid -> when it was first seen unscheduled
-        self._podgroup_uids: dict[GroupRef, str] = {}
         self._invalid: dict[str, str] = {}  # object key -> resourceVersion already reported invalid
         self._podgroups: dict[GroupRef, PodGroup] = {}
         self._claim_tasks: dict[GroupRef, asyncio.Task[None]] = {}
+        self._attempt_count = 0
+        self._last_attempt: GroupAttempt | None = None
+        self._leading = False
 
     # --- watch feed -------------------------------------------------------------------------------------
 
@@ -124,7 +126,6 @@ class SchedulerCore:
         meta = _meta(raw)
         namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
         if event_type == "DELETED":
-            self._podgroup_uids.pop((namespace, name), None)
             self._podgroups.pop((namespace, name), None)
             self.cache.delete_podgroup(namespace, name)
             self.resources.delete_pod_group(namespace, name)
@@ -146,7 +147,6 @@ class SchedulerCore:
                 policy="gang" if podgroup.spec.is_gang else "basic",
                 claims=[c.name for c in podgroup.spec.resource_claims],
             )
-        self._podgroup_uids[(namespace, name)] = podgroup.metadata.uid
         self.resources.upsert_pod_group(podgroup)
         self.cache.upsert_podgroup(podgroup)
         self._podgroups[(namespace, name)] = podgroup
@@ -157,7 +157,7 @@ class SchedulerCore:
         key = (podgroup.metadata.namespace, podgroup.metadata.name)
         recorded = {s.name for s in podgroup.status.resource_claim_statuses if s.resource_claim_name}
         wanted = [e for e in podgroup.spec.resource_claims if e.resource_claim_template_name]
-        if all(e.name in recorded for e in wanted) or key in self._claim_tasks:
+        if not self._leading or all(e.name in recorded for e in wanted) or key in self._claim_tasks:
             return
         task = asyncio.get_running_loop().create_task(self._create_group_claims(podgroup))
         self._claim_tasks[key] = task
@@ -253,9 +253,10 @@ class SchedulerCore:
         while self._accepting:
             self._wake.clear()
             started = time.perf_counter()
+            attempts_before = self._attempt_count
             key = scheduler.schedule_one()
             if key is not None:
-                attempt = scheduler.attempts.get(key)
+                attempt = self._last_attempt if self._attempt_count > attempts_before else None
                 result = RESULT_LABELS[attempt.code] if attempt is not None else "skipped"
                 self.metrics.podgroup_attempt_duration.labels(result).observe(time.perf_counter() - started)
                 await asyncio.sleep(0)  # let watch events and binding tasks run between cycles
@@ -265,8 +266,15 @@ class SchedulerCore:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
 
+    def start_leading(self) -> None:
+        """Writes start with leadership: create the template claims of the PodGroups seen so far."""
+        self._leading = True
+        for podgroup in list(self._podgroups.values()):
+            self._ensure_group_claims(podgroup)
+
     def stop_accepting(self) -> None:
         self._accepting = False
+        self._leading = False
         self._wake.set()
 
     async def drain(self, grace: float) -> None:
@@ -310,6 +318,8 @@ class SchedulerCore:
         )
 
     def on_group_attempt(self, attempt: GroupAttempt) -> None:
+        self._attempt_count += 1
+        self._last_attempt = attempt
         self.last_cycle_at = attempt.timestamp
         result = RESULT_LABELS[attempt.code]
         self.metrics.podgroup_attempts.labels(result).inc()
@@ -346,7 +356,8 @@ class SchedulerCore:
     def _record_event(self, attempt: GroupAttempt) -> None:
         key = attempt.group
         if key.pod_group:
-            uid = self._podgroup_uids.get((key.namespace, key.name), "")
+            known = self._podgroups.get((key.namespace, key.name))
+            uid = known.metadata.uid if known is not None else ""
             reference = ObjectReference("PodGroup", key.namespace, key.name, uid, PODGROUP_API_VERSION)
         else:
             pod = self.cache.get_pod_by_name(key.namespace, key.name)

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+import aiohttp
 import kopf
 
 from lockstep.config import Settings
@@ -38,6 +39,7 @@ from lockstep.kube.client import (
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
+    ApiError,
     KubeClient,
     ResourceKind,
     wait_for_server,
@@ -323,13 +325,20 @@ class Operator:
         """Once Kopf runs, LIST again: an object deleted between the priming LIST and Kopf's own
         initial LIST is never reported by Kopf, so it is reported DELETED here."""
         await kopf_ready.wait()
-        await asyncio.sleep(self.options.resync_delay_seconds)
-        for kind, sink in sinks.items():
-            known = set(sink.keys)
-            present = {_object_key(obj) for obj in await self._list_all(kind)}
-            for key in known - present:
-                namespace, _, name = key.partition("/")
-                sink("DELETED", {"metadata": {"namespace": namespace or None, "name": name}})
+        pending = dict(sinks)
+        while pending:
+            await asyncio.sleep(self.options.resync_delay_seconds)
+            for kind, sink in list(pending.items()):
+                known = set(sink.keys)
+                try:
+                    present = {_object_key(obj) for obj in await self._list_all(kind)}
+                except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+                    log.warning("resync list failed, retrying", resource=kind.plural, error=str(exc))
+                    continue
+                for key in known - present:
+                    namespace, _, name = key.partition("/")
+                    sink("DELETED", {"metadata": {"namespace": namespace or None, "name": name}})
+                del pending[kind]
 
     async def _start_raw_watches(self, sinks: Mapping[ResourceKind, EventSink]) -> None:
         """Start the raw watches and wait for their initial lists. Besides the kinds in ``sinks``,
@@ -416,6 +425,7 @@ class Operator:
         await self.leading.wait()
         assert self.core is not None and self.status is not None and self.events is not None
         log.info("scheduling", identity=self.identity, scheduler=self.settings.scheduler_name)
+        self.core.start_leading()
         self._writers = [
             self._spawn(self.status.run(), "status-writer"),
             self._spawn(self.events.run(), "event-recorder"),

@@ -10,6 +10,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from acceptance_harness import (
+    GPU_TEMPLATE,
     NAMESPACE,
     Env,
     eventually,
@@ -21,7 +22,7 @@ from acceptance_harness import (
 )
 
 from lockstep.controller.runtime import WatchMode
-from lockstep.kube.client import EVENTS, PODS
+from lockstep.kube.client import EVENTS, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS
 from lockstep.sim.faults import FaultRule
 
 
@@ -145,3 +146,23 @@ async def test_a_failed_status_write_is_retried() -> None:
             "lockstep_podgroup_status_writes_total", {"result": "error"}
         )
         assert errors == 3
+
+
+async def test_a_podgroup_template_claim_is_created_once_and_shared_by_the_gang() -> None:
+    async with simulated_cluster(nodes=2, devices_per_node=2) as env:
+        await env.client.create(RESOURCE_CLAIM_TEMPLATES, NAMESPACE, GPU_TEMPLATE)
+        await env.create(
+            podgroup("team", 3, claims=[{"name": "shared", "resourceClaimTemplateName": "one-gpu"}])
+        )
+        for i in range(3):
+            await env.create(pod(f"team-{i}", "team"))
+        await eventually(lambda: bound(env, "team", 3), what="the gang bound with its group claim")
+        status = await env.podgroup_status("team")
+        [entry] = status["resourceClaimStatuses"]
+        assert entry["name"] == "shared"
+        claims = (await env.client.list(RESOURCE_CLAIMS, NAMESPACE))["items"]
+        assert [c["metadata"]["name"] for c in claims] == [entry["resourceClaimName"]]
+        [claim] = claims
+        assert claim["metadata"]["ownerReferences"][0]["kind"] == "PodGroup"
+        assert sorted(r["name"] for r in claim["status"]["reservedFor"]) == ["team-0", "team-1", "team-2"]
+        assert len(claim["status"]["allocation"]["devices"]["results"]) == 1

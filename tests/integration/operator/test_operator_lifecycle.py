@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from acceptance_harness import (
+    GPU_TEMPLATE,
     NAMESPACE,
     Env,
     PodEvents,
@@ -26,16 +27,6 @@ from lockstep.controller.runtime import OperatorThread
 from lockstep.kube.client import LEASES, NODES, RESOURCE_CLAIM_TEMPLATES
 from lockstep.sim.faults import FaultRule
 
-GPU_TEMPLATE = {
-    "apiVersion": "resource.k8s.io/v1",
-    "kind": "ResourceClaimTemplate",
-    "metadata": {"name": "one-gpu", "namespace": NAMESPACE},
-    "spec": {
-        "spec": {
-            "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.sim.lockstep.dev"}}]}
-        }
-    },
-}
 ONE_GPU = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
 
 
