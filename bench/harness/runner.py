@@ -149,7 +149,7 @@ async def measure(
     node_names: list[str],
     profile_to: Path | None = None,
 ) -> PhaseResult:
-    tracker = Tracker(workload.pods_expected)
+    tracker = Tracker(workload.pods_expected, claims_allocated=operator is not None)
     watcher = CompletionWatcher(client, tracker)
     await watcher.start()
     generator = LoadGenerator(client, tracker, shape)
@@ -213,6 +213,11 @@ async def measure(
         "sim_cpu_seconds": round(sim_usage_after.cpu_seconds - sim_usage_before.cpu_seconds, 2),
     }
 
+    if tracker.claims_recorded_at:
+        # How fast the emulator's resourceclaim controller made the pods' claims: a scheduler cannot
+        # place a pod before its claim exists.
+        claims_seconds = max(tracker.claims_recorded_at) - load_start
+        result.extra["claims_made_per_second"] = round(len(tracker.claims_recorded_at) / claims_seconds, 2)
     if metrics_before is not None and metrics_after is not None:
         result.operator_requests_by_method = delta(metrics_before, metrics_after, REQUESTS, "method")
         for resource, count in delta(metrics_before, metrics_after, CONFLICTS, "resource").items():

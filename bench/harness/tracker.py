@@ -19,7 +19,9 @@ class Tracker:
     resourceclaim controller. Only then does the server's request count hold all of their writes.
     """
 
-    def __init__(self, target: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, target: int, clock: Callable[[], float] = time.monotonic, claims_allocated: bool = True
+    ) -> None:
         if target < 1:
             raise ValueError(f"Tracker target: must be at least 1 pod, got {target}")
         self.target = target
@@ -33,6 +35,10 @@ class Tracker:
         self.running: set[str] = set()
         self.awaiting_running: set[str] = set()
         self.awaiting_claims: set[str] = set()
+        self.claims_recorded_at: list[float] = []
+        # Without a scheduler nobody allocates claims, and the kubelets never start pods that have one.
+        self.claims_allocated = claims_allocated
+        self.never_run: set[str] = set()
 
     def add_gang(self, gang: GangSpec) -> None:
         for index in range(gang.pods):
@@ -44,6 +50,8 @@ class Tracker:
                 self.counted.add(name)
             if gang.claim == "template":
                 self.awaiting_claims.add(name)
+            if gang.claim is not None and not self.claims_allocated:
+                self.never_run.add(name)
         self._check()
 
     def remove_gang(self, gang: GangSpec) -> None:
@@ -57,6 +65,7 @@ class Tracker:
             self.running.discard(name)
             self.awaiting_running.discard(name)
             self.awaiting_claims.discard(name)
+            self.never_run.discard(name)
         self._check()
 
     def created(self, name: str) -> None:
@@ -70,7 +79,7 @@ class Tracker:
         if times is None or times.bound_at is not None:
             return
         times.bound_at = self.clock()
-        if name not in self.running:
+        if name not in self.running and name not in self.never_run:
             self.awaiting_running.add(name)
         if name in self.counted:
             self.counted_bound += 1
@@ -87,6 +96,7 @@ class Tracker:
         """The resourceclaim controller named the pod's generated claims in its status."""
         if name in self.awaiting_claims:
             self.awaiting_claims.discard(name)
+            self.claims_recorded_at.append(self.clock())
             self._check()
 
     def creation_finished(self) -> None:

@@ -263,3 +263,15 @@ def test_operator_metrics_deltas_by_label() -> None:
     assert delta(before, after, CONFLICTS, "resource") == {"pods/binding": 3.0}
     with pytest.raises(ValueError, match="cannot parse line"):
         parse_prometheus("{broken} 1\n")
+
+
+def test_tracker_without_a_scheduler_does_not_wait_for_pods_with_claims_to_run() -> None:
+    clock = FakeClock()
+    tracker = Tracker(target=1, clock=clock, claims_allocated=False)
+    tracker.add_gang(GangSpec("c", pods=1, min_count=1, cpu_millis=1, claim="template"))
+    tracker.creation_finished()
+    tracker.bound("c-0")
+    clock.now = 4.0
+    tracker.claims_recorded("c-0")
+    assert tracker.settled.is_set()
+    assert tracker.claims_recorded_at == [4.0]
