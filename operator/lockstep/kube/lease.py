@@ -147,8 +147,19 @@ class LeaderElector:
         }
         try:
             created = await self.client.create(LEASES, self.namespace, body)
-        except (TimeoutError, ApiError, aiohttp.ClientError, OSError) as exc:
-            log.info("lease create lost or failed", error=str(exc))
+        except ApiError as exc:
+            if exc.not_found:
+                log.error(
+                    "cannot create the leader-election Lease: its namespace does not exist "
+                    "(create it, or set --lease-namespace)",
+                    lease=f"{self.namespace}/{self.name}",
+                    error=str(exc),
+                )
+            elif not exc.conflict:  # a conflict: another candidate created it first
+                log.warning("lease create failed", lease=f"{self.namespace}/{self.name}", error=str(exc))
+            return False
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            log.warning("lease create failed", lease=f"{self.namespace}/{self.name}", error=str(exc))
             return False
         self._remember(created)
         return True
