@@ -145,7 +145,7 @@ def _go_string_slice(values: list[str]) -> str:
     return "[]string{" + ", ".join(orjson.dumps(v).decode() for v in values) + "}"
 
 
-class Request:
+class ResourceRequest:
     """What a resource request is about, parsed from the URL."""
 
     __slots__ = ("name", "namespace", "rt", "subresource", "verb")
@@ -476,7 +476,7 @@ class ApiServer:
 
     # ------------------------------------------------------------------ resource requests
 
-    def _parse(self, request: web.Request, group: str, version: str, rest: list[str]) -> Request:
+    def _parse(self, request: web.Request, group: str, version: str, rest: list[str]) -> ResourceRequest:
         namespace: str | None = None
         if len(rest) >= 3 and rest[0] == "namespaces":
             candidate = self.types.get((group, version, rest[2]))
@@ -507,7 +507,7 @@ class ApiServer:
             verb = "delete" if name else "deletecollection"
         else:
             raise fe.method_not_allowed()
-        return Request(rt, namespace, name, subresource, verb)
+        return ResourceRequest(rt, namespace, name, subresource, verb)
 
     async def _resource_request(
         self, request: web.Request, group: str, version: str, rest: list[str]
@@ -636,7 +636,7 @@ class ApiServer:
 
     # ------------------------------------------------------------------ create
 
-    async def _create(self, request: web.Request, req: Request) -> web.Response:
+    async def _create(self, request: web.Request, req: ResourceRequest) -> web.Response:
         body = await self._body(request)
         ctx = self._write_context(request, "")
         stored = self.create_object(req.rt, body, req.namespace, ctx)
@@ -756,7 +756,7 @@ class ApiServer:
             return tables.custom_columns(self.printer_columns.get(f"{rt.group}/{rt.version}/{rt.plural}", []))
         return tables.BUILTIN_TABLES.get(f"{rt.group}/{rt.plural}", tables.DEFAULT_TABLE)
 
-    def _get(self, request: web.Request, req: Request) -> web.Response:
+    def _get(self, request: web.Request, req: ResourceRequest) -> web.Response:
         assert req.name is not None
         stored = self._current(req.rt, req.namespace, req.name)
         wanted = self._table_request(request)
@@ -775,7 +775,7 @@ class ApiServer:
         fields = parse_field_selector(request.query.get("fieldSelector"), rt.field_labels)
         return labels, fields
 
-    def _list(self, request: web.Request, req: Request) -> web.Response:
+    def _list(self, request: web.Request, req: ResourceRequest) -> web.Response:
         rt = req.rt
         query = request.query
         labels, fields = self._selectors(request, rt)
@@ -871,7 +871,7 @@ class ApiServer:
 
     # ------------------------------------------------------------------ watch
 
-    async def _watch(self, request: web.Request, req: Request) -> web.StreamResponse:
+    async def _watch(self, request: web.Request, req: ResourceRequest) -> web.StreamResponse:
         rt = req.rt
         query = request.query
         labels, fields = self._selectors(request, rt)
@@ -974,7 +974,7 @@ class ApiServer:
 
     # ------------------------------------------------------------------ update and patch
 
-    async def _update(self, request: web.Request, req: Request) -> web.Response:
+    async def _update(self, request: web.Request, req: ResourceRequest) -> web.Response:
         rt = req.rt
         assert req.name is not None
         body = ensure_object_shape(rt, await self._body(request))
@@ -1002,7 +1002,7 @@ class ApiServer:
             ctx.warnings,
         )
 
-    async def _patch(self, request: web.Request, req: Request) -> web.Response:
+    async def _patch(self, request: web.Request, req: ResourceRequest) -> web.Response:
         rt = req.rt
         assert req.name is not None
         content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
@@ -1160,7 +1160,7 @@ class ApiServer:
 
     # ------------------------------------------------------------------ binding
 
-    async def _bind(self, request: web.Request, req: Request) -> web.Response:
+    async def _bind(self, request: web.Request, req: ResourceRequest) -> web.Response:
         assert req.name is not None
         body = await self._body(request)
         if not isinstance(body, dict):
@@ -1240,7 +1240,7 @@ class ApiServer:
             options["propagationPolicy"] = "Orphan"
         return options
 
-    async def _delete(self, request: web.Request, req: Request) -> web.Response:
+    async def _delete(self, request: web.Request, req: ResourceRequest) -> web.Response:
         assert req.name is not None
         options = await self._delete_options(request)
         if self._write_context(request, "").dry_run or options.get("dryRun"):
@@ -1410,7 +1410,7 @@ class ApiServer:
         self._remove_now(rt, marked)
         return answer
 
-    async def _delete_collection(self, request: web.Request, req: Request) -> web.Response:
+    async def _delete_collection(self, request: web.Request, req: ResourceRequest) -> web.Response:
         rt = req.rt
         labels, fields = self._selectors(request, rt)
         options = await self._delete_options(request)
