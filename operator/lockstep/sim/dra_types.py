@@ -221,7 +221,11 @@ class ResourceClaimStrategy(Strategy):
             errors.append(fe.too_many("status.reservedFor", len(reserved), MAX_RESERVED_FOR))
         seen: set[str] = set()
         for i, ref in enumerate(reserved):
-            uid = ref.get("uid") if isinstance(ref, dict) else None
+            ref = ref if isinstance(ref, dict) else {}
+            for key in ("resource", "name"):
+                if not ref.get(key):
+                    errors.append(fe.required(f"status.reservedFor[{i}].{key}"))
+            uid = ref.get("uid")
             if not uid:
                 errors.append(fe.required(f"status.reservedFor[{i}].uid"))
             elif uid in seen:

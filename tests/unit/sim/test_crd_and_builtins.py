@@ -223,6 +223,14 @@ async def test_resource_claim_status_rules(client: Client) -> None:
         "PATCH", f"{CLAIMS}/c/status", {"status": {"allocation": allocation, "reservedFor": [ref]}}, MERGE
     )
     assert status == 200
+    status, body, _ = await client.call(
+        "PATCH", f"{CLAIMS}/c/status", {"status": {"reservedFor": [{"uid": "x"}]}}, MERGE
+    )
+    assert status == 422
+    assert [c["field"] for c in body["details"]["causes"]] == [
+        "status.reservedFor[0].resource",
+        "status.reservedFor[0].name",
+    ]
     too_many = [{"resource": "pods", "name": f"p{i}", "uid": f"u{i}"} for i in range(257)]
     status, body, _ = await client.call(
         "PATCH", f"{CLAIMS}/c/status", {"status": {"reservedFor": too_many}}, MERGE
