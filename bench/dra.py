@@ -31,6 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
 
+from lockstep import POD_GROUP_LABEL
 from lockstep.api.resource import (
     DeviceClass,
     ResourceClaim,
@@ -43,7 +44,7 @@ from lockstep.config import Settings
 from lockstep.dra.features import allocator_features
 from lockstep.dra.ports import ClaimWriteOutcome, WriteResult
 from lockstep.dra.store import ResourceStore
-from lockstep.scheduler.framework import NodeInfo, PodClaimRef, PodCondition, PodInfo
+from lockstep.scheduler.framework import NodeInfo, PodClaimRef, PodCondition, PodGroupInfo, PodInfo
 from lockstep.scheduler.plugins.dynamic_resources import CLAIM_API_SERVICE, STORE_SERVICE
 from lockstep.scheduler.ports import BindOutcome, BindResult, PatchOutcome, PatchResult
 from lockstep.scheduler.scheduler import Scheduler, SchedulerOptions
@@ -156,17 +157,21 @@ def template() -> ResourceClaimTemplate:
     )
 
 
-def claim_for(pod: str, spec: dict[str, Any]) -> ResourceClaim:
-    """What the resourceclaim controller creates for the pod's template claim."""
+def claim_for(owner: str, spec: dict[str, Any], owner_kind: str = "Pod") -> ResourceClaim:
+    """The claim generated from the template for a pod (as the resourceclaim controller does) or for a
+    PodGroup (as lockstep does)."""
+    api_version = "v1" if owner_kind == "Pod" else "scheduling.lockstep.dev/v1alpha1"
     return parse_resource(
         ResourceClaim,
         {
             "metadata": {
-                "name": f"{pod}-gpu-bench",
+                "name": f"{owner}-gpu",
                 "namespace": "bench",
-                "uid": f"uid-claim-{pod}",
+                "uid": f"uid-claim-{owner}",
                 "resourceVersion": "1",
-                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": f"uid-{pod}"}],
+                "ownerReferences": [
+                    {"apiVersion": api_version, "kind": owner_kind, "name": owner, "uid": f"uid-{owner}"}
+                ],
             },
             "spec": spec,
         },
@@ -202,19 +207,44 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         store.upsert_slice(slice_for(name, args.devices))
     spec = template().spec.spec.dump()
+    claim_of_pod: dict[str, str] = {}  # pod name -> the claim it uses
     for i in range(args.pods):
         name = f"pod-{i:05d}"
-        store.upsert_claim(claim_for(name, spec))
+        claims: tuple[PodClaimRef, ...] = ()
+        statuses: dict[str, str | None] = {}
+        group = ""
+        if args.gang_size:
+            group = f"gang-{i // args.gang_size:04d}"
+            claim_of_pod[name] = f"{group}-gpu"
+            if i % args.gang_size == 0:  # one claim per gang, shared by all its members
+                store.upsert_claim(claim_for(group, spec, owner_kind="PodGroup"))
+                cache.upsert_podgroup(
+                    PodGroupInfo(
+                        "bench",
+                        group,
+                        f"uid-{group}",
+                        min_count=args.gang_size,
+                        is_gang=True,
+                        claims=(PodClaimRef("gpu", resource_claim_name=claim_of_pod[name]),),
+                    )
+                )
+        else:
+            store.upsert_claim(claim_for(name, spec))
+            claim_of_pod[name] = f"{name}-gpu"
+            claims = (PodClaimRef("gpu", resource_claim_template_name="gpu"),)
+            statuses = {"gpu": claim_of_pod[name]}
         cache.upsert_pod(
             PodInfo(
                 uid=f"uid-{name}",
                 namespace="bench",
                 name=name,
                 resource_version="1",
+                labels={POD_GROUP_LABEL: group} if group else {},
                 scheduler_name=settings.scheduler_name,
+                group_name=group,
                 requests={"cpu": 100, "memory": 2**28},
-                claims=(PodClaimRef("gpu", resource_claim_template_name="gpu"),),
-                claim_statuses={"gpu": f"{name}-gpu-bench"},
+                claims=claims,
+                claim_statuses=statuses,
             )
         )
     setup_seconds = time.perf_counter() - setup_started
@@ -236,22 +266,27 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     bound = sum(1 for p in cache.pods.values() if p.node_name)
     seen: set[tuple[str, str, str]] = set()
     double, off_node = 0, 0
+    checked: set[str] = set()
     for pod in cache.pods.values():
-        claim = store.claims.get(f"bench/{pod.name}-gpu-bench")
-        if claim is None or claim.status.allocation is None:
+        claim = store.claims.get(f"bench/{claim_of_pod[pod.name]}")
+        if claim is None or claim.status.allocation is None or not pod.node_name:
             continue
+        off_node += any(result.pool != pod.node_name for result in claim.status.allocation.devices.results)
+        if claim.key in checked:
+            continue
+        checked.add(claim.key)
         for result in claim.status.allocation.devices.results:
             device_id = (result.driver, result.pool, result.device)
             double += device_id in seen
             seen.add(device_id)
-            off_node += result.pool != pod.node_name
     cycle_ms.sort()
     return {
         "nodes": args.nodes,
         "devices_per_node": args.devices,
         "pods": args.pods,
         "pods_bound": bound,
-        "claims_allocated": len(seen),
+        "gang_size": args.gang_size,
+        "devices_allocated": len(seen),
         "claim_writes": claim_api.writes,
         "devices_allocated_twice": double,
         "allocations_on_another_node": off_node,
@@ -270,6 +305,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--devices", type=int, default=8, help="devices per node (default 8)")
     parser.add_argument("--pods", type=int, default=5000)
+    parser.add_argument(
+        "--gang-size",
+        type=int,
+        default=0,
+        help="0: one template claim per pod; N: gangs of N pods sharing one PodGroup-level claim",
+    )
     parser.add_argument("--feasible", type=int, default=SchedulerOptions().feasible_nodes_to_find)
     parser.add_argument("--json", action="store_true", help="print the result as JSON only")
     return parser.parse_args(argv)
@@ -283,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         for key, value in result.items():
             print(f"{key:>34}: {value}")
-    expected = min(args.pods, args.nodes * args.devices)
+    expected = args.pods if args.gang_size else min(args.pods, args.nodes * args.devices)
     problems = []
     if result["pods_bound"] != expected:
         problems.append(f"{result['pods_bound']} of {expected} placeable pods were bound")

@@ -152,3 +152,15 @@ def test_gang_of_257_sharing_a_claim_is_unschedulable_and_writes_nothing() -> No
     [diagnosis] = outcome.diagnoses
     assert "status.reservedFor" in diagnosis.message and "at most 256" in diagnosis.message
     assert outcome.placements == [] and len(store.in_flight) == 0 and api.status_writes == []
+
+
+def test_a_shared_node_local_claim_goes_where_all_its_pods_fit() -> None:
+    """The first member's node decides where every member using the claim must run."""
+    cache, _, api, cycle = cluster(nodes=2, devices_per_node=1)
+    small = NodeInfo(name="node-0", allocatable={"cpu": 10**6, "memory": 2**40, "pods": 3})
+    cache.upsert_node(small)  # node-0 sorts first and is as empty as node-1, but holds only 3 pods
+    api.add(claim("shared", exactly("gpu", 1), uid="uid-shared"))
+    group = add_group(cache, "g", 4, 4, PodClaimRef("shared", resource_claim_name="shared"))
+    outcome = cycle.run(group, cache.unscheduled_members(GroupKey("ns", "g")))
+    assert outcome.status.ok, outcome.status
+    assert {p.node_name for p in outcome.placements} == {"node-1"}

@@ -68,6 +68,7 @@ RESERVATION_REMOVAL_ATTEMPTS = 5
 GANG_LOOKAHEAD_MAX_MEMBERS = 32
 GANG_LOOKAHEAD_MAX_SEARCHES = 2000
 _GANG_KEY = f"{_STATE_KEY}/gang"
+_SHARERS_KEY = f"{_STATE_KEY}/sharers"
 
 
 @dataclass(slots=True)
@@ -248,8 +249,61 @@ class DynamicResources:
             return Status.unresolvable(self.name, "ClaimUnallocatable", str(exc))
         if found is None:
             return Status.unschedulable(self.name, "InsufficientDevices", "cannot allocate all claims")
+        crowded = self._sharers_do_not_fit(state, pod, pod_claims, found, node)
+        if crowded is not None:
+            return crowded
         pod_claims.found[node.name] = found
         return SUCCESS
+
+    def _sharers_do_not_fit(
+        self, state: CycleState, pod: PodInfo, pod_claims: _PodClaims, found: list[Picks], node: NodeInfo
+    ) -> Status | None:
+        """A claim allocated node-local devices pins every pod that shares it to this node: the group's
+        other unscheduled members using it must fit here too (pods, cpu, memory), or the gang would
+        strand on a node that cannot hold it."""
+        group = state.group
+        if self.cache is None or group is None:
+            return None
+        for position, picks in enumerate(found):
+            if not any(device.node_name is not None for _, device in picks):
+                continue
+            claim = pod_claims.claims[pod_claims.to_allocate[position]]
+            sharers = self._sharers(state, pod, group, claim.key)
+            if not sharers:
+                continue
+            needed = {"pods": len(sharers) + 1}
+            for member in (pod, *sharers):
+                for resource in ("cpu", "memory"):
+                    needed[resource] = needed.get(resource, 0) + member.requests.get(resource, 0)
+            for resource, amount in needed.items():
+                if resource not in node.allocatable:
+                    continue
+                used = node.pod_count if resource == "pods" else node.requested.get(resource, 0)
+                if node.allocatable[resource] - used < amount:
+                    return Status.unschedulable(
+                        self.name,
+                        "ClaimSharersDoNotFit",
+                        f"ResourceClaim {claim.key} would pin its {len(sharers) + 1} pods to {node.name}, "
+                        f"which lacks {resource} for them",
+                    )
+        return None
+
+    def _sharers(self, state: CycleState, pod: PodInfo, group: PodGroupInfo, claim_key: str) -> list[PodInfo]:
+        """The group's other unscheduled members that use the claim (computed once per cycle)."""
+        assert self.cache is not None
+        by_claim: dict[str, list[PodInfo]] | None = state.group_data.get(_SHARERS_KEY)
+        if by_claim is None:
+            by_claim = {}
+            names = self.store.group_claim_names((group.namespace, group.name))
+            for member in self.cache.unscheduled_members(group.key):
+                try:
+                    sources = resolve_claims(member, group, names)
+                except ClaimsNotReady:
+                    continue
+                for source in sources:
+                    by_claim.setdefault(source.key, []).append(member)
+            state.group_data[_SHARERS_KEY] = by_claim
+        return [member for member in by_claim.get(claim_key, ()) if member.uid != pod.uid]
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """Prefer nodes where the pod's devices leave room for the rest of its gang."""
