@@ -89,6 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="start a simulated cluster and the operator, apply examples/")
     demo.add_argument("--keep", action="store_true", help="keep the cluster running after the demo")
+    demo.add_argument("--examples", default=None, help="directory of example manifests (default: examples/)")
+    demo.add_argument(
+        "--workdir", default=None, help="where to write the kubeconfig and operator log (default: a temp dir)"
+    )
+    demo.add_argument(
+        "--timeout", type=float, default=90.0, help="seconds to wait for the expected phases (default 90)"
+    )
 
     bench = sub.add_parser("bench", help="run the benchmark workloads in bench/")
     bench.add_argument("workloads", nargs="*", help="workloads to run (default: all)")

@@ -1,0 +1,284 @@
+"""``lockstep demo``: a simulated cluster, the operator, and every manifest in ``examples/``.
+
+The first line of each example says what the demo should see: ``# lockstep-demo: expect=<Phase>
+[gates=<Gate>,...]``. The demo turns on the gates the examples need, applies them in file order,
+shows the PodGroups as they progress and exits 0 once every group is in its expected phase (1 when
+the time runs out first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from lockstep.config import load_settings
+from lockstep.controller.runtime import OperatorThread
+from lockstep.kube.client import (
+    NAMESPACES,
+    POD_GROUPS,
+    PODS,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    ApiError,
+    KubeClient,
+    ResourceKind,
+)
+from lockstep.kube.credentials import load_connection_info
+from lockstep.logging import configure_logging
+from lockstep.sim.cluster import SimCluster
+from lockstep.sim.kubeconfig import write_kubeconfig
+
+HEADER = re.compile(r"^# lockstep-demo: expect=(?P<phase>[A-Za-z]+)(?: gates=(?P<gates>[A-Za-z,]+))?\s*$")
+APPLICABLE: dict[tuple[str, str], ResourceKind] = {
+    (k.api_version, k.kind): k
+    for k in (NAMESPACES, PODS, POD_GROUPS, RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES)
+}
+DEMO_NODES = 10
+DEMO_DEVICES_PER_NODE = 8
+
+
+class ExampleError(ValueError):
+    """An example manifest the demo cannot apply; the message names the file and the object."""
+
+
+@dataclass(slots=True)
+class Example:
+    path: Path
+    documents: list[dict[str, Any]]
+    expect: str | None = None  # the phase of its PodGroups; None for set-up files
+    gates: tuple[str, ...] = ()
+
+    @property
+    def podgroups(self) -> list[tuple[str, str]]:
+        return [
+            (doc["metadata"].get("namespace", "default"), doc["metadata"]["name"])
+            for doc in self.documents
+            if doc.get("kind") == "PodGroup"
+        ]
+
+
+def load_examples(directory: Path) -> list[Example]:
+    examples = []
+    for path in sorted(directory.glob("*.yaml")):
+        text = path.read_text()
+        match = HEADER.match(text.splitlines()[0] if text else "")
+        try:
+            documents = [doc for doc in yaml.safe_load_all(text) if doc]
+        except yaml.YAMLError as exc:
+            raise ExampleError(f"{path}: not valid YAML: {exc}") from None
+        for doc in documents:
+            key = (str(doc.get("apiVersion")), str(doc.get("kind")))
+            if key not in APPLICABLE:
+                raise ExampleError(f"{path}: the demo cannot apply {key[1]} {key[0]!r}")
+            if not isinstance(doc.get("metadata"), dict) or not doc["metadata"].get("name"):
+                raise ExampleError(f"{path}: a {key[1]} without metadata.name")
+        gates = tuple(match["gates"].split(",")) if match and match["gates"] else ()
+        examples.append(Example(path, documents, match["phase"] if match else None, gates))
+    if not examples:
+        raise ExampleError(f"{directory}: no *.yaml examples")
+    return examples
+
+
+def find_examples_dir() -> Path:
+    """``examples/`` of the source tree this package runs from."""
+    for parent in Path(__file__).resolve().parents:
+        candidate = parent / "examples"
+        if candidate.is_dir() and (parent / "crds").is_dir():
+            return candidate
+    raise ExampleError("cannot find the examples/ directory; pass --examples DIR")
+
+
+@dataclass(slots=True)
+class GroupView:
+    name: str
+    expect: str
+    phase: str = ""
+    scheduled: int = 0
+    min_count: int = 0
+    total: int = 0
+    why: str = ""
+
+    @property
+    def done(self) -> bool:
+        return self.phase == self.expect
+
+    def row(self) -> tuple[str, ...]:
+        return (
+            self.name,
+            self.expect,
+            self.phase or "-",
+            f"{self.scheduled}/{self.min_count or '-'}",
+            str(self.total),
+            self.why,
+        )
+
+
+def view_from(item: Mapping[str, Any], expect: str) -> GroupView:
+    meta, spec, status = item["metadata"], item.get("spec", {}), item.get("status", {})
+    gang = spec.get("schedulingPolicy", {}).get("gang")
+    why = ""
+    for condition in status.get("conditions", []):
+        if condition.get("type") == "PodGroupScheduled" and condition.get("status") != "True":
+            why = f"{condition.get('reason')}: {condition.get('message', '')}"
+    return GroupView(
+        name=f"{meta['namespace']}/{meta['name']}",
+        expect=expect,
+        phase=status.get("phase", ""),
+        scheduled=int(status.get("scheduled", 0)),
+        min_count=int(gang["minCount"]) if gang else 1,
+        total=int(status.get("total", 0)),
+        why=why,
+    )
+
+
+HEADINGS = ("PODGROUP", "EXPECT", "PHASE", "SCHEDULED/MIN", "PODS", "WHY NOT SCHEDULED")
+
+
+def render(views: Iterable[GroupView], width: int = 140) -> str:
+    rows = [HEADINGS, *(v.row() for v in views)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADINGS) - 1)]
+    lines = []
+    for row in rows:
+        text = "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1]
+        lines.append(text[:width])
+    return "\n".join(lines)
+
+
+@dataclass(slots=True)
+class Progress:
+    """Redraws a table on a terminal; prints one line per change otherwise."""
+
+    out: TextIO
+    tty: bool
+    started: float = field(default_factory=time.monotonic)
+    last: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    def show(self, views: list[GroupView]) -> None:
+        elapsed = time.monotonic() - self.started
+        if self.tty:
+            self.out.write("\x1b[H\x1b[2J")
+            self.out.write(f"lockstep demo: {elapsed:5.1f}s\n\n{render(views)}\n")
+            self.out.flush()
+            return
+        for view in views:
+            state = (view.phase, view.scheduled)
+            if self.last.get(view.name) != state:
+                self.last[view.name] = state
+                self.out.write(
+                    f"[{elapsed:5.1f}s] {view.name}: {view.phase or 'no status yet'}, "
+                    f"{view.scheduled}/{view.min_count} scheduled\n"
+                )
+        self.out.flush()
+
+
+async def apply(client: KubeClient, example: Example, out: TextIO) -> None:
+    for doc in example.documents:
+        kind = APPLICABLE[(doc["apiVersion"], doc["kind"])]
+        namespace = doc["metadata"].get("namespace", "default") if kind.namespaced else None
+        try:
+            await client.create(kind, namespace, doc)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise ExampleError(f"{example.path.name}: {exc}") from None
+    out.write(f"applied {example.path.name}\n")
+
+
+async def collect(client: KubeClient, expected: Mapping[str, str]) -> list[GroupView]:
+    namespaces = sorted({name.split("/", 1)[0] for name in expected})
+    views = {}
+    for namespace in namespaces:
+        listed = await client.list(POD_GROUPS, namespace)
+        for item in listed.get("items", []):
+            name = f"{namespace}/{item['metadata']['name']}"
+            if name in expected:
+                views[name] = view_from(item, expected[name])
+    return [views.get(name) or GroupView(name, expect) for name, expect in sorted(expected.items())]
+
+
+async def run_demo(
+    examples_dir: Path, workdir: Path, wait_seconds: float, keep: bool, out: TextIO = sys.stdout
+) -> int:
+    examples = load_examples(examples_dir)
+    expected = {f"{ns}/{name}": ex.expect for ex in examples if ex.expect for ns, name in ex.podgroups}
+    gates = sorted({gate for ex in examples for gate in ex.gates})
+    log_path = workdir / "operator.log"
+    log_file = log_path.open("w")
+    configure_logging("json", "info", stream=log_file)
+    cluster = SimCluster(nodes=DEMO_NODES, devices_per_node=DEMO_DEVICES_PER_NODE)
+    url = await cluster.start()
+    kubeconfig = write_kubeconfig(url, workdir / "kubeconfig")
+    out.write(
+        f"simulated cluster: {DEMO_NODES} nodes, {DEMO_DEVICES_PER_NODE} devices each, at {url}\n"
+        f"operator log: {log_path}\n"
+        f"feature gates: {', '.join(f'{g}=true' for g in gates) or 'defaults'}\n"
+    )
+    settings = load_settings(
+        kubeconfig=str(kubeconfig),
+        leader_elect=False,
+        feature_gates=",".join(f"{gate}=true" for gate in gates),
+        health_bind_address="127.0.0.1:0",
+        metrics_bind_address="127.0.0.1:0",
+        backoff_max_seconds=5.0,
+    )
+    operator = OperatorThread(settings)
+    try:
+        await asyncio.to_thread(operator.start)
+        async with KubeClient(await load_connection_info(str(kubeconfig))) as client:
+            for example in examples:
+                await apply(client, example, out)
+            progress = Progress(out, out.isatty())
+            deadline = time.monotonic() + wait_seconds
+            while True:
+                views = await collect(client, expected)
+                progress.show(views)
+                if all(v.done for v in views) or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.5)
+        ok = all(v.done for v in views)
+        out.write(f"\nsummary:\n{render(views)}\n\n")
+        for view in views:
+            if view.expect == "Unschedulable" and view.done:
+                out.write(f"{view.name} stays Unschedulable by design: {view.why}\n")
+        missed = ", ".join(v.name for v in views if not v.done)
+        out.write(
+            "every example reached its expected phase\n"
+            if ok
+            else f"not in the expected phase after {wait_seconds:.0f}s: {missed} (see {log_path})\n"
+        )
+        if keep:
+            out.write(
+                f"\nthe cluster keeps running; in another shell:\n  export KUBECONFIG={kubeconfig}\n"
+                "  kubectl get lpg -A\nCtrl-C stops it.\n"
+            )
+            out.flush()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.Event().wait()
+        return 0 if ok else 1
+    finally:
+        await asyncio.to_thread(operator.stop)
+        await cluster.stop()
+        log_file.close()
+
+
+def demo_command(args: argparse.Namespace) -> int:
+    try:
+        examples_dir = Path(args.examples) if args.examples else find_examples_dir()
+        workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="lockstep-demo-"))
+        workdir.mkdir(parents=True, exist_ok=True)
+        return asyncio.run(run_demo(examples_dir, workdir, args.timeout, args.keep))
+    except ExampleError as exc:
+        print(f"lockstep demo: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
