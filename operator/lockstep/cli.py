@@ -102,7 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     explain = sub.add_parser("explain", help="explain why a PodGroup is or is not scheduled")
     explain.add_argument("podgroup", metavar="NAMESPACE/PODGROUP")
-    explain.add_argument("--kubeconfig", default=None, help="kubeconfig to use")
+    explain.add_argument("--kubeconfig", default=None, help="kubeconfig to use (default: as lockstep run)")
+    explain.add_argument(
+        "--feature-gates",
+        default=None,
+        help="the operator's feature gates, so the dry run allocates as it does (Name=true,...)",
+    )
     return parser
 
 

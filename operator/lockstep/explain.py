@@ -1,0 +1,269 @@
+"""``lockstep explain NAMESPACE/PODGROUP``: why a group is or is not scheduled.
+
+Two sources, both printed: what the operator recorded in the API (the PodGroup's status, its
+members' PodScheduled conditions, its claims), and a dry run of one group cycle against the
+cluster as it is now, with the same plugins and feature gates as the operator. The dry run names,
+per pod, the plugin that rejected nodes (with counts and a few node names) and, for claims, the
+request or constraint that could not be satisfied. It writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from lockstep import POD_GROUP_LABEL
+from lockstep.config import ConfigError, Settings, load_settings
+from lockstep.controller.core import SchedulerCore
+from lockstep.kube.client import (
+    DEVICE_CLASSES,
+    NODES,
+    POD_GROUPS,
+    PODS,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+    ApiError,
+    KubeClient,
+)
+from lockstep.kube.credentials import CredentialsError, load_connection_info
+from lockstep.kube.events import EventRecorder
+from lockstep.logging import configure_logging
+from lockstep.metrics import Metrics
+from lockstep.scheduler.cycle import CycleOutcome
+from lockstep.scheduler.framework import GroupKey
+
+INDENT = "  "
+
+
+class ExplainError(RuntimeError):
+    """The group cannot be explained (bad reference, not found, API unreachable)."""
+
+
+@dataclass(slots=True)
+class ClusterState:
+    """The objects a group cycle reads, as listed from the API."""
+
+    podgroup: dict[str, Any]
+    nodes: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+    podgroups: list[dict[str, Any]]
+    claims: list[dict[str, Any]]
+    slices: list[dict[str, Any]]
+    device_classes: list[dict[str, Any]]
+    templates: list[dict[str, Any]]
+
+    def members(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        return sorted(
+            (
+                p
+                for p in self.pods
+                if p["metadata"].get("namespace") == namespace
+                and p["metadata"].get("labels", {}).get(POD_GROUP_LABEL) == name
+            ),
+            key=lambda p: str(p["metadata"]["name"]),
+        )
+
+
+def parse_reference(text: str) -> tuple[str, str]:
+    namespace, sep, name = text.partition("/")
+    if not sep or not namespace or not name or "/" in name:
+        raise ExplainError(f"expected NAMESPACE/PODGROUP, got {text!r}")
+    return namespace, name
+
+
+async def fetch(client: KubeClient, namespace: str, name: str) -> ClusterState:
+    try:
+        podgroup = await client.get(POD_GROUPS, namespace, name)
+    except ApiError as exc:
+        if exc.not_found:
+            raise ExplainError(f"PodGroup {namespace}/{name} not found") from None
+        raise
+
+    async def items(kind: Any) -> list[dict[str, Any]]:
+        listed = await client.list(kind)
+        return list(listed.get("items", []))
+
+    nodes, pods, podgroups, claims, slices, classes, templates = await asyncio.gather(
+        items(NODES),
+        items(PODS),
+        items(POD_GROUPS),
+        items(RESOURCE_CLAIMS),
+        items(RESOURCE_SLICES),
+        items(DEVICE_CLASSES),
+        items(RESOURCE_CLAIM_TEMPLATES),
+    )
+    return ClusterState(podgroup, nodes, pods, podgroups, claims, slices, classes, templates)
+
+
+def dry_run(settings: Settings, client: KubeClient, state: ClusterState) -> CycleOutcome | str:
+    """One group cycle on the listed state; a string when the group is not ready for a cycle."""
+    core = SchedulerCore(settings, client, EventRecorder(client, "lockstep-explain"), Metrics())
+    for raw in state.device_classes:
+        core.on_device_class("ADDED", raw)
+    for raw in state.slices:
+        core.on_slice("ADDED", raw)
+    for raw in state.templates:
+        core.on_claim_template("ADDED", raw)
+    for raw in state.claims:
+        core.on_claim("ADDED", raw)
+    for raw in state.nodes:
+        core.on_node("ADDED", raw)
+    for raw in state.podgroups:
+        core.on_podgroup("ADDED", raw)
+    for raw in state.pods:
+        core.on_pod("ADDED", raw)
+    meta = state.podgroup["metadata"]
+    key = GroupKey(meta["namespace"], meta["name"])
+    group = core.cache.podgroup(key)
+    if group is None:
+        return "the PodGroup is not valid, so lockstep does not schedule it (see its status message)"
+    pods = core.cache.unscheduled_members(key)
+    total = core.cache.live_member_count(key)
+    if not pods:
+        return f"nothing to place: every one of the {total} members is bound or being deleted"
+    min_count = group.min_count if group.is_gang else 1
+    if total < min_count:
+        return f"waiting for pods: {total} of minCount {min_count} exist, {min_count - total} missing"
+    outcome = core.scheduler.cycle.run(group, pods)
+    for placement in outcome.placements:
+        core.scheduler.cycle.release(placement)
+    return outcome
+
+
+def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    return next((c for c in status.get("conditions", []) if c.get("type") == kind), None)
+
+
+def describe_status(podgroup: Mapping[str, Any], members: Sequence[Mapping[str, Any]]) -> list[str]:
+    meta, spec, status = podgroup["metadata"], podgroup.get("spec", {}), podgroup.get("status", {})
+    gang = spec.get("schedulingPolicy", {}).get("gang")
+    policy = f"gang, minCount {gang['minCount']}" if gang else "basic"
+    lines = [f"PodGroup {meta['namespace']}/{meta['name']} ({policy})"]
+    bound = sum(1 for p in members if p.get("spec", {}).get("nodeName"))
+    lines.append(
+        f"{INDENT}phase {status.get('phase') or '(none yet)'}; {bound} of {len(members)} member pods bound"
+        f" (status says scheduled {status.get('scheduled', 0)}, running {status.get('running', 0)})"
+    )
+    condition = _condition(status, "PodGroupScheduled")
+    if condition is not None:
+        lines.append(
+            f"{INDENT}PodGroupScheduled={condition.get('status')} ({condition.get('reason')}) since "
+            f"{condition.get('lastTransitionTime')}: {condition.get('message', '')}"
+        )
+    if status.get("lastAttemptTime"):
+        retry = f", next retry {status['nextRetryTime']}" if status.get("nextRetryTime") else ""
+        lines.append(f"{INDENT}last attempt {status['lastAttemptTime']}{retry}")
+    reasons = status.get("unschedulableReasons", [])
+    if reasons:
+        lines.append(f"{INDENT}why not scheduled at the last attempt:")
+        for reason in reasons:
+            lines.append(f"{INDENT * 2}{reason['reason']}: {reason['count']}  {reason.get('message', '')}")
+    lines.append("members:")
+    if not members:
+        lines.append(f"{INDENT}(no pods carry the label {POD_GROUP_LABEL}={meta['name']})")
+    for pod in members:
+        pod_meta, pod_status = pod["metadata"], pod.get("status", {})
+        node = pod.get("spec", {}).get("nodeName")
+        where = f"on {node}" if node else "not bound"
+        scheduled = _condition(pod_status, "PodScheduled")
+        note = ""
+        if scheduled is not None and scheduled.get("status") == "False":
+            note = f"  PodScheduled=False {scheduled.get('reason')}: {scheduled.get('message', '')}"
+        lines.append(f"{INDENT}{pod_meta['name']}  {pod_status.get('phase', 'Pending')}, {where}{note}")
+    return lines
+
+
+def describe_claims(podgroup: Mapping[str, Any], state: ClusterState) -> list[str]:
+    namespace = podgroup["metadata"]["namespace"]
+    names: dict[str, str] = {}  # claim name -> where it comes from
+    for entry in podgroup.get("spec", {}).get("resourceClaims", []):
+        if entry.get("resourceClaimName"):
+            names[entry["resourceClaimName"]] = f"PodGroup entry {entry['name']}"
+    for entry in podgroup.get("status", {}).get("resourceClaimStatuses", []):
+        if entry.get("resourceClaimName"):
+            names[entry["resourceClaimName"]] = f"PodGroup entry {entry['name']} (from a template)"
+    for pod in state.members(namespace, podgroup["metadata"]["name"]):
+        generated = {
+            s["name"]: s.get("resourceClaimName")
+            for s in pod.get("status", {}).get("resourceClaimStatuses", [])
+        }
+        for ref in pod.get("spec", {}).get("resourceClaims", []):
+            claim = ref.get("resourceClaimName") or generated.get(ref["name"])
+            if claim:
+                names.setdefault(claim, f"pod {pod['metadata']['name']} ({ref['name']})")
+            else:
+                names.setdefault(
+                    f"<{ref['name']} of {pod['metadata']['name']}>", "template claim not created yet"
+                )
+    if not names:
+        return []
+    claims = {c["metadata"]["name"]: c for c in state.claims if c["metadata"].get("namespace") == namespace}
+    lines = ["claims:"]
+    for name, origin in sorted(names.items()):
+        claim = claims.get(name)
+        if claim is None:
+            lines.append(f"{INDENT}{name} [{origin}]: does not exist")
+            continue
+        allocation = claim.get("status", {}).get("allocation")
+        reserved = len(claim.get("status", {}).get("reservedFor", []))
+        if allocation:
+            devices = ", ".join(
+                f"{r['driver']}/{r['pool']}/{r['device']}"
+                for r in allocation.get("devices", {}).get("results", [])
+            )
+            lines.append(f"{INDENT}{name} [{origin}]: allocated ({devices}), reserved for {reserved} pods")
+        else:
+            lines.append(f"{INDENT}{name} [{origin}]: not allocated")
+    return lines
+
+
+def describe_dry_run(result: CycleOutcome | str) -> list[str]:
+    lines = ["dry run of one group cycle against the cluster now (writes nothing):"]
+    if isinstance(result, str):
+        return [*lines, f"{INDENT}{result}"]
+    verdict = result.status.code.name.replace("_", " ").title().replace(" ", "")
+    lines.append(f"{INDENT}verdict: {verdict}: {result.status.message or 'minCount can be met'}")
+    for placement in result.placements:
+        lines.append(f"{INDENT}would place {placement.pod.key} on {placement.node_name}")
+    for diagnosis in result.diagnoses:
+        lines.append(f"{INDENT}{diagnosis.pod}: no node among {diagnosis.nodes_evaluated} evaluated")
+        for rejection in diagnosis.plugins:
+            sample = ", ".join(rejection.sample_nodes)
+            more = ", ..." if rejection.count > len(rejection.sample_nodes) else ""
+            lines.append(f"{INDENT * 2}{rejection.plugin} rejected {rejection.count} nodes ({sample}{more})")
+        if diagnosis.message:
+            lines.append(f"{INDENT * 2}{diagnosis.message}")
+    return lines
+
+
+async def explain(reference: str, settings: Settings) -> str:
+    namespace, name = parse_reference(reference)
+    async with KubeClient(await load_connection_info(settings.kubeconfig)) as client:
+        state = await fetch(client, namespace, name)
+        result = dry_run(settings, client, state)
+    members = state.members(namespace, name)
+    lines = describe_status(state.podgroup, members)
+    lines += describe_claims(state.podgroup, state)
+    lines += describe_dry_run(result)
+    return "\n".join(lines)
+
+
+def explain_command(args: argparse.Namespace) -> int:
+    configure_logging("console", "warning")
+    try:
+        settings = load_settings(kubeconfig=args.kubeconfig, feature_gates=args.feature_gates)
+        print(asyncio.run(explain(args.podgroup, settings)))
+    except (ConfigError, ExplainError, CredentialsError) as exc:
+        print(f"lockstep explain: {exc}", file=sys.stderr)
+        return 1
+    except (ApiError, aiohttp.ClientError, OSError) as exc:
+        print(f"lockstep explain: cannot read the cluster: {exc}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,104 @@
+"""``lockstep explain`` against a simulated cluster: the API's record plus a dry run that names the
+plugin, the rejected nodes and the claim problems. No operator runs here: the dry run alone must
+explain a group nobody has scheduled yet."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lockstep import POD_GROUP_LABEL
+from lockstep.config import load_settings
+from lockstep.explain import ExplainError, explain, explain_command, parse_reference
+from lockstep.sim.cluster import SimCluster
+from lockstep.sim.kubeconfig import write_kubeconfig
+
+NAMESPACE = "explain"
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[tuple[SimCluster, Path]]:
+    sim = SimCluster(nodes=4, devices_per_node=2)
+    url = await sim.start()
+    try:
+        await sim.http.create("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
+        yield sim, write_kubeconfig(url, tmp_path / "kubeconfig")
+    finally:
+        await sim.stop()
+
+
+def podgroup(name: str, min_count: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.lockstep.dev/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+    }
+
+
+def pod(name: str, group: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {POD_GROUP_LABEL: group}},
+        "spec": {
+            "schedulerName": "lockstep",
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}],
+            **spec,
+        },
+    }
+
+
+async def create(sim: SimCluster, group: str, min_count: int, pods: list[dict[str, Any]]) -> None:
+    base = f"/apis/scheduling.lockstep.dev/v1alpha1/namespaces/{NAMESPACE}/podgroups"
+    await sim.http.create(base, podgroup(group, min_count))
+    for body in pods:
+        await sim.http.create(f"/api/v1/namespaces/{NAMESPACE}/pods", body)
+
+
+async def test_names_the_plugin_and_nodes_that_reject_a_group(cluster: tuple[SimCluster, Path]) -> None:
+    sim, kubeconfig = cluster
+    misplaced = [pod(f"m-{i}", "m", nodeSelector={"lockstep.dev/rack": "nowhere"}) for i in range(2)]
+    await create(sim, "m", 2, misplaced)
+    text = await explain(f"{NAMESPACE}/m", load_settings(kubeconfig=str(kubeconfig)))
+    assert "PodGroup explain/m (gang, minCount 2)" in text
+    assert "0 of 2 member pods bound" in text
+    assert "verdict: Unschedulable" in text
+    assert "NodeAffinity rejected 4 nodes (node-000, node-001, node-002, ...)" in text
+
+
+async def test_a_feasible_group_shows_where_it_would_go(cluster: tuple[SimCluster, Path]) -> None:
+    sim, kubeconfig = cluster
+    await create(sim, "ok", 3, [pod(f"ok-{i}", "ok") for i in range(3)])
+    text = await explain(f"{NAMESPACE}/ok", load_settings(kubeconfig=str(kubeconfig)))
+    assert "verdict: Success" in text
+    assert sum(line.strip().startswith("would place explain/ok-") for line in text.splitlines()) == 3
+
+
+async def test_too_few_pods_and_missing_claims_are_said(cluster: tuple[SimCluster, Path]) -> None:
+    sim, kubeconfig = cluster
+    claim_ref = [{"name": "gpu", "resourceClaimName": "does-not-exist"}]
+    await create(sim, "few", 3, [pod("few-0", "few", resourceClaims=claim_ref)])
+    text = await explain(f"{NAMESPACE}/few", load_settings(kubeconfig=str(kubeconfig)))
+    assert "waiting for pods: 1 of minCount 3 exist, 2 missing" in text
+    assert "does-not-exist [pod few-0 (gpu)]: does not exist" in text
+
+
+async def test_unknown_group_is_an_error_naming_it(cluster: tuple[SimCluster, Path]) -> None:
+    _, kubeconfig = cluster
+    with pytest.raises(ExplainError, match="PodGroup explain/ghost not found"):
+        await explain(f"{NAMESPACE}/ghost", load_settings(kubeconfig=str(kubeconfig)))
+
+
+def test_reference_must_be_namespace_slash_name(capsys: pytest.CaptureFixture[str]) -> None:
+    assert parse_reference("ns/g") == ("ns", "g")
+    for bad in ("g", "/g", "ns/", "a/b/c"):
+        with pytest.raises(ExplainError, match="expected NAMESPACE/PODGROUP"):
+            parse_reference(bad)
+    args = argparse.Namespace(podgroup="nope", kubeconfig=None, feature_gates=None)
+    assert explain_command(args) == 1
+    assert "expected NAMESPACE/PODGROUP, got 'nope'" in capsys.readouterr().err
