@@ -57,7 +57,8 @@ class RequestAlternative:
     all_devices: bool
     count: int
     admin_access: bool
-    # Requests with the same signature match the same devices: the candidate cache key.
+    # Requests with the same selectors (class ones included) match the same devices: the candidate
+    # cache key.
     signature: tuple[Any, ...]
 
 
@@ -171,12 +172,7 @@ class Allocator:
             all_devices=request.allocation_mode == ALLOCATION_MODE_ALL,
             count=request.count,
             admin_access=admin_access,
-            signature=(
-                device_class.metadata.name,
-                device_class.metadata.resource_version,
-                id(device_class),
-                tuple(s.expression for s in selectors),
-            ),
+            signature=(device_class.metadata.name, tuple(s.expression for s in selectors)),
         )
 
     def _compile(self, claim: ResourceClaim) -> CompiledClaim:
