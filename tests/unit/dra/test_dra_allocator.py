@@ -364,3 +364,16 @@ def test_defaults_follow_the_known_gate_defaults() -> None:
 def test_allocator_refuses_a_feature_set_it_does_not_support() -> None:
     with pytest.raises(UnsupportedFeaturesError, match="unsupported device_taints"):
         Allocator(Features(device_taints=True), DeviceInventory(), {}, lambda _: False)
+
+
+def test_a_changed_device_class_applies_to_claims_compiled_before() -> None:
+    inventory = DeviceInventory()
+    inventory.update_slice(resource_slice("s", GPUS, "node-a"))
+    classes = {CLASS: device_class()}
+    allocator = Allocator(ALL_ON, inventory, classes, lambda _: False)
+    c = claim("c", exactly("x", 1), uid="uid-c", rv="1")
+    [before] = allocator.allocate([allocator.compile(c)], "node-a", {})
+    assert devices_of(before) == [("x", "gpu-0")]
+    classes[CLASS] = device_class(CLASS, f'device.attributes["{DRIVER}"].index == 3', rv="2")
+    [after] = allocator.allocate([allocator.compile(c)], "node-a", {})
+    assert devices_of(after) == [("x", "gpu-3")]
