@@ -10,7 +10,7 @@ import aiohttp
 
 from lockstep.cli import settings_from_args
 from lockstep.config import ConfigError, Settings
-from lockstep.controller.runtime import Operator
+from lockstep.controller.runtime import MissingApiError, Operator
 from lockstep.kube.client import ApiError
 from lockstep.kube.credentials import CredentialsError, load_connection_info
 from lockstep.logging import configure_logging, get_logger
@@ -46,6 +46,9 @@ def run_command(args: argparse.Namespace) -> int:
         return asyncio.run(run_operator(settings))
     except CredentialsError as exc:
         log.error("no credentials", error=str(exc))
+        return 2
+    except MissingApiError as exc:
+        log.error("cluster not ready for lockstep", error=str(exc))
         return 2
     except (ApiError, aiohttp.ClientError, OSError) as exc:
         log.error("cannot reach the API server", error=str(exc) or repr(exc))

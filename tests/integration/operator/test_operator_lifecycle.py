@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from acceptance_harness import (
     GPU_TEMPLATE,
     NAMESPACE,
@@ -187,3 +188,11 @@ async def test_lockstep_run_names_a_missing_kubeconfig(tmp_path: Path) -> None:
     _, stderr = await asyncio.wait_for(process.communicate(), 30)
     assert process.returncode == 2
     assert f"--kubeconfig '{missing}': file does not exist" in stderr.decode()
+
+
+async def test_a_cluster_without_the_podgroup_crd_is_named_as_the_problem() -> None:
+    async with simulated_cluster(nodes=1, devices_per_node=0, start_operator=False, install_crd=False) as env:
+        with pytest.raises(
+            RuntimeError, match=r"does not serve podgroups\.scheduling\.lockstep\.dev/v1alpha1"
+        ):
+            await env.start_operator()
