@@ -196,3 +196,25 @@ async def test_a_cluster_without_the_podgroup_crd_is_named_as_the_problem() -> N
             RuntimeError, match=r"does not serve podgroups\.scheduling\.lockstep\.dev/v1alpha1"
         ):
             await env.start_operator()
+
+
+async def test_a_leader_that_cannot_renew_steps_down_and_exits() -> None:
+    async with simulated_cluster(nodes=2, devices_per_node=0, start_operator=False) as env:
+        first = await env.start_operator(elected(), identity="first")
+        await eventually(lambda: leads(first), what="the first operator to lead")
+        second = await env.start_operator(elected(), identity="second")
+
+        # The API refuses every lease update: the leader cannot renew within its deadline.
+        refusal = env.cluster.server.faults.add(FaultRule(verb="update", resource="leases", status=500))
+
+        async def stepped_down() -> bool:
+            return not first.alive
+
+        await eventually(stepped_down, within=10, what="the leader to step down and stop")
+        assert first.exit_code == 1
+        assert first.operator is not None and first.operator.stopped_leading
+        env.cluster.server.faults.remove(refusal.id)
+
+        await eventually(lambda: leads(second), within=10, what="the follower to take over")
+        await create_gang(env, "later", 2)
+        await eventually(lambda: gang_bound(env, "later", 2), what="the new leader to schedule")
