@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench soak clean
+.PHONY: demo test lint bench soak docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,9 @@ bench: $(STAMP)
 # Chaos soak (a few minutes): ~2,000 pods under API faults and 10 operator SIGKILLs, then two replicas.
 soak: $(STAMP)
 	$(BIN)/python bench/soak.py
+
+docs: $(STAMP)
+	$(BIN)/python scripts/config_reference.py README.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info operator/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -172,3 +172,29 @@ def load_settings(**overrides: Any) -> Settings:
             msg = str(err["msg"]).removeprefix("Value error, ")
             problems.append(f"{flag} ({env}): {msg}")
         raise ConfigError("; ".join(problems)) from None
+
+
+def _default_text(name: str) -> str:
+    field = Settings.model_fields[name]
+    default = field.get_default(call_default_factory=True)
+    if isinstance(default, dict):
+        return ",".join(f"{k}={str(v).lower()}" for k, v in sorted(default.items()))
+    if isinstance(default, list):
+        return ",".join(default) or "(all)"
+    if isinstance(default, StrEnum):
+        return default.value
+    if isinstance(default, bool):
+        return str(default).lower()
+    return "(none)" if default is None else str(default)
+
+
+def reference_markdown() -> str:
+    """The configuration reference table of the README, generated from the Settings model."""
+    rows = ["| flag | environment | default | meaning |", "|---|---|---|---|"]
+    for name, field in Settings.model_fields.items():
+        flag = "--" + name.replace("_", "-")
+        if field.annotation is bool:
+            flag = "--[no-]" + name.replace("_", "-")
+        meaning = (field.description or "").replace("|", "\\|")
+        rows.append(f"| `{flag}` | `LOCKSTEP_{name.upper()}` | `{_default_text(name)}` | {meaning} |")
+    return "\n".join(rows)
