@@ -223,10 +223,16 @@ class DeviceInventory:
         self._dirty = False
         self.version = 0
 
-    def update_slice(self, resource_slice: ResourceSlice) -> None:
-        self._slices[resource_slice.metadata.name] = resource_slice
+    def update_slice(self, resource_slice: ResourceSlice) -> bool:
+        """Store a slice; False (and nothing invalidated) if this resourceVersion is stored already."""
+        name, rv = resource_slice.metadata.name, resource_slice.metadata.resource_version
+        stored = self._slices.get(name)
+        if stored is not None and rv and stored.metadata.resource_version == rv:
+            return False
+        self._slices[name] = resource_slice
         self._dirty = True
         self.version += 1
+        return True
 
     def delete_slice(self, name: str) -> None:
         if self._slices.pop(name, None) is not None:

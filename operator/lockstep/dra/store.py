@@ -150,13 +150,17 @@ class ResourceStore:
         self.claims.on_informer_delete(f"{namespace}/{name}")
 
     def upsert_slice(self, resource_slice: ResourceSlice) -> None:
-        self.inventory.update_slice(resource_slice)
-        self._changed()
+        if self.inventory.update_slice(resource_slice):
+            self._changed()
 
     def delete_slice(self, name: str) -> None:
         self.inventory.delete_slice(name)
 
     def upsert_class(self, device_class: DeviceClass) -> None:
+        stored = self.classes.get(device_class.metadata.name)
+        rv = device_class.metadata.resource_version
+        if stored is not None and rv and stored.metadata.resource_version == rv:
+            return  # a resync: keep the compiled claims that refer to the stored object
         self.classes[device_class.metadata.name] = device_class
         self._changed()
 

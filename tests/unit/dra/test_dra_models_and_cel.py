@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from dra_builders import DRIVER
+from dra_builders import DRIVER, device, device_class, resource_slice
 
 from lockstep.api.resource import (
     DeviceClass,
@@ -187,3 +187,16 @@ def test_new_claims_and_released_allocations_notify_the_scheduler() -> None:
     assert events == ["changed"] and store.device_in_use(("d", "p", "x"))
     store.delete_claim("ns", "c")
     assert events == ["changed", "changed"] and not store.device_in_use(("d", "p", "x"))
+
+
+def test_a_resync_of_an_unchanged_slice_or_class_wakes_nobody() -> None:
+    events: list[str] = []
+    store = ResourceStore(Features(), lambda: events.append("changed"))
+    store.upsert_slice(resource_slice("s", [device("gpu-0")], "node-a", rv="1"))
+    store.upsert_class(device_class(rv="1"))
+    version = store.inventory.version
+    store.upsert_slice(resource_slice("s", [device("gpu-0")], "node-a", rv="1"))
+    store.upsert_class(device_class(rv="1"))
+    assert events == ["changed", "changed"] and store.inventory.version == version
+    store.upsert_slice(resource_slice("s", [device("gpu-0"), device("gpu-1")], "node-a", rv="2"))
+    assert events == ["changed"] * 3 and store.inventory.version == version + 1
