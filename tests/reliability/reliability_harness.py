@@ -295,21 +295,6 @@ class OperatorProcess:
     def exited(self) -> int | None:
         return None if self.process is None else self.process.poll()
 
-    def log_lines(self) -> list[dict[str, Any]]:
-        """Every JSON log line so far; a line that is not JSON is kept as {'raw': text}."""
-        if not self.log_path.exists():
-            return []
-        lines: list[dict[str, Any]] = []
-        for raw in self.log_path.read_bytes().splitlines():
-            if not raw.strip():
-                continue
-            try:
-                parsed = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                parsed = None
-            lines.append(parsed if isinstance(parsed, dict) else {"raw": raw.decode(errors="replace")})
-        return lines
-
 
 def http_get_text(url: str, timeout: float = 5) -> tuple[int, str]:
     """GET a plain URL (metrics, health); (0, error text) if nothing answers."""
