@@ -383,7 +383,22 @@ class SchedulerCore:
             self.events.record(
                 reference, NORMAL, "Scheduled", f"Successfully assigned {pod.key} to {node_name}"
             )
-        log.info("bound", pod=pod.key, node=node_name, podgroup=pod.group_name or None)
+        fields: dict[str, Any] = {"pod": pod.key, "node": node_name}
+        if pod.group_name:
+            fields["podgroup"] = f"{pod.namespace}/{pod.group_name}"
+        claims = self._claim_names(pod)
+        if claims:
+            fields["claim"] = claims[0] if len(claims) == 1 else claims
+        log.info("bound", **fields)
+
+    def _claim_names(self, pod: PodInfo) -> list[str]:
+        """namespace/name of the ResourceClaims the pod uses (its own and its PodGroup's)."""
+        names = [ref.resource_claim_name or pod.claim_statuses.get(ref.name) or "" for ref in pod.claims]
+        group = self.cache.podgroup(GroupKey(pod.namespace, pod.group_name)) if pod.group_name else None
+        if group is not None:
+            generated = self.resources.group_claim_names((pod.namespace, pod.group_name))
+            names += [ref.resource_claim_name or generated.get(ref.name) or "" for ref in group.claims]
+        return [f"{pod.namespace}/{name}" for name in names if name]
 
     def refresh_metrics(self) -> None:
         """Gauges of live state, computed when /metrics is scraped."""

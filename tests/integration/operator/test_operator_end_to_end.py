@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -20,6 +21,7 @@ from acceptance_harness import (
     simulated_cluster,
     write_kubeconfig,
 )
+from structlog.testing import capture_logs
 
 from lockstep.controller.runtime import WatchMode
 from lockstep.kube.client import EVENTS, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS
@@ -149,6 +151,11 @@ async def test_a_failed_status_write_is_retried() -> None:
 
 
 async def test_a_podgroup_template_claim_is_created_once_and_shared_by_the_gang() -> None:
+    with capture_logs() as logs:
+        await _shared_group_claim_scenario(logs)
+
+
+async def _shared_group_claim_scenario(logs: list[dict[str, Any]]) -> None:
     async with simulated_cluster(nodes=2, devices_per_node=2) as env:
         await env.client.create(RESOURCE_CLAIM_TEMPLATES, NAMESPACE, GPU_TEMPLATE)
         await env.create(
@@ -166,3 +173,7 @@ async def test_a_podgroup_template_claim_is_created_once_and_shared_by_the_gang(
         assert claim["metadata"]["ownerReferences"][0]["kind"] == "PodGroup"
         assert sorted(r["name"] for r in claim["status"]["reservedFor"]) == ["team-0", "team-1", "team-2"]
         assert len(claim["status"]["allocation"]["devices"]["results"]) == 1
+        bound_lines = [line for line in logs if line.get("event") == "bound"]
+        assert len(bound_lines) == 3
+        assert {line["claim"] for line in bound_lines} == {f"{NAMESPACE}/{entry['resourceClaimName']}"}
+        assert {line["podgroup"] for line in bound_lines} == {f"{NAMESPACE}/team"}
