@@ -245,3 +245,15 @@ async def test_groups_that_are_gone_are_forgotten() -> None:
     assert set(scheduler.attempts) == {GroupKey("default", "g")}  # its PodGroup still exists
     cache.delete_podgroup("default", "g")
     assert scheduler.attempts == {}
+
+
+async def test_a_gang_starts_in_a_zone_that_can_hold_all_of_it() -> None:
+    scheduler, api, cache = make_scheduler()
+    cache.upsert_node(make_node("a-big", cpu="8", labels={ZONE: "a"}))  # the emptiest single node
+    for i in range(4):
+        cache.upsert_node(make_node(f"b{i}", cpu="4", labels={ZONE: "b"}))
+    cache.upsert_podgroup(gang("g", 4))
+    for i in range(4):
+        api.add(make_pod(f"p{i}", cpu="3", group="g"))
+    await settle(scheduler)
+    assert sorted(p.node_name for p in api.pods.values()) == ["b0", "b1", "b2", "b3"]
