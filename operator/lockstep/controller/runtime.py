@@ -186,7 +186,6 @@ class Operator:
 
     async def run(self, stop: asyncio.Event) -> int:
         self._stop = stop
-        settings = self.settings
         client = KubeClient(
             self.connection,
             on_response=self.metrics.observe_response,
@@ -198,58 +197,22 @@ class Operator:
         kopf_stop = asyncio.Event()
         try:
             await wait_for_server(client)
-            self.events = EventRecorder(client, settings.scheduler_name)
-            self.core = SchedulerCore(settings, client, self.events, self.metrics)
-            self.status = StatusWriter(
-                client,
-                self.members,
-                attempt_of=self._attempt,
-                flush_interval=self.options.status_flush_interval,
-                on_write=lambda result: self.metrics.podgroup_status_writes.labels(result).inc(),
-            )
-            self.core.on_attempt = self.status.mark
-            metrics_runner = await start_metrics_server(self.metrics, settings.metrics_bind_address)
+            self._build(client)
+            metrics_runner = await start_metrics_server(self.metrics, self.settings.metrics_bind_address)
             if metrics_runner is not None:
                 self.metrics_port = bound_port(metrics_runner)
-            sinks = self._sinks()
-            per_pod = {PODS: self.options.pod_watch, RESOURCE_CLAIMS: self.options.claim_watch}
-            raw_kinds = [
-                kind for kind in sinks if per_pod.get(kind, self.options.other_watch) is WatchMode.RAW
-            ]
-            kopf_sinks = {kind: TrackedSink(sink) for kind, sink in sinks.items() if kind not in raw_kinds}
-            await self._prime(kopf_sinks)
-            await self._start_raw_watches({kind: sinks[kind] for kind in raw_kinds})
+            kopf_sinks = await self._start_informers()
+            self.health_url = liveness_url(self.settings.health_bind_address)
             self._lead_task = self._spawn(self._lead(), "leader-election")
             self._spawn(self._schedule_while_leading(), "scheduler")
             self.started.set()
-            registry = build_registry(self._login, kopf_sinks, self.probe)
-            # Kopf SIGKILLs the process when it is cancelled without its stop flag; only a
-            # process of its own may be killed that way, never a test or demo hosting it.
-            in_main_thread = threading.current_thread() is threading.main_thread()
-            kopf_settings = build_settings(
-                settings.scheduler_name,
-                exit_timeout=self.options.shutdown_grace_seconds + 10 if in_main_thread else None,
-                watch_pods_with_kopf=PODS in kopf_sinks,
-            )
-            namespaces = settings.namespaces
-            self.health_url = liveness_url(settings.health_bind_address)
             kopf_ready = asyncio.Event()
             self._spawn(self._take_over_signals(kopf_ready, stop), "signals")
             self._spawn(self._resync(kopf_ready, kopf_sinks), "resync")
             # Kopf cancels every task created after it started when it stops, so the scheduler is
             # drained first and Kopf stopped last.
             kopf_task = asyncio.create_task(
-                kopf.operator(
-                    registry=registry,
-                    settings=kopf_settings,
-                    standalone=True,
-                    clusterwide=not namespaces,
-                    namespaces=namespaces,
-                    liveness_endpoint=self.health_url,
-                    stop_flag=kopf_stop,
-                    ready_flag=kopf_ready,
-                ),
-                name="lockstep-kopf",
+                self._kopf(kopf_sinks, kopf_stop, kopf_ready), name="lockstep-kopf"
             )
             stop_requested = asyncio.create_task(stop.wait(), name="lockstep-stop-flag")
             await asyncio.wait({kopf_task, stop_requested}, return_when=asyncio.FIRST_COMPLETED)
@@ -278,6 +241,51 @@ class Operator:
                 await metrics_runner.cleanup()
             await client.close()
         return 1 if self.stopped_leading or self.failed else 0
+
+    def _build(self, client: KubeClient) -> None:
+        self.events = EventRecorder(client, self.settings.scheduler_name)
+        self.core = SchedulerCore(self.settings, client, self.events, self.metrics)
+        self.status = StatusWriter(
+            client,
+            self.members,
+            attempt_of=self._attempt,
+            flush_interval=self.options.status_flush_interval,
+            on_write=lambda result: self.metrics.podgroup_status_writes.labels(result).inc(),
+        )
+        self.core.on_attempt = self.status.mark
+
+    async def _start_informers(self) -> dict[ResourceKind, TrackedSink]:
+        """Prime the Kopf-watched kinds and start the raw watches; return the Kopf-watched sinks."""
+        sinks = self._sinks()
+        per_pod = {PODS: self.options.pod_watch, RESOURCE_CLAIMS: self.options.claim_watch}
+        raw_kinds = [kind for kind in sinks if per_pod.get(kind, self.options.other_watch) is WatchMode.RAW]
+        kopf_sinks = {kind: TrackedSink(sink) for kind, sink in sinks.items() if kind not in raw_kinds}
+        await self._prime(kopf_sinks)
+        await self._start_raw_watches({kind: sinks[kind] for kind in raw_kinds})
+        return kopf_sinks
+
+    async def _kopf(
+        self, sinks: Mapping[ResourceKind, TrackedSink], stop: asyncio.Event, ready: asyncio.Event
+    ) -> None:
+        # Kopf SIGKILLs the process when it is cancelled without its stop flag; only a process of
+        # its own may be killed that way, never a test or demo hosting it.
+        in_main_thread = threading.current_thread() is threading.main_thread()
+        kopf_settings = build_settings(
+            self.settings.scheduler_name,
+            exit_timeout=self.options.shutdown_grace_seconds + 10 if in_main_thread else None,
+            watch_pods_with_kopf=PODS in sinks,
+        )
+        namespaces = self.settings.namespaces
+        await kopf.operator(
+            registry=build_registry(self._login, sinks, self.probe),
+            settings=kopf_settings,
+            standalone=True,
+            clusterwide=not namespaces,
+            namespaces=namespaces,
+            liveness_endpoint=self.health_url,
+            stop_flag=stop,
+            ready_flag=ready,
+        )
 
     def _spawn(self, coroutine: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         task = asyncio.create_task(coroutine, name=f"lockstep-{name}")
