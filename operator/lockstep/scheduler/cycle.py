@@ -9,12 +9,14 @@ The decision is atomic: on failure every pod reserved in the cycle is unreserved
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from lockstep.scheduler.framework import (
+    CYCLE_PODS,
     SUCCESS,
     Code,
     CycleState,
@@ -29,6 +31,8 @@ from lockstep.scheduler.framework import (
 from lockstep.scheduler.profile import Profile
 from lockstep.scheduler.records import SAMPLE_NODES, PluginRejections, PodDiagnosis
 from lockstep.state.cluster import ClusterCache
+
+log = logging.getLogger(__name__)
 
 PLACEMENT_PLUGIN = "GangScheduling"
 
@@ -100,10 +104,15 @@ class GroupCycle:
         status = placement_feasible(PlacementProgress(scheduled, remaining, min_count, total), is_gang)
         if status.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
             return CycleOutcome(status, [], [], scheduled, total, min_count, len(pods))
-        group_data: dict[str, object] = {}
+        group_data: dict[str, object] = {CYCLE_PODS: tuple(pods)}
         for pod in pods:
             state = CycleState(group, group_data)
-            placement, diagnosis = self._place(state, pod)
+            try:
+                placement, diagnosis = self._place(state, pod)
+            except Exception as exc:  # a plugin raised: the cycle fails, the scheduler goes on
+                log.exception("scheduling pod %s raised", pod.key)
+                status = Status.error(PLACEMENT_PLUGIN, f"pod {pod.key}: {type(exc).__name__}: {exc}")
+                break
             remaining -= 1
             if placement is not None:
                 placements.append(placement)
@@ -131,7 +140,10 @@ class GroupCycle:
         """Unreserve (every Reserve plugin that reserved, in reverse) and forget the assumption;
         ``report_freed`` as for ``ClusterCache.forget``."""
         for plugin in reversed(placement.reserved):
-            plugin.unreserve(placement.state, placement.pod, placement.node_name)
+            try:
+                plugin.unreserve(placement.state, placement.pod, placement.node_name)
+            except Exception:  # the other plugins and the cache must still be released
+                log.exception("Unreserve of %s for pod %s raised", plugin.name, placement.pod.key)
         placement.reserved.clear()
         self.cache.forget(placement.pod.uid, report_freed)
 
@@ -156,8 +168,12 @@ class GroupCycle:
         placement = Placement(pod, node.name, state)
         self.cache.assume(pod, node.name)
         for reserve in profile.reserve:
-            status = reserve.reserve(state, pod, node.name)
             placement.reserved.append(reserve)  # upstream unreserves a plugin whose reserve failed too
+            try:
+                status = reserve.reserve(state, pod, node.name)
+            except Exception:
+                self.release(placement)
+                raise
             if not status.ok:
                 self.release(placement)
                 code = status.code if status.code is Code.ERROR else Code.UNSCHEDULABLE

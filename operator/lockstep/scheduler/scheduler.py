@@ -367,9 +367,15 @@ class Scheduler:
             next_retry_at=None if next_retry is None else wall + (next_retry - self.clock()),
         )
         self._attempts[key] = attempt
-        for listener in self._listeners:
-            listener.on_group_attempt(attempt)
+        self._notify_attempt(attempt)
         return attempt
+
+    def _notify_attempt(self, attempt: GroupAttempt) -> None:
+        for listener in self._listeners:
+            try:
+                listener.on_group_attempt(attempt)
+            except Exception:  # a status writer's bug must not stop scheduling
+                log.exception("listener %r failed on the attempt of %s", listener, attempt.group)
 
     def _spawn(self, coroutine: object) -> None:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coroutine)  # type: ignore[arg-type]
@@ -390,7 +396,10 @@ class Scheduler:
             status = Status.error(BINDING_PLUGIN, f"{type(exc).__name__}: {exc}")
         if status.ok:
             for listener in self._listeners:
-                listener.on_pod_bound(pod, node_name)
+                try:
+                    listener.on_pod_bound(pod, node_name)
+                except Exception:
+                    log.exception("listener %r failed on pod %s bound", listener, pod.key)
             return
         next_retry = self._requeue_after_binding_failure(key, status)
         self.cycle.release(placement, report_freed=True)
@@ -495,8 +504,7 @@ class Scheduler:
             next_retry_at=None if next_retry is None else wall + (next_retry - self.clock()),
         )
         self._attempts[key] = attempt
-        for listener in self._listeners:
-            listener.on_group_attempt(attempt)
+        self._notify_attempt(attempt)
 
     # ------------------------------------------------------------------ failure status
 

@@ -7,7 +7,7 @@ import dataclasses
 from sched_helpers import RecordingPlugin, gang, make_node, make_pod, make_scheduler, settle
 
 from lockstep.config import Settings
-from lockstep.scheduler.framework import Code, GroupKey
+from lockstep.scheduler.framework import Code, GroupKey, PodInfo, Status
 from lockstep.scheduler.queue import GroupState
 
 ZONE = "topology.kubernetes.io/zone"
@@ -257,3 +257,51 @@ async def test_a_gang_starts_in_a_zone_that_can_hold_all_of_it() -> None:
         api.add(make_pod(f"p{i}", cpu="3", group="g"))
     await settle(scheduler)
     assert sorted(p.node_name for p in api.pods.values()) == ["b0", "b1", "b2", "b3"]
+
+
+class ExplodingFilter:
+    name = "Exploding"
+
+    def __init__(self, victim: str) -> None:
+        self.victim = victim
+
+    def filter(self, state: object, pod: PodInfo, node: object) -> Status:
+        if pod.name == self.victim:
+            raise RuntimeError("boom")
+        return Status()
+
+
+async def test_a_plugin_that_raises_fails_its_group_cleanly_and_scheduling_goes_on() -> None:
+    recorder = RecordingPlugin()
+    scheduler, api, cache = make_scheduler(extra_plugins=[recorder, ExplodingFilter("p1")])
+    cache.upsert_node(make_node("n0", cpu="8"))
+    cache.upsert_podgroup(gang("g", 2))
+    api.add(make_pod("p0", group="g"))
+    api.add(make_pod("p1", group="g"))
+    api.add(make_pod("solo"))
+    await settle(scheduler)
+    attempt = scheduler.attempts[GroupKey("default", "g")]
+    assert (attempt.code, attempt.reason) == (Code.ERROR, "SchedulerError")
+    assert "RuntimeError: boom" in attempt.message
+    assert recorder.releases("p0") == 1
+    assert not any(cache.is_assumed(p.uid) for p in api.pods.values())
+    assert api.pods["default/solo"].node_name == "n0"
+    assert {(pod, reason) for pod, _, reason in api.patch_calls} >= {("default/p0", "SchedulerError")}
+
+
+class BrokenListener:
+    def on_pod_bound(self, pod: PodInfo, node_name: str) -> None:
+        raise ValueError("status writer bug")
+
+    def on_group_attempt(self, attempt: object) -> None:
+        raise ValueError("status writer bug")
+
+
+async def test_a_failing_listener_does_not_stop_scheduling() -> None:
+    scheduler, api, cache = make_scheduler()
+    scheduler.add_listener(BrokenListener())
+    cache.upsert_node(make_node("n0"))
+    api.add(make_pod("a"))
+    api.add(make_pod("b"))
+    await settle(scheduler)
+    assert api.pods["default/a"].node_name == api.pods["default/b"].node_name == "n0"
