@@ -26,6 +26,7 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 JSON_CONTENT = "application/json"
 
 WATCH_TIMEOUT_SECONDS = 240
+WATCH_INACTIVITY_SECONDS = 60
 RETRY_DELAY_SECONDS = 0.2
 MAX_RETRY_DELAY_SECONDS = 5.0
 
@@ -197,7 +198,11 @@ class Informer:
             timeoutSeconds=str(WATCH_TIMEOUT_SECONDS),
         )
         url = self.http.base_url + self.path
-        async with self.http.session.get(url, params=params, headers={"Accept": JSON_CONTENT}) as response:
+        # A stream that stays silent for too long (no event, no bookmark) is treated as dead and resumed.
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=WATCH_INACTIVITY_SECONDS)
+        async with self.http.session.get(
+            url, params=params, headers={"Accept": JSON_CONTENT}, timeout=timeout
+        ) as response:
             if response.status == 410:
                 raise WatchExpired()
             if response.status >= 300:
