@@ -184,6 +184,9 @@ class Scheduler:
             return
         self._wakeup.set()
 
+    def _pending(self, key: GroupKey) -> int:
+        return self.cache.live_member_count(key) - self.cache.scheduled_count(key)
+
     def _forget_if_gone(self, key: GroupKey) -> bool:
         """Drop the queue entry and last attempt of a group with no PodGroup and no members left."""
         if self.cache.members(key) or self.cache.podgroup(key) is not None:
@@ -193,7 +196,7 @@ class Scheduler:
         return True
 
     def _priority(self, key: GroupKey) -> int:
-        return max((p.priority for p in self.cache.unscheduled_members(key)), default=0)
+        return self.cache.group_priority(key)
 
     # ------------------------------------------------------------------ main loop
 
@@ -235,11 +238,9 @@ class Scheduler:
     # ------------------------------------------------------------------ group cycle
 
     def _schedule_group(self, key: GroupKey) -> None:
-        pods = self.cache.unscheduled_members(key)
         group = self.cache.podgroup(key) if key.pod_group else None
-        if not pods:
-            if not self.cache.members(key) and group is None:
-                self.queue.remove(key)
+        if not self._pending(key):
+            self._forget_if_gone(key)
             return
         min_count = group.min_count if group is not None and group.is_gang else 1
         total = self.cache.live_member_count(key)
@@ -265,6 +266,7 @@ class Scheduler:
                 causes={"TooFewPods": missing},
             )
             return
+        pods = self.cache.unscheduled_members(key)
         pods.sort(key=lambda p: -p.priority)  # stable: equal priorities keep first-seen order
         outcome = self.cycle.run(group, pods)
         self._after_cycle(key, group, outcome)
@@ -361,7 +363,7 @@ class Scheduler:
             total_pods=total,
             scheduled=self.cache.scheduled_count(key) if scheduled is None else scheduled,
             placed=placed,
-            pending=len(self.cache.unscheduled_members(key)) if pending is None else pending,
+            pending=self._pending(key) if pending is None else pending,
             causes=merge_causes((), causes),
             pods=pods,
             next_retry_at=None if next_retry is None else wall + (next_retry - self.clock()),
@@ -499,7 +501,7 @@ class Scheduler:
             message=f"pod {pod.key} did not bind to {node_name}: {status.message}",
             timestamp=wall,
             scheduled=scheduled,
-            pending=len(self.cache.unscheduled_members(key)),
+            pending=self._pending(key),
             causes=merge_causes((), causes),
             next_retry_at=None if next_retry is None else wall + (next_retry - self.clock()),
         )

@@ -72,17 +72,19 @@ _SCHEDULING_FIELDS = (
 )
 
 
-def _free_cpu_bucket(node: NodeInfo) -> int:
-    free = node.allocatable.get("cpu", 0) - node.requested.get("cpu", 0)
-    return free.bit_length() if free > 0 else 0
-
-
 class _Group:
-    __slots__ = ("info", "members")
+    """A group's PodGroup and member pods (ours, not finished), with counts kept as they change so
+    that PreEnqueue and PlacementFeasible never walk a large gang."""
+
+    __slots__ = ("info", "live", "members", "priority", "priority_stale", "scheduled")
 
     def __init__(self) -> None:
         self.info: PodGroupInfo | None = None
-        self.members: dict[str, PodInfo] = {}  # uid -> pod (ours, not finished)
+        self.members: dict[str, PodInfo] = {}  # uid -> pod, in first-seen order
+        self.live = 0  # members not being deleted
+        self.scheduled = 0  # live members bound or assumed
+        self.priority = 0  # highest member priority (recomputed when its holder leaves)
+        self.priority_stale = False
 
 
 class ClusterCache:
@@ -100,6 +102,8 @@ class ClusterCache:
         self._cpu_buckets: dict[int, dict[str, None]] = {}
         self._domain_buckets: dict[str, dict[int, dict[str, None]]] = {}
         self._node_bucket: dict[str, tuple[str | None, int]] = {}
+        self._node_free: dict[str, tuple[str | None, int]] = {}  # node -> (domain, free cpu)
+        self._domain_free: dict[str, int] = {}
         self._listeners: list[ClusterListener] = []
 
     # ----------------------------------------------------------------- listeners
@@ -175,8 +179,7 @@ class ClusterCache:
             self._emit(ClusterEvent.MEMBER_REMOVED, old.group_key)  # finished, or moved to another group
         if not self._is_member(pod):
             return
-        group = self._groups.setdefault(pod.group_key, _Group())
-        group.members[pod.uid] = pod
+        self._join_group(pod)
         if pod.node_name or pod.deleting or pod.uid in self._assumed:
             return
         if old is None or not self._is_member(old) or old.group_key != pod.group_key:
@@ -190,9 +193,9 @@ class ClusterCache:
             return None
         if self._uid_by_key.get(pod.key) == uid:
             del self._uid_by_key[pod.key]
+        was_member = self._leave_group(pod)
         self._assumed.pop(uid, None)
         freed = self._unplace(pod)
-        was_member = self._leave_group(pod)
         if freed:
             self._emit(ClusterEvent.ASSIGNED_POD_REMOVED)
         if was_member:
@@ -203,13 +206,44 @@ class ClusterCache:
         uid = self._uid_by_key.get(f"{namespace}/{name}")
         return self.delete_pod(uid) if uid is not None else None
 
+    def _is_scheduled(self, pod: PodInfo) -> bool:
+        return not pod.deleting and bool(pod.node_name or pod.uid in self._assumed)
+
+    def _join_group(self, pod: PodInfo) -> None:
+        group = self._groups.setdefault(pod.group_key, _Group())
+        group.members[pod.uid] = pod
+        if not pod.deleting:
+            group.live += 1
+            group.scheduled += self._is_scheduled(pod)
+        if pod.priority > group.priority:
+            group.priority = pod.priority
+
     def _leave_group(self, pod: PodInfo) -> bool:
+        """Remove a member, with ``_assumed`` as it was when the counts last included the pod."""
         group = self._groups.get(pod.group_key)
         if group is None or group.members.pop(pod.uid, None) is None:
             return False
+        if not pod.deleting:
+            group.live -= 1
+            group.scheduled -= self._is_scheduled(pod)
+        if pod.priority >= group.priority:
+            group.priority_stale = True
         if not group.members and group.info is None:
             del self._groups[pod.group_key]
         return True
+
+    def _set_assumed(self, pod: PodInfo, node_name: str) -> None:
+        """Assume (node_name) or forget ("") a pod, keeping its group's scheduled count."""
+        group = self._groups.get(pod.group_key)
+        member = group is not None and pod.uid in group.members
+        if member:
+            group.scheduled -= self._is_scheduled(pod)  # type: ignore[union-attr]
+        if node_name:
+            self._assumed[pod.uid] = node_name
+        else:
+            self._assumed.pop(pod.uid, None)
+        if member:
+            group.scheduled += self._is_scheduled(pod)  # type: ignore[union-attr]
 
     def get_pod(self, uid: str) -> PodInfo | None:
         return self._pods.get(uid)
@@ -232,7 +266,7 @@ class ClusterCache:
         if current.node_name:
             raise ValueError(f"pod {pod.key} is already bound to {current.node_name}")
         self._unplace(current)
-        self._assumed[pod.uid] = node_name
+        self._set_assumed(current, node_name)
         self._place(current)
 
     def forget(self, uid: str, report_freed: bool = False) -> None:
@@ -240,11 +274,13 @@ class ClusterCache:
 
         ``report_freed``: the capacity was really held (a binding cycle gave up), so tell the
         listeners it is free again. A failed group cycle only undoes its own tentative state."""
-        if self._assumed.pop(uid, None) is None:
-            return
         pod = self._pods.get(uid)
-        if pod is None:
+        if uid not in self._assumed:
             return
+        if pod is None:
+            del self._assumed[uid]
+            return
+        self._set_assumed(pod, "")
         freed = self._unplace(pod)
         self._place(pod)
         if report_freed and freed and uid not in self._placed:
@@ -285,6 +321,7 @@ class ClusterCache:
             return
         self._unindex_labels(node)
         self._unbucket(name)
+        self._forget_free(name)
         if not self._pods_on_node.get(name):
             self._pods_on_node.pop(name, None)
 
@@ -298,11 +335,22 @@ class ClusterCache:
                     del self._labels[key]
 
     def _rebucket(self, node: NodeInfo) -> None:
-        place = (node.labels.get(self.topology_key), _free_cpu_bucket(node))
+        """Refresh the node's place in the free-cpu indexes and its domain's free-cpu total."""
+        domain = node.labels.get(self.topology_key)
+        free = node.allocatable.get("cpu", 0) - node.requested.get("cpu", 0)
+        previous = self._node_free.get(node.name)
+        if previous is not None and previous[0] is not None:
+            self._domain_free[previous[0]] -= previous[1]
+            if previous[0] != domain and not self.nodes_with_label(self.topology_key, previous[0]):
+                del self._domain_free[previous[0]]  # the node was the domain's last
+        if domain is not None:
+            self._domain_free[domain] = self._domain_free.get(domain, 0) + free
+        self._node_free[node.name] = (domain, free)
+        place = (domain, free.bit_length() if free > 0 else 0)
         if self._node_bucket.get(node.name) == place:
             return
         self._unbucket(node.name)
-        domain, bucket = place
+        bucket = place[1]
         self._cpu_buckets.setdefault(bucket, {})[node.name] = None
         if domain is not None:
             self._domain_buckets.setdefault(domain, {}).setdefault(bucket, {})[node.name] = None
@@ -316,6 +364,17 @@ class ClusterCache:
         del self._cpu_buckets[bucket][name]
         if domain is not None:
             del self._domain_buckets[domain][bucket][name]
+
+    def _forget_free(self, name: str) -> None:
+        previous = self._node_free.pop(name, None)
+        if previous is not None and previous[0] is not None:
+            self._domain_free[previous[0]] -= previous[1]
+            if not self.nodes_with_label(self.topology_key, previous[0]):
+                del self._domain_free[previous[0]]
+
+    def domain_free_cpu(self) -> Mapping[str, int]:
+        """Free cpu (millicores) per value of the ``topology_key`` label, summed over its nodes."""
+        return self._domain_free
 
     @property
     def nodes(self) -> Mapping[str, NodeInfo]:
@@ -390,14 +449,22 @@ class ClusterCache:
     def scheduled_count(self, key: GroupKey) -> int:
         """S of PlacementFeasible: members bound or assumed, not being deleted."""
         group = self._groups.get(key)
-        if group is None:
-            return 0
-        assumed = self._assumed
-        return sum(1 for p in group.members.values() if not p.deleting and (p.node_name or p.uid in assumed))
+        return group.scheduled if group is not None else 0
 
     def live_member_count(self, key: GroupKey) -> int:
+        """Members not being deleted (bound, assumed or waiting)."""
         group = self._groups.get(key)
-        return sum(1 for p in group.members.values() if not p.deleting) if group is not None else 0
+        return group.live if group is not None else 0
+
+    def group_priority(self, key: GroupKey) -> int:
+        """The highest priority among the group's members."""
+        group = self._groups.get(key)
+        if group is None:
+            return 0
+        if group.priority_stale:
+            group.priority = max((p.priority for p in group.members.values()), default=0)
+            group.priority_stale = False
+        return group.priority
 
     # ----------------------------------------------------------------- DRA
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from lockstep.api.podgroup import PodGroup
 from lockstep.scheduler.framework import GroupKey, NodeInfo, PodGroupInfo, PodInfo
 from lockstep.state.cluster import ClusterCache, ClusterEvent
@@ -201,3 +204,86 @@ def test_free_cpu_index_orders_nodes_and_skips_ones_that_cannot_fit() -> None:
     assert list(cache.nodes_by_free_cpu(0, True, domain="a")) == ["empty", "full"]
     cache.delete_pod("uid-f")
     assert list(cache.nodes_by_free_cpu(1000, True, domain="a")) == ["empty", "full"]
+
+
+def test_free_cpu_per_domain_follows_pods_nodes_and_labels() -> None:
+    cache = ClusterCache("lockstep", topology_key="zone")
+    cache.upsert_node(node("a1", cpu=4000, labels={"zone": "a"}))
+    cache.upsert_node(node("a2", cpu=4000, labels={"zone": "a"}))
+    cache.upsert_node(node("b1", cpu=2000, labels={"zone": "b"}))
+    cache.upsert_node(node("none", cpu=9000))
+    assert cache.domain_free_cpu() == {"a": 8000, "b": 2000}
+    p = pod("p", cpu=1500)
+    cache.upsert_pod(p)
+    cache.assume(p, "a1")
+    assert cache.domain_free_cpu()["a"] == 6500
+    cache.upsert_node(node("a1", cpu=4000, labels={"zone": "b"}))  # relabelled with its pod
+    assert cache.domain_free_cpu() == {"a": 4000, "b": 4500}
+    cache.forget(p.uid)
+    cache.delete_node("b1")
+    assert cache.domain_free_cpu() == {"a": 4000, "b": 4000}
+    cache.delete_node("a2")
+    assert cache.domain_free_cpu() == {"b": 4000}
+
+
+OPERATIONS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["add", "bind", "assume", "forget", "delete", "finish", "deleting", "regroup", "node"]
+        ),
+        st.integers(0, 5),  # pod
+        st.integers(0, 2),  # node
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(operations=OPERATIONS)
+def test_incremental_counts_always_match_a_recount(operations: list[tuple[str, int, int]]) -> None:
+    cache = ClusterCache("lockstep", topology_key="zone")
+    for n in range(2):  # node 2 appears only through the "node" operation
+        cache.upsert_node(node(f"n{n}", cpu=8000, labels={"zone": f"z{n}"}))
+    for op, p, n in operations:
+        uid = f"uid-p{p}"
+        current = cache.get_pod(uid)
+        if op == "add" and current is None:
+            cache.upsert_pod(pod(f"p{p}", cpu=100 * (p + 1), group=f"g{p % 2}", priority=p))
+        elif current is None:
+            continue
+        elif op == "bind":
+            cache.upsert_pod(dataclasses.replace(current, node_name=current.node_name or f"n{n}"))
+        elif op == "assume" and not current.node_name:
+            cache.assume(current, f"n{n}")
+        elif op == "forget":
+            cache.forget(uid, report_freed=bool(n))
+        elif op == "delete":
+            cache.delete_pod(uid)
+        elif op == "finish":
+            cache.upsert_pod(dataclasses.replace(current, phase="Succeeded"))
+        elif op == "deleting":
+            cache.upsert_pod(dataclasses.replace(current, deleting=True))
+        elif op == "regroup":
+            cache.upsert_pod(dataclasses.replace(current, group_name=f"g{n}"))
+        elif op == "node":
+            cache.upsert_node(node(f"n{n + 1 if n < 2 else 2}", cpu=8000 + n, labels={"zone": f"z{n % 2}"}))
+    pods = list(cache.pods.values())
+    for name, info in cache.nodes.items():
+        on_node = [p for p in pods if not p.terminal and (p.node_name or cache.assumed_node(p.uid)) == name]
+        assert info.pod_count == len(on_node)
+        assert info.requested.get("cpu", 0) == sum(p.requests["cpu"] for p in on_node)
+    for g in range(3):
+        key = GroupKey("ns", f"g{g}")
+        members = [p for p in pods if p.group_name == f"g{g}" and not p.terminal]
+        live = [p for p in members if not p.deleting]
+        assert cache.live_member_count(key) == len(live)
+        assert cache.scheduled_count(key) == sum(1 for p in live if p.node_name or cache.is_assumed(p.uid))
+        assert cache.group_priority(key) == max((p.priority for p in members), default=0)
+        assert sorted(p.uid for p in cache.unscheduled_members(key)) == sorted(
+            p.uid for p in live if not p.node_name and not cache.is_assumed(p.uid)
+        )
+    free = {}
+    for info in cache.nodes.values():
+        zone = info.labels["zone"]
+        free[zone] = free.get(zone, 0) + info.allocatable["cpu"] - info.requested.get("cpu", 0)
+    assert dict(cache.domain_free_cpu()) == free
