@@ -120,6 +120,18 @@ def test_client_side_apply_of_a_pod_uses_strategic_merge(kubectl: Kubectl) -> No
     kubectl.run("delete", "pod", "train-0", "--wait=true")
 
 
+def test_simulated_kubelet_runs_a_bound_pod_and_finishes_its_graceful_deletion(kubectl: Kubectl) -> None:
+    kubectl.run("apply", "-f", str(MANIFESTS / "pod-on-node.yaml"))
+    kubectl.run("wait", "pod/placed-by-hand", "--for=condition=Ready", "--timeout=20s")
+    row = kubectl.run("get", "pod", "placed-by-hand", "-o", "wide", "--no-headers").stdout.split()
+    assert row[2] == "Running" and row[6] == "node-000"
+    assert row[5].startswith("10.64.0."), f"pod IP {row[5]} is outside node-000's pod CIDR"
+    # A bound pod's delete is graceful: it is gone only once the kubelet confirmed it (kubectl waits).
+    deleted = kubectl.run("delete", "pod", "placed-by-hand", "--timeout=20s")
+    assert deleted.stdout.strip() == 'pod "placed-by-hand" deleted'
+    assert kubectl.run("get", "pod", "placed-by-hand", check=False).returncode != 0
+
+
 def test_delete_removes_the_podgroup(kubectl: Kubectl) -> None:
     deleted = kubectl.run("delete", "-f", str(GANG))
     assert deleted.stdout.strip() == 'podgroup.scheduling.lockstep.dev "train" deleted'

@@ -179,6 +179,7 @@ async def test_pod_claim_lifecycle_from_template_to_cleanup(cluster: SimCluster)
     conditions = {c["type"]: c["status"] for c in status["conditions"]}
     assert conditions == {
         "PodScheduled": "True",
+        "PodReadyToStartContainers": "True",
         "Initialized": "True",
         "Ready": "True",
         "ContainersReady": "True",

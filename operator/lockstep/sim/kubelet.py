@@ -1,12 +1,12 @@
 """Simulated kubelets for all simulated nodes, as one controller over the pod watch.
 
 - A pod bound to one of our nodes and still Pending is marked Running after ``start_delay`` seconds:
-  phase Running, conditions Initialized/Ready/ContainersReady True (PodScheduled is kept: the
-  status is a strategic merge patch keyed by condition type), containerStatuses, podIP, hostIP and
-  startTime. Like the real kubelet, it first prepares the pod's ResourceClaims: each must exist, be
-  allocated, list the pod in ``status.reservedFor`` and, for the simulated driver, hold devices of
-  this node's pool. Until then the pod stays Pending and is checked again every ``claim_retry``
-  seconds.
+  phase Running, conditions PodReadyToStartContainers/Initialized/Ready/ContainersReady True
+  (PodScheduled is kept: the status is a strategic merge patch keyed by condition type),
+  containerStatuses, podIP, hostIP and startTime. Like the real kubelet, it first prepares the
+  pod's ResourceClaims: each must exist, be allocated, list the pod in ``status.reservedFor`` and,
+  for the simulated driver, hold devices of this node's pool. Until then the pod stays Pending and
+  is checked again every ``claim_retry`` seconds.
 - A bound pod with a deletionTimestamp is removed after ``delete_delay`` seconds with a DELETE
   ``gracePeriodSeconds=0`` guarded by the pod's uid, as the kubelet does once its containers stopped.
 - With ``run_seconds`` set, a Running pod is marked Succeeded that long after it started.
@@ -56,6 +56,7 @@ def running_status(pod: JsonObject, pod_ip: str, host_ip: str, when: str) -> Jso
         "status": {
             "phase": "Running",
             "conditions": [
+                _condition("PodReadyToStartContainers", "True", when),
                 _condition("Initialized", "True", when),
                 _condition("Ready", "True", when),
                 _condition("ContainersReady", "True", when),

@@ -18,7 +18,12 @@ POD = {
 def test_running_status_leaves_pod_scheduled_to_the_merge_and_reports_every_container() -> None:
     status = running_status(POD, "10.64.0.1", "10.0.0.1", "2026-01-01T00:00:05Z")["status"]
     assert status["phase"] == "Running"
-    assert {c["type"] for c in status["conditions"]} == {"Initialized", "Ready", "ContainersReady"}
+    assert {c["type"] for c in status["conditions"]} == {
+        "PodReadyToStartContainers",
+        "Initialized",
+        "Ready",
+        "ContainersReady",
+    }
     assert all(c["status"] == "True" for c in status["conditions"])
     assert status["podIP"] == "10.64.0.1" and status["podIPs"] == [{"ip": "10.64.0.1"}]
     assert status["hostIP"] == "10.0.0.1"
