@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,3 +44,20 @@ def test_without_a_path_the_kubeconfig_is_a_temporary_file() -> None:
         assert temporary and path.name.startswith("lockstep-sim-")
     finally:
         path.unlink()
+
+
+def test_a_busy_port_is_a_clear_error_not_a_traceback() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "lockstep", "sim", "--nodes", "1", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert result.returncode == 1
+    assert f"lockstep sim: cannot start the API server on port {port}" in result.stderr
+    assert "Traceback" not in result.stderr
