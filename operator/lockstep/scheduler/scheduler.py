@@ -73,9 +73,13 @@ _CAUSE_HINTS: dict[str, frozenset[ClusterEvent]] = {
 _RESOURCE_HINTS = _NODE_EVENTS | {ClusterEvent.ASSIGNED_POD_REMOVED}
 
 
-def hints_for(causes: Mapping[str, int]) -> frozenset[ClusterEvent]:
+def hints_for(causes: Mapping[str, int], pods: Sequence[PodDiagnosis] = ()) -> frozenset[ClusterEvent]:
+    """The cluster-wide events that could cure these rejection causes. When every failed pod was
+    rejected as unresolvable everywhere, freeing capacity on the existing nodes cannot help."""
     if not causes:
         return _CLUSTER_EVENTS
+    if pods and all(p.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE for p in pods):
+        return hints_for(causes) - {ClusterEvent.ASSIGNED_POD_REMOVED}
     hints: set[ClusterEvent] = set()
     for cause in causes:
         if cause.startswith("Insufficient"):
@@ -286,7 +290,7 @@ class Scheduler:
                 self._spawn(self._binding_cycle(key, placement))
             next_retry = None
             if outcome.unplaced:
-                next_retry = self.queue.park(key, now, hints_for(causes))
+                next_retry = self.queue.park(key, now, hints_for(causes, diagnoses))
             else:
                 self.queue.succeeded(key)
             message = (
@@ -309,7 +313,7 @@ class Scheduler:
                 next_retry=next_retry,
             )
         else:
-            next_retry = self.queue.park(key, now, hints_for(causes))
+            next_retry = self.queue.park(key, now, hints_for(causes, diagnoses))
             message = status.message
             if diagnoses and diagnoses[0].message not in message:
                 message = f"{message}; {diagnoses[0].pod}: {diagnoses[0].message}"

@@ -305,3 +305,19 @@ async def test_a_failing_listener_does_not_stop_scheduling() -> None:
     api.add(make_pod("b"))
     await settle(scheduler)
     assert api.pods["default/a"].node_name == api.pods["default/b"].node_name == "n0"
+
+
+async def test_a_pod_too_big_for_every_node_is_not_retried_when_capacity_frees() -> None:
+    scheduler, api, cache = make_scheduler()
+    cache.upsert_node(make_node("n0", cpu="4"))
+    api.add(make_pod("small", cpu="1"))
+    api.add(make_pod("huge", cpu="6"))
+    await settle(scheduler)
+    huge = GroupKey("default", "huge", False)
+    assert scheduler.attempts[huge].pods[0].code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    ready_at = scheduler.queue.ready_at(huge)
+    scheduler.clock.advance(0.5)  # type: ignore[attr-defined]
+    api.delete("default/small")  # frees cpu on n0: no help for a 6-cpu pod
+    assert scheduler.queue.ready_at(huge) == ready_at
+    cache.upsert_node(make_node("n1", cpu="8"))  # a bigger node is
+    assert scheduler.queue.ready_at(huge) == scheduler.clock() + 0.5

@@ -18,14 +18,14 @@ from lockstep.state.cluster import ClusterCache
 def test_resources_fit_names_the_missing_resource() -> None:
     fit = NodeResourcesFit()
     state = CycleState()
-    node = make_node("n", cpu="2", memory="4Gi", pods=2, extra={"nvidia.com/gpu": "1"})
+    node = make_node("n", cpu="4", memory="8Gi", pods=2, extra={"nvidia.com/gpu": "2"})
+    node.requested = {"cpu": 2000, "memory": 4 * 2**30, "nvidia.com/gpu": 1}
     assert fit.filter(state, make_pod("ok", cpu="2", memory="4Gi"), node).ok
+    gpus = [{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]
     cases = {
         "InsufficientCPU": make_pod("cpu", cpu="2001m"),
         "InsufficientMemory": make_pod("mem", memory="5Gi"),
-        "Insufficient[nvidia.com/gpu]": make_pod(
-            "gpu", resources={}, containers=[{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]
-        ),
+        "Insufficient[nvidia.com/gpu]": make_pod("gpu", cpu=None, memory=None, containers=gpus),
     }
     for cause, pod in cases.items():
         status = fit.filter(state, pod, node)
@@ -33,6 +33,12 @@ def test_resources_fit_names_the_missing_resource() -> None:
     node.pod_count = 2
     status = fit.filter(state, make_pod("one-more", cpu="1m"), node)
     assert status.cause == "InsufficientPods"
+
+
+def test_a_pod_larger_than_the_node_is_unresolvable_there() -> None:
+    status = NodeResourcesFit().filter(CycleState(), make_pod("huge", cpu="5"), make_node("n", cpu="4"))
+    assert (status.code, status.cause) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "InsufficientCPU")
+    assert "node allocatable 4000" in status.message
 
 
 def test_resources_fit_counts_what_is_already_requested() -> None:
@@ -208,8 +214,9 @@ async def test_score_strategy_from_settings_decides_the_node(strategy: str, expe
 
 async def test_a_selector_no_node_can_match_is_unresolvable_but_a_full_match_is_not() -> None:
     scheduler, api, cache = make_scheduler()
-    cache.upsert_node(make_node("small", cpu="1", labels={"disk": "ssd"}))
+    cache.upsert_node(make_node("small", cpu="4", labels={"disk": "ssd"}))
     cache.upsert_node(make_node("big", cpu="16"))
+    api.add(make_pod("resident", cpu="3", node_name="small", scheduler="default-scheduler"))
     api.add(make_pod("nowhere", nodeSelector={"disk": "nvme"}))
     api.add(make_pod("too-big", cpu="2", nodeSelector={"disk": "ssd"}))
     await settle(scheduler)

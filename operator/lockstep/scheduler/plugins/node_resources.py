@@ -38,13 +38,21 @@ class NodeResourcesFit:
             )
         requested = node.requested
         for resource, amount in pod.requests.items():
-            free = allocatable.get(resource, 0) - requested.get(resource, 0)
-            if amount > free:
-                return Status.unschedulable(
+            capacity = allocatable.get(resource, 0)
+            free = capacity - requested.get(resource, 0)
+            if amount <= free:
+                continue
+            if amount > capacity:  # even an empty node of this size would not do
+                return Status.unresolvable(
                     self.name,
                     insufficient_cause(resource),
-                    f"Insufficient {resource}: requested {amount}, free {max(free, 0)}",
+                    f"Insufficient {resource}: requested {amount}, node allocatable {capacity}",
                 )
+            return Status.unschedulable(
+                self.name,
+                insufficient_cause(resource),
+                f"Insufficient {resource}: requested {amount}, free {max(free, 0)}",
+            )
         return SUCCESS
 
 
