@@ -67,41 +67,36 @@ class RunningSim:
 
 def _start_sim(kubeconfig: Path) -> RunningSim:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "lockstep",
-            "sim",
-            "--nodes",
-            "3",
-            "--devices-per-node",
-            "2",
-            "--kubeconfig",
-            str(kubeconfig),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-        env=env,
-    )
-    assert process.stdout is not None
+    command = [sys.executable, "-m", "lockstep", "sim", "--nodes", "3", "--devices-per-node", "2"]
+    command += ["--kubeconfig", str(kubeconfig)]
+    stderr_path = kubeconfig.with_name("sim.stderr")
+    with stderr_path.open("w") as stderr:
+        # stderr goes to a file: a pipe nobody reads could fill up and stall the simulator.
+        process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            cwd=REPO,
+            env=env,
+        )
     deadline = time.monotonic() + SIM_START_TIMEOUT
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        if line.startswith("export KUBECONFIG="):
-            assert line.strip() == f"export KUBECONFIG={kubeconfig}"
-            config = kubeconfig.read_text()
-            server_url = next(
-                part.split("server:", 1)[1].strip() for part in config.splitlines() if "server:" in part
-            )
-            return RunningSim(process, kubeconfig, server_url)
-    process.kill()
-    _, stderr = process.communicate(timeout=10)
-    raise AssertionError(f"lockstep sim did not start (exit {process.returncode}):\n{stderr}")
+    # The kubeconfig is written just before the export line is printed.
+    while not kubeconfig.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not kubeconfig.exists():
+        process.kill()
+        process.wait(timeout=10)
+        raise AssertionError(
+            f"lockstep sim did not start (exit {process.returncode}):\n{stderr_path.read_text()}"
+        )
+    assert process.stdout is not None
+    assert process.stdout.readline().strip() == f"export KUBECONFIG={kubeconfig}"
+    config = kubeconfig.read_text()
+    server_url = next(
+        part.split("server:", 1)[1].strip() for part in config.splitlines() if "server:" in part
+    )
+    return RunningSim(process, kubeconfig, server_url)
 
 
 def _stop_sim(sim: RunningSim) -> int:
