@@ -97,11 +97,12 @@ class GroupQueue:
         if earliest < entry.ready_at:
             self._push_backoff(entry, earliest)
 
-    def on_event(self, event: ClusterEvent, now: float) -> int:
-        """A cluster-wide event: hurry the backed-off groups it could help. Returns how many."""
+    def on_event(self, event: ClusterEvent, now: float, source: GroupKey | None = None) -> int:
+        """A cluster-wide event: hurry the backed-off groups it could help, except the group whose
+        own failure caused it (``source``). Returns how many."""
         helped = 0
         for entry in self._entries.values():
-            if entry.state is GroupState.BACKOFF and event in entry.hints:
+            if entry.state is GroupState.BACKOFF and event in entry.hints and entry.key != source:
                 self._hurry(entry, now)
                 helped += 1
         return helped
@@ -128,15 +129,11 @@ class GroupQueue:
     def gate(self, key: GroupKey) -> None:
         self._entry(key).state = GroupState.GATED
 
-    def succeeded(self, key: GroupKey) -> None:
-        entry = self._entry(key)
-        entry.attempts = 0
-        entry.state = GroupState.IDLE
-
-    def set_idle(self, key: GroupKey) -> None:
+    def reset_attempts(self, key: GroupKey) -> None:
+        """A member bound: the next failure backs off from the initial delay again."""
         entry = self._entries.get(key)
         if entry is not None:
-            entry.state = GroupState.IDLE
+            entry.attempts = 0
 
     def remove(self, key: GroupKey) -> None:
         self._entries.pop(key, None)

@@ -139,6 +139,7 @@ class Scheduler:
         self._listeners: list[SchedulerListener] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._wakeup = asyncio.Event()
+        self._releasing: GroupKey | None = None
         self.cache.add_listener(self)
 
     # ------------------------------------------------------------------ outside view
@@ -182,7 +183,7 @@ class Scheduler:
             self._forget_if_gone(group)
             return
         elif event in _CLUSTER_EVENTS:
-            if not self.queue.on_event(event, now):
+            if not self.queue.on_event(event, now, self._releasing):
                 return
         else:
             return
@@ -291,8 +292,6 @@ class Scheduler:
             next_retry = None
             if outcome.unplaced:
                 next_retry = self.queue.park(key, now, hints_for(causes, diagnoses))
-            else:
-                self.queue.succeeded(key)
             message = (
                 f"{len(outcome.placements)} pods placed, "
                 f"{outcome.scheduled} of minCount {outcome.min_count} scheduled"
@@ -401,6 +400,7 @@ class Scheduler:
             log.exception("binding cycle of pod %s to %s raised", pod.key, node_name)
             status = Status.error(BINDING_PLUGIN, f"{type(exc).__name__}: {exc}")
         if status.ok:
+            self.queue.reset_attempts(key)
             for listener in self._listeners:
                 try:
                     listener.on_pod_bound(pod, node_name)
@@ -408,7 +408,11 @@ class Scheduler:
                     log.exception("listener %r failed on pod %s bound", listener, pod.key)
             return
         next_retry = self._requeue_after_binding_failure(key, status)
-        self.cycle.release(placement, report_freed=True)
+        self._releasing = key  # the capacity it frees must not hurry its own group
+        try:
+            self.cycle.release(placement, report_freed=True)
+        finally:
+            self._releasing = None
         self._record_binding_failure(key, pod, node_name, status, next_retry)
         if status.cause != "PodDeleted":
             await self.report_unschedulable(pod, reason_for(status.code), status.message)

@@ -356,3 +356,21 @@ async def test_run_loop_binds_and_retries_after_backoff_when_a_node_arrives() ->
     with pytest.raises(asyncio.CancelledError):
         await task
     assert sorted(p.node_name for p in api.pods.values()) == ["n0", "n1"]
+
+
+async def test_a_group_whose_binding_keeps_failing_backs_off_exponentially() -> None:
+    recorder = RecordingPlugin()
+    recorder.fail_pre_bind.add("p")
+    scheduler, api, cache = make_scheduler(extra_plugins=[recorder])
+    cache.upsert_node(make_node("n0"))
+    api.add(make_pod("p"))
+    key = GroupKey("default", "p", False)
+    delays = []
+    for _ in range(4):
+        await settle(scheduler)
+        ready_at = scheduler.queue.ready_at(key)
+        assert ready_at is not None
+        delays.append(ready_at - scheduler.clock())
+        scheduler.clock.advance(ready_at - scheduler.clock())  # type: ignore[attr-defined]
+    assert delays == [1, 2, 4, 8]
+    assert recorder.releases("p") == 4

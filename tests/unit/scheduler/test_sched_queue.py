@@ -44,8 +44,9 @@ def test_backoff_doubles_up_to_the_maximum() -> None:
     assert delays == [1, 2, 4, 8, 10, 10]
     assert queue.attempts(A) == 6
     queue.pop(now)
-    queue.succeeded(A)
+    queue.reset_attempts(A)  # a member bound
     assert queue.attempts(A) == 0
+    assert queue.park(A, now, hints=()) == now + 1
 
 
 def test_an_event_hurries_only_groups_it_can_help_and_not_sooner_than_the_initial_backoff() -> None:
