@@ -184,12 +184,16 @@ class NodeInfo:
     unschedulable: bool = False
 
 
+CYCLE_PODS = "lockstep/cycle-pods"
+
+
 class CycleState:
     """Per-pod scratch space shared by the plugins (keyed by plugin-chosen strings).
 
     Each pod of a group cycle gets its own CycleState; the same object is handed to that pod's
     Reserve, Permit, PreBind and Unreserve in the binding cycle. ``group`` is the pod's PodGroup
-    (None for a pod without one); ``group_data`` is shared by all pods of the same group cycle."""
+    (None for a pod without one); ``group_data`` is shared by all pods of the same group cycle, and
+    ``group_data[CYCLE_PODS]`` lists the pods the cycle places, in order."""
 
     __slots__ = ("_data", "group", "group_data")
 

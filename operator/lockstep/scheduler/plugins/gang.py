@@ -7,12 +7,13 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import ClassVar
 
-from lockstep.scheduler.framework import SUCCESS, CycleState, GroupKey, NodeInfo, PodInfo, Status
+from lockstep.scheduler.framework import CYCLE_PODS, SUCCESS, CycleState, GroupKey, NodeInfo, PodInfo, Status
 from lockstep.scheduler.waiting import WaitingPods
 from lockstep.state.cluster import ClusterCache
 
 _DOMAINS_KEY = "GangTopology/domains"  # group_data: domain -> members placed there
 _DOMAIN_KEY = "GangTopology/domain"  # per pod: the preferred domain when the pod was evaluated
+_TARGET_KEY = "GangTopology/target"  # group_data: the domain chosen for a gang with no member placed
 _UNSET = object()
 
 
@@ -82,8 +83,23 @@ class GangTopology:
             return None
         return max(domains.items(), key=lambda item: (item[1], item[0]))[0]
 
+    def _target_domain(self, state: CycleState) -> str | None:
+        """For a gang with no member placed yet: the domain whose free cpu can hold the cycle's
+        pods, the one with most free cpu when spreading, least when bin-packing (None: none can)."""
+        target = state.group_data.get(_TARGET_KEY, _UNSET)
+        if target is _UNSET:
+            needed = sum(p.requests.get("cpu", 0) for p in state.group_data.get(CYCLE_PODS, ()))
+            fitting = [(free, d) for d, free in self.cache.domain_free_cpu().items() if free >= needed]
+            target = None
+            if fitting and self.topology_key == self.cache.topology_key:
+                target = (max(fitting) if self.spread else min(fitting))[1]
+            state.group_data[_TARGET_KEY] = target
+        return target
+
     def preferred_nodes(self, state: CycleState, pod: PodInfo) -> Iterable[str] | None:
         domain = self._preferred_domain(state)
+        if domain is None and state.group is not None and state.group.is_gang:
+            domain = self._target_domain(state)
         state.write(_DOMAIN_KEY, domain)
         if domain is None:
             return None
