@@ -1,0 +1,1 @@
+"""Scheduler plugins: node resources, affinity, basics (name, cordon, taints), gang, dynamic resources."""
