@@ -668,7 +668,9 @@ class ApiServer:
             meta.pop("namespace", None)
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = random_name(meta["generateName"])
-        for field in (*SYSTEM_METADATA, "resourceVersion", "managedFields", "selfLink"):
+        if meta.get("resourceVersion"):
+            raise bad_request("resourceVersion should not be set on objects to be created")
+        for field in (*SYSTEM_METADATA, "managedFields", "selfLink"):
             meta.pop(field, None)
         rt.strategy.decode(rt, obj, ctx)
         rt.strategy.default(rt, obj, None)

@@ -125,3 +125,10 @@ async def test_an_emulator_bug_is_answered_as_an_internal_error_status(
     status, body, _ = await client.call("POST", f"{NS}/pods", pod("a"))
     assert (status, body["kind"], body["reason"]) == (500, "Status", "InternalError")
     assert "RuntimeError: boom" in body["message"]
+
+
+async def test_create_refuses_a_resource_version(client: Client) -> None:
+    body = pod("a")
+    body["metadata"]["resourceVersion"] = "5"
+    status, error, _ = await client.call("POST", f"{NS}/pods", body)
+    assert (status, error["message"]) == (400, "resourceVersion should not be set on objects to be created")
