@@ -145,9 +145,9 @@ async def test_behaviour_2_placement_statuses_waiting_unschedulable_and_too_few_
             "labels": {**node["metadata"]["labels"], "kubernetes.io/hostname": "node-extra"},
         }
         await env.client.create(NODES, None, node)
-        await eventually(lambda: phase_is("short", "Scheduled"), what="short Scheduled")
+        await eventually(lambda: phase_is("short", "Scheduled", "Running"), what="short Scheduled")
         big = await eventually(
-            lambda: phase_is("big", "Scheduled"), what="big Scheduled after a node was added"
+            lambda: phase_is("big", "Scheduled", "Running"), what="big Scheduled after a node was added"
         )
         assert big["unschedulableReasons"] == [] and big.get("nextRetryTime") is None
         assert await env.bound("big") == 4

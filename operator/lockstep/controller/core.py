@@ -93,6 +93,7 @@ class SchedulerCore:
         self._attempt_count = 0
         self._last_attempt: GroupAttempt | None = None
         self._leading = False
+        self._last_event_reason: dict[GroupKey, str] = {}
 
     # --- watch feed -------------------------------------------------------------------------------------
 
@@ -101,6 +102,9 @@ class SchedulerCore:
         uid = str(meta.get("uid") or "")
         if event_type == "DELETED":
             self._pending_since.pop(uid, None)
+            self._last_event_reason.pop(
+                GroupKey(str(meta.get("namespace")), str(meta.get("name")), False), None
+            )
             if self.cache.delete_pod(uid) is None:
                 self.cache.delete_pod_by_name(str(meta.get("namespace") or "default"), str(meta.get("name")))
             return
@@ -127,6 +131,7 @@ class SchedulerCore:
         namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
         if event_type == "DELETED":
             self._podgroups.pop((namespace, name), None)
+            self._last_event_reason.pop(GroupKey(namespace, name), None)
             self.cache.delete_podgroup(namespace, name)
             self.resources.delete_pod_group(namespace, name)
             return
@@ -355,6 +360,8 @@ class SchedulerCore:
 
     def _record_event(self, attempt: GroupAttempt) -> None:
         key = attempt.group
+        previous = self._last_event_reason.get(key)
+        self._last_event_reason[key] = "Waiting" if attempt.code is Code.WAIT else attempt.reason
         if key.pod_group:
             known = self._podgroups.get((key.namespace, key.name))
             uid = known.metadata.uid if known is not None else ""
@@ -366,7 +373,9 @@ class SchedulerCore:
             if key.pod_group and attempt.placed:
                 self.events.record(reference, NORMAL, "Scheduled", attempt.message)
         elif attempt.code is Code.WAIT:
-            self.events.record(reference, NORMAL, "Waiting", attempt.message)
+            # Waiting repeats while members arrive one by one: one event when the group starts to wait.
+            if previous != "Waiting":
+                self.events.record(reference, NORMAL, "Waiting", attempt.message)
         elif attempt.causes.get("Timeout"):
             self.events.record(reference, WARNING, "Timeout", attempt.message)
         else:

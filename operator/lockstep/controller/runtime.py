@@ -76,7 +76,7 @@ class RuntimeOptions:
     claim_watch: WatchMode = WatchMode.RAW
     other_watch: WatchMode = WatchMode.KOPF
     shutdown_grace_seconds: float = 20.0
-    status_flush_interval: float = 0.05
+    status_flush_interval: float = 0.5
     watch_retry_delay: float = 0.5
     resync_delay_seconds: float = 2.0
 
