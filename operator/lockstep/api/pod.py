@@ -174,4 +174,5 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
         deleting=metadata.get("deletionTimestamp") is not None,
         phase=str(status.get("phase") or "Pending"),
         scheduled_condition=_scheduled_condition(status, key),
+        scheduling_gated=bool(_list(spec.get("schedulingGates"), "Pod", key, "spec.schedulingGates")),
     )

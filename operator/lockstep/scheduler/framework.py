@@ -155,6 +155,7 @@ class PodInfo:
     deleting: bool = False
     phase: str = "Pending"
     scheduled_condition: PodCondition | None = None
+    scheduling_gated: bool = False  # spec.schedulingGates is not empty: not to be scheduled yet
 
     @property
     def key(self) -> str:

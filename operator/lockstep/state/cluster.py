@@ -118,7 +118,9 @@ class ClusterCache:
     # ----------------------------------------------------------------- pods
 
     def _is_member(self, pod: PodInfo) -> bool:
-        return pod.scheduler_name == self.scheduler_name and not pod.terminal
+        """Ours, not finished, and not held by scheduling gates (a gated pod counts as absent: it
+        joins its group, with a MEMBER_ADDED event, when its last gate is removed)."""
+        return pod.scheduler_name == self.scheduler_name and not pod.terminal and not pod.scheduling_gated
 
     def _usage_node(self, pod: PodInfo) -> str:
         if pod.terminal:

@@ -321,3 +321,19 @@ async def test_a_pod_too_big_for_every_node_is_not_retried_when_capacity_frees()
     assert scheduler.queue.ready_at(huge) == ready_at
     cache.upsert_node(make_node("n1", cpu="8"))  # a bigger node is
     assert scheduler.queue.ready_at(huge) == scheduler.clock() + 0.5
+
+
+async def test_gated_pods_count_as_absent_until_their_gates_are_removed() -> None:
+    scheduler, api, cache = make_scheduler()
+    cache.upsert_node(make_node("n0", cpu="8"))
+    cache.upsert_podgroup(gang("g", 2))
+    api.add(make_pod("open", group="g"))
+    gated = api.add(make_pod("gated", group="g", schedulingGates=[{"name": "example.com/quota"}]))
+    assert gated.scheduling_gated
+    await settle(scheduler)
+    attempt = scheduler.attempts[GroupKey("default", "g")]
+    assert (attempt.code, attempt.total_pods, attempt.missing_pods) == (Code.WAIT, 1, 1)
+    assert api.bind_calls == []
+    api.add(dataclasses.replace(gated, scheduling_gated=False))  # the gate is lifted
+    await settle(scheduler)
+    assert api.pods["default/gated"].node_name == api.pods["default/open"].node_name == "n0"

@@ -110,6 +110,11 @@ def test_parse_pod_reads_the_fields_the_scheduler_uses() -> None:
     assert pod.group_key.name == "train" and pod.group_key.pod_group
 
 
+def test_scheduling_gates_are_read() -> None:
+    assert parse_pod(pod_dict("g", schedulingGates=[{"name": "example.com/wait"}])).scheduling_gated
+    assert not parse_pod(pod_dict("open", schedulingGates=[])).scheduling_gated
+
+
 def test_a_pod_without_the_group_label_is_a_group_of_its_own() -> None:
     key = parse_pod(pod_dict("solo")).group_key
     assert (key.namespace, key.name, key.pod_group) == ("default", "solo", False)
