@@ -51,7 +51,16 @@ from lockstep.dra.features import allocator_features
 from lockstep.dra.node_selector import node_selector_matches
 from lockstep.dra.ports import ClaimStatusAPI, WriteResult
 from lockstep.dra.store import ResourceStore
-from lockstep.scheduler.framework import SKIP, SUCCESS, CycleState, NodeInfo, PodGroupInfo, PodInfo, Status
+from lockstep.scheduler.framework import (
+    CYCLE_PODS,
+    SKIP,
+    SUCCESS,
+    CycleState,
+    NodeInfo,
+    PodGroupInfo,
+    PodInfo,
+    Status,
+)
 from lockstep.state.assume_cache import AssumeCacheError
 from lockstep.state.cluster import ClusterCache
 
@@ -68,7 +77,7 @@ RESERVATION_REMOVAL_ATTEMPTS = 5
 GANG_LOOKAHEAD_MAX_MEMBERS = 32
 GANG_LOOKAHEAD_MAX_SEARCHES = 2000
 _GANG_KEY = f"{_STATE_KEY}/gang"
-_SHARERS_KEY = f"{_STATE_KEY}/sharers"
+_CLAIMS_OF_MEMBER_KEY = f"{_STATE_KEY}/claims-of-member"
 
 
 @dataclass(slots=True)
@@ -85,6 +94,15 @@ class _PodClaims:
     node_labels: dict[str, Mapping[str, str]] = field(default_factory=dict)  # nodes Filter saw
     signaled: list[tuple[str, str]] = field(default_factory=list)  # (claim uid, claim key) signaled
     planned: list[str] = field(default_factory=list)  # claim keys the pod was added to the plan of
+
+
+def _later_in_cycle(state: CycleState, pod: PodInfo) -> list[PodInfo]:
+    """The pods the group cycle places after ``pod``."""
+    pods: tuple[PodInfo, ...] = state.group_data.get(CYCLE_PODS, ())
+    for position, member in enumerate(pods):
+        if member.uid == pod.uid:
+            return list(pods[position + 1 :])
+    return []
 
 
 def _node_names(allocation: AllocationResult) -> set[str] | None:
@@ -108,7 +126,7 @@ class DynamicResources:
     ) -> None:
         self.store = store
         self.claim_api = claim_api
-        self.cache = cache  # for the gang lookahead: the group's other unscheduled members and the nodes
+        self.cache = cache  # the nodes, for the gang lookahead
         # Reservation plans: claim key -> pod uid -> consumer, for pods reserved but not yet written.
         self._plans: dict[str, dict[str, ResourceClaimConsumerReference]] = {}
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
@@ -258,11 +276,11 @@ class DynamicResources:
     def _sharers_do_not_fit(
         self, state: CycleState, pod: PodInfo, pod_claims: _PodClaims, found: list[Picks], node: NodeInfo
     ) -> Status | None:
-        """A claim allocated node-local devices pins every pod that shares it to this node: the group's
-        other unscheduled members using it must fit here too (pods, cpu, memory), or the gang would
+        """A claim allocated node-local devices pins every pod that shares it to this node: the members
+        placed after this pod that use it must fit here too (pods, cpu, memory), or the gang would
         strand on a node that cannot hold it."""
         group = state.group
-        if self.cache is None or group is None:
+        if group is None:
             return None
         for position, picks in enumerate(found):
             if not any(device.node_name is not None for _, device in picks):
@@ -289,21 +307,19 @@ class DynamicResources:
         return None
 
     def _sharers(self, state: CycleState, pod: PodInfo, group: PodGroupInfo, claim_key: str) -> list[PodInfo]:
-        """The group's other unscheduled members that use the claim (computed once per cycle)."""
-        assert self.cache is not None
-        by_claim: dict[str, list[PodInfo]] | None = state.group_data.get(_SHARERS_KEY)
-        if by_claim is None:
-            by_claim = {}
-            names = self.store.group_claim_names((group.namespace, group.name))
-            for member in self.cache.unscheduled_members(group.key):
+        """The members placed after ``pod`` in this cycle that use the claim too."""
+        uses: dict[str, set[str]] = state.group_data.setdefault(_CLAIMS_OF_MEMBER_KEY, {})
+        names = self.store.group_claim_names((group.namespace, group.name))
+        sharers = []
+        for member in _later_in_cycle(state, pod):
+            if member.uid not in uses:
                 try:
-                    sources = resolve_claims(member, group, names)
+                    uses[member.uid] = {source.key for source in resolve_claims(member, group, names)}
                 except ClaimsNotReady:
-                    continue
-                for source in sources:
-                    by_claim.setdefault(source.key, []).append(member)
-            state.group_data[_SHARERS_KEY] = by_claim
-        return [member for member in by_claim.get(claim_key, ()) if member.uid != pod.uid]
+                    uses[member.uid] = set()
+            if claim_key in uses[member.uid]:
+                sharers.append(member)
+        return sharers
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """Prefer nodes where the pod's devices leave room for the rest of its gang."""
@@ -315,15 +331,15 @@ class DynamicResources:
     def _rest_of_gang(
         self, state: CycleState, pod: PodInfo, pod_claims: _PodClaims
     ) -> list[list[CompiledClaim]]:
-        """The claims the group's other unscheduled members still need allocated, when the pod's own
-        choice matters for them: its claims offer alternatives (firstAvailable), it is in a gang of at
-        most GANG_LOOKAHEAD_MAX_MEMBERS others. Empty otherwise."""
+        """The claims the members placed after ``pod`` in this cycle still need allocated, when the pod's
+        own choice matters for them: its claims offer alternatives (firstAvailable) and at most
+        GANG_LOOKAHEAD_MAX_MEMBERS members follow. Empty otherwise."""
         group = state.group
         if self.cache is None or group is None or not group.is_gang:
             return []
         if not any(len(r.alternatives) > 1 for compiled in pod_claims.compiled for r in compiled.requests):
             return []
-        others = [m for m in self.cache.unscheduled_members(group.key) if m.uid != pod.uid]
+        others = _later_in_cycle(state, pod)
         if not others or len(others) > GANG_LOOKAHEAD_MAX_MEMBERS:
             return []
         own = {claim.key for claim in pod_claims.claims}
