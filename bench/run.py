@@ -51,6 +51,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--workdir", type=Path, default=None, help="where process logs go (default: a temp dir)"
     )
     parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="run nothing: rebuild summary.json, the table and the plot from the runs recorded in --out",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="sample the operator and the emulator with py-spy; their top frames go to --out",
@@ -73,12 +78,15 @@ def command_line(args: argparse.Namespace) -> str:
     return " ".join(parts)
 
 
-def readme_section(summaries: Sequence[WorkloadSummary], commands: Sequence[str]) -> str:
+def readme_section(
+    summaries: Sequence[WorkloadSummary], commands: Sequence[str], commits: Sequence[str] = ()
+) -> str:
     machine = f"{os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}"
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         README_BEGIN,
-        f"Recorded {date} with {', '.join(f'`{c}`' for c in commands)}; machine: {machine}. Medians of "
+        f"Recorded {date} with {', '.join(f'`{c}`' for c in commands)} (code at "
+        f"{', '.join(commits) or 'an unknown commit'}); machine: {machine}. Medians of "
         "`runs` runs; latency is last member created to all members bound; load avg is the 1-minute "
         "load average when the lockstep phase ended (other work shared the machine).",
         "",
@@ -145,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="lockstep-bench-") as tmp:
         workdir = args.workdir or Path(tmp)
-        runs, failures = asyncio.run(run_all(args, workdir))
+        runs, failures = ([], []) if args.report_only else asyncio.run(run_all(args, workdir))
     recorded = load_runs(args.out)
     by_workload: dict[str, list[WorkloadRun]] = {}
     for run in recorded:
@@ -156,7 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         (args.out / "summary.json").write_text(
             json.dumps({"commands": commands, "workloads": [asdict(s) for s in summaries]}, indent=1) + "\n"
         )
-        section = readme_section(summaries, commands)
+        commits = sorted({str(run.machine.get("commit", "")) for run in recorded} - {""})
+        section = readme_section(summaries, commands, commits)
         print(section)
         if args.readme:
             update_readme(BENCH_DIR / "README.md", section)
@@ -166,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"[bench] no plot: {exc}", file=sys.stderr)
     for failure in failures:
         print(f"[bench] failed: {failure}", file=sys.stderr)
-    return 1 if failures or not runs else 0
+    return 1 if failures or not (runs or (args.report_only and recorded)) else 0
 
 
 if __name__ == "__main__":

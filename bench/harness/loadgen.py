@@ -26,6 +26,7 @@ from harness.workloads import (
 PODS_PATH = f"/api/v1/namespaces/{NAMESPACE}/pods"
 PODGROUPS_PATH = f"/apis/{PODGROUP_API_VERSION}/namespaces/{NAMESPACE}/podgroups"
 GANGS_IN_FLIGHT = 8
+GONE = 410
 
 
 def setup_path(manifest: dict[str, object]) -> str:
@@ -125,6 +126,10 @@ async def churn(generator: LoadGenerator, workload: Workload, creation: asyncio.
     return replaced
 
 
+class WatchFailed(RuntimeError):
+    """The completion watch ended with an error other than an expired resourceVersion."""
+
+
 class CompletionWatcher:
     """Watches the benchmark namespace's pods and marks each pod bound when spec.nodeName appears."""
 
@@ -136,11 +141,20 @@ class CompletionWatcher:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
+        await self._list()
+        self._task = asyncio.create_task(self._run(), name="bench-completion-watch")
+
+    def check(self) -> None:
+        """Raise what ended the watch, if it ended: a phase must not wait for a watcher that died."""
+        if self._task is not None and self._task.done() and not self._task.cancelled():
+            error = self._task.exception()
+            raise WatchFailed(f"the completion watch on {PODS_PATH} ended: {error}") from error
+
+    async def _list(self) -> None:
         listing = await self.client.get(PODS_PATH)
         self.resource_version = str(listing.get("metadata", {}).get("resourceVersion", ""))
         for pod in listing.get("items", []):
             self._see(pod)
-        self._task = asyncio.create_task(self._run(), name="bench-completion-watch")
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -159,16 +173,23 @@ class CompletionWatcher:
             self.tracker.claims_recorded(name)
 
     async def _run(self) -> None:
+        """Watch from the last resourceVersion; when it is too old (410) list again, as informers do."""
         while True:
-            async for event_type, obj in self.client.watch(PODS_PATH, self.resource_version):
-                self.events += 1
-                if event_type == "ERROR":
-                    raise ApiError("GET", f"{PODS_PATH}?watch=true", int(obj.get("code", 500)), obj)
-                self.resource_version = str(
-                    obj.get("metadata", {}).get("resourceVersion", self.resource_version)
-                )
-                if event_type in ("ADDED", "MODIFIED"):
-                    self._see(obj)
+            try:
+                await self._watch_once()
+            except ApiError as exc:
+                if exc.status != GONE:
+                    raise
+                await self._list()
+
+    async def _watch_once(self) -> None:
+        async for event_type, obj in self.client.watch(PODS_PATH, self.resource_version):
+            self.events += 1
+            if event_type == "ERROR":
+                raise ApiError("GET", f"{PODS_PATH}?watch=true", int(obj.get("code", 500)), obj)
+            self.resource_version = str(obj.get("metadata", {}).get("resourceVersion", self.resource_version))
+            if event_type in ("ADDED", "MODIFIED"):
+                self._see(obj)
 
 
 class CeilingBinder:

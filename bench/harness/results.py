@@ -260,6 +260,8 @@ class WorkloadSummary:
     pods_expected: int
     load_average: float | None
     seconds: float | None = None
+    create_seconds: float | None = None
+    operator_cpu_ms_per_pod: float | None = None
     baseline_pods_per_second: float | None = None
     extra: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -301,6 +303,12 @@ def summarize_runs(runs: Sequence[WorkloadRun]) -> WorkloadSummary:
         pods_expected=max((p.pods_expected for p in lockstep), default=0),
         load_average=_median(p.load_average for p in lockstep),
         seconds=_median(p.seconds for p in lockstep),
+        create_seconds=_median(p.create_seconds for p in lockstep),
+        operator_cpu_ms_per_pod=_median(
+            p.operator_cpu_seconds * 1000 / p.pods_bound
+            for p in lockstep
+            if p.operator_cpu_seconds is not None and p.pods_bound
+        ),
         baseline_pods_per_second=_median(p.pods_per_second for p in baseline),
         extra={key: _median(p.extra.get(key) for p in lockstep) or 0.0 for key in extra_keys},
         notes=sorted({note for p in lockstep for note in p.notes}),
@@ -322,19 +330,22 @@ def _latency(p50: float | None, p99: float | None) -> str:
 def markdown_table(summaries: Sequence[WorkloadSummary]) -> str:
     """The README table: one row per workload, medians over ``runs``."""
     header = (
-        "| workload | runs | bound | pods/s | ceiling pods/s | ratio | gang latency p50 / p99 (ms) "
-        "| writes/pod | requests/pod by verb | operator RSS (MB) | operator CPU (s) | load avg |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "| workload | runs | bound | pods/s | creates took (s) | ceiling pods/s | ratio "
+        "| gang latency p50 / p99 (ms) | writes/pod | requests/pod by verb | operator RSS (MB) "
+        "| operator CPU s (ms/pod) | emulator CPU (s) | load avg |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
     rows = []
     for s in summaries:
         verbs = ", ".join(f"{verb} {value:.2f}" for verb, value in s.requests_per_pod.items()) or "-"
         rows.append(
             f"| {s.workload} | {s.runs} | {s.pods_bound:,}/{s.pods_expected:,} | {_cell(s.pods_per_second)} "
-            f"| {_cell(s.ceiling_pods_per_second)} | {_cell(s.ceiling_ratio, 2)} "
+            f"| {_cell(s.create_seconds, 1)} | {_cell(s.ceiling_pods_per_second)} "
+            f"| {_cell(s.ceiling_ratio, 2)} "
             f"| {_latency(s.gang_latency_p50, s.gang_latency_p99)} | {_cell(s.writes_per_pod, 2)} | {verbs} "
-            f"| {_cell(s.operator_rss_peak_mb)} | {_cell(s.operator_cpu_seconds, 1)} "
-            f"| {_cell(s.load_average, 2)} |"
+            f"| {_cell(s.operator_rss_peak_mb)} "
+            f"| {_cell(s.operator_cpu_seconds, 1)} ({_cell(s.operator_cpu_ms_per_pod, 2)}) "
+            f"| {_cell(s.extra.get('sim_cpu_seconds'), 1)} | {_cell(s.load_average, 2)} |"
         )
     return "\n".join([header, *rows])
 

@@ -11,6 +11,7 @@ import asyncio
 import datetime
 import os
 import platform
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -25,6 +26,7 @@ from harness.loadgen import (
     CeilingBinder,
     CompletionWatcher,
     LoadGenerator,
+    WatchFailed,
     churn,
     create_setup,
 )
@@ -177,6 +179,7 @@ async def measure(
         tracker.creation_finished()
         deadline = start + phase_timeout(workload)
         while not tracker.complete.is_set():
+            watcher.check()
             if operator is not None:
                 operator.check_alive()
             if time.monotonic() > deadline:
@@ -279,8 +282,27 @@ async def run_phase(
         sim.stop()
 
 
+def source_commit() -> str:
+    """The commit the measured code is at, marked "+dirty" when the tree has uncommitted changes."""
+    repo = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(repo), "diff", "--quiet", "HEAD", "--", "operator"], check=False
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("+dirty" if dirty.returncode else "")
+
+
 def machine_info() -> dict[str, Any]:
     return {
+        "commit": source_commit(),
         "cpus": os.cpu_count(),
         "platform": platform.platform(),
         "python": platform.python_version(),
@@ -302,7 +324,7 @@ async def run_workload(
         try:
             profile_to = profile_dir / f"profile-{name}-run{run}.txt" if profile_dir is not None else None
             results[phase] = await run_phase(name, scale, phase, workdir / f"{name}-run{run}", profile_to)
-        except (ApiError, ProcessFailed, ValueError) as exc:
+        except (ApiError, ProcessFailed, ValueError, WatchFailed) as exc:
             raise ProcessFailed(f"workload {name}, phase {phase}: {exc}") from exc
     outcome = WorkloadRun(
         workload=name, run=run, scale=scale, phases=results, started=started, machine=machine

@@ -60,7 +60,7 @@ def test_readme_section_replaces_only_its_own_block(tmp_path: Path) -> None:
     section = run.readme_section([summarize_runs([_run("basic", 1)])], ["python bench/run.py basic --runs 1"])
     assert section.startswith(run.README_BEGIN) and section.endswith(run.README_END)
     assert "`python bench/run.py basic --runs 1`" in section
-    assert "| basic | 1 | 16/16 | 100 | 400 | 0.25 |" in section
+    assert "| basic | 1 | 16/16 | 100 | 0.1 | 400 | 0.25 |" in section
     assert "- basic: share of the ceiling >= 0.5: 0.25 (MISSED)" in section
 
     readme = tmp_path / "README.md"
@@ -91,3 +91,18 @@ def test_recorded_runs_of_separate_invocations_load_in_workload_order(tmp_path: 
     loaded = run.load_runs(tmp_path)
     assert [(r.workload, r.run) for r in loaded] == [("basic", 1), ("basic", 2), ("mixed", 1)]
     assert loaded[0] == _run("basic", 1)
+
+
+def test_report_only_rebuilds_the_summary_from_recorded_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _load_run_script()
+    recorded = _run("basic", 1)
+    recorded.machine["command"] = "python bench/run.py basic --runs 1"
+    (tmp_path / "basic.run1.json").write_text(json.dumps(recorded.to_json()))
+    assert run.main(["--report-only", "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["commands"] == ["python bench/run.py basic --runs 1"]
+    assert [w["workload"] for w in summary["workloads"]] == ["basic"]
+    assert "| basic | 1 | 16/16 |" in capsys.readouterr().out
+    assert run.main(["--report-only", "--out", str(tmp_path / "empty")]) == 1

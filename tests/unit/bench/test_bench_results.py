@@ -162,7 +162,7 @@ def test_summaries_are_medians_over_runs_and_ratio_is_from_the_same_run() -> Non
     assert summary.ceiling_ratio == 0.6
     assert summary.requests_per_pod == {"create": 1.0}
     table = markdown_table([summary])
-    assert "| basic | 3 | 80/80 | 600 | 1,000 | 0.60 |" in table
+    assert "| basic | 3 | 80/80 | 600 | 0.5 | 1,000 | 0.60 |" in table
     assert "create 1.00" in table
 
 
