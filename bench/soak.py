@@ -590,11 +590,13 @@ async def run_chaos_phase(
             await asyncio.sleep(rng.uniform(0.2, 2.0))
             operator.start()
         await creation
-        # Churn under faults: delete a few groups, pods and PodGroup, while the operator works.
+        # Churn under faults: delete a few groups, with and without claims, while the operator works;
+        # the reservations of their pods must be released and nothing may stay allocated for them.
         churn = max(1, len(plans) // 40)
-        for plan in [p for p in plans if p.fits and p.claims == "none"][-churn:]:
-            await delete_group(http, plan)
-            churned.add(plan.name)
+        for claims in (False, True):
+            for plan in [p for p in plans if p.fits and (p.claims != "none") == claims][-churn:]:
+                await delete_group(http, plan)
+                churned.add(plan.name)
         remaining = [p for p in plans if p.name not in churned]
         while time.monotonic() < deadline:
             await watch.check_once()
@@ -607,13 +609,6 @@ async def run_chaos_phase(
             await asyncio.sleep(1.0)
         # Final judgement without faults, so what we read is not an injected error.
         await chaos.stop()
-        # Groups with claims are deleted once the faults are off: the emulator's resourceclaim
-        # controller drops a reservation release that hits an injected 409 (it waits for a watch event
-        # that a fake conflict never produces), which would be its leak, not lockstep's.
-        for plan in [p for p in remaining if p.claims != "none"][:churn]:
-            await delete_group(http, plan)
-            churned.add(plan.name)
-        remaining = [p for p in remaining if p.name not in churned]
         settle_by = time.monotonic() + (TRANSIENT_GRACE_SECONDS if report.seconds_to_settle is None else 10.0)
         while time.monotonic() < settle_by and check_state(watch.last_state):
             await asyncio.sleep(1.0)
