@@ -77,7 +77,8 @@ RESERVATION_REMOVAL_ATTEMPTS = 5
 GANG_LOOKAHEAD_MAX_MEMBERS = 32
 GANG_LOOKAHEAD_MAX_SEARCHES = 2000
 _GANG_KEY = f"{_STATE_KEY}/gang"
-_CLAIMS_OF_MEMBER_KEY = f"{_STATE_KEY}/claims-of-member"
+_CLAIM_USERS_KEY = f"{_STATE_KEY}/claim-users"
+_POSITIONS_KEY = f"{_STATE_KEY}/positions"
 
 
 @dataclass(slots=True)
@@ -96,13 +97,17 @@ class _PodClaims:
     planned: list[str] = field(default_factory=list)  # claim keys the pod was added to the plan of
 
 
-def _later_in_cycle(state: CycleState, pod: PodInfo) -> list[PodInfo]:
-    """The pods the group cycle places after ``pod``."""
+def _later_in_cycle(state: CycleState, pod: PodInfo, at_most: int | None = None) -> list[PodInfo]:
+    """The pods the group cycle places after ``pod``; none if there are more than ``at_most``."""
     pods: tuple[PodInfo, ...] = state.group_data.get(CYCLE_PODS, ())
-    for position, member in enumerate(pods):
-        if member.uid == pod.uid:
-            return list(pods[position + 1 :])
-    return []
+    positions: dict[str, int] | None = state.group_data.get(_POSITIONS_KEY)
+    if positions is None:
+        positions = {member.uid: position for position, member in enumerate(pods)}
+        state.group_data[_POSITIONS_KEY] = positions
+    position = positions.get(pod.uid)
+    if position is None or (at_most is not None and len(pods) - position - 1 > at_most):
+        return []
+    return list(pods[position + 1 :])
 
 
 def _node_names(allocation: AllocationResult) -> set[str] | None:
@@ -308,18 +313,20 @@ class DynamicResources:
 
     def _sharers(self, state: CycleState, pod: PodInfo, group: PodGroupInfo, claim_key: str) -> list[PodInfo]:
         """The members placed after ``pod`` in this cycle that use the claim too."""
-        uses: dict[str, set[str]] = state.group_data.setdefault(_CLAIMS_OF_MEMBER_KEY, {})
-        names = self.store.group_claim_names((group.namespace, group.name))
-        sharers = []
-        for member in _later_in_cycle(state, pod):
-            if member.uid not in uses:
+        users: dict[str, list[tuple[int, PodInfo]]] | None = state.group_data.get(_CLAIM_USERS_KEY)
+        if users is None:
+            users = {}
+            names = self.store.group_claim_names((group.namespace, group.name))
+            for position, member in enumerate(state.group_data.get(CYCLE_PODS, ())):
                 try:
-                    uses[member.uid] = {source.key for source in resolve_claims(member, group, names)}
+                    sources = resolve_claims(member, group, names)
                 except ClaimsNotReady:
-                    uses[member.uid] = set()
-            if claim_key in uses[member.uid]:
-                sharers.append(member)
-        return sharers
+                    continue
+                for source in sources:
+                    users.setdefault(source.key, []).append((position, member))
+            state.group_data[_CLAIM_USERS_KEY] = users
+        mine = next((position for position, member in users.get(claim_key, ()) if member.uid == pod.uid), -1)
+        return [member for position, member in users.get(claim_key, ()) if position > mine]
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """Prefer nodes where the pod's devices leave room for the rest of its gang."""
@@ -339,8 +346,8 @@ class DynamicResources:
             return []
         if not any(len(r.alternatives) > 1 for compiled in pod_claims.compiled for r in compiled.requests):
             return []
-        others = _later_in_cycle(state, pod)
-        if not others or len(others) > GANG_LOOKAHEAD_MAX_MEMBERS:
+        others = _later_in_cycle(state, pod, at_most=GANG_LOOKAHEAD_MAX_MEMBERS)
+        if not others:
             return []
         own = {claim.key for claim in pod_claims.claims}
         compiled_by_member: dict[str, list[CompiledClaim]] = state.group_data.setdefault(_GANG_KEY, {})
