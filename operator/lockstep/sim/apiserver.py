@@ -903,7 +903,7 @@ class ApiServer:
             timeout = float(query.get("timeoutSeconds") or WATCH_TIMEOUT_DEFAULT)
         except ValueError as error:
             raise bad_request(f"invalid timeoutSeconds: {query.get('timeoutSeconds')}") from error
-        expired_at: int | None = None
+        refusal: ApiError | None = None
         if send_initial or not rv_param or rv_param == "0":
             for stored in store.sorted_items(watcher.namespace):
                 if watcher.matches(stored.obj):
@@ -920,17 +920,24 @@ class ApiServer:
                     f'Invalid value: "{rv_param}": resourceVersion must be an integer'
                 ) from error
             if since < store.floor_rv:
-                expired_at = store.floor_rv
+                refusal = fe.expired(f"too old resource version: {rv_param} ({store.floor_rv})")
+            elif since > self.rv:
+                # the real watch cache waits a few seconds for an RV it has not reached, then gives up
+                refusal = ApiError(
+                    504,
+                    "Timeout",
+                    f"Too large resource version: {since}, current: {self.rv}",
+                    {"retryAfterSeconds": 1},
+                )
             else:
                 for event in store.events_after(since):
                     watcher.offer(event)
         response = web.StreamResponse(
             status=200, headers={"Content-Type": JSON, "Cache-Control": "no-cache, private"}
         )
-        if expired_at is not None:
+        if refusal is not None:
             await response.prepare(request)
-            status = fe.expired(f"too old resource version: {rv_param} ({expired_at})").status()
-            await response.write(b'{"type":"ERROR","object":' + orjson.dumps(status) + b"}\n")
+            await response.write(b'{"type":"ERROR","object":' + orjson.dumps(refusal.status()) + b"}\n")
             await response.write_eof()
             return response
         store.watchers.add(watcher)

@@ -218,3 +218,10 @@ async def test_a_client_that_disconnects_leaves_no_watcher_behind(client: Client
         if not store.watchers:
             break
     assert not store.watchers
+
+
+async def test_watch_from_a_future_resource_version_is_refused(client: Client, server: ApiServer) -> None:
+    events = await client.watch(f"{NS}/pods", {"resourceVersion": str(server.rv + 50), "timeoutSeconds": "5"})
+    assert [(e["type"], e["object"]["code"], e["object"]["reason"]) for e in events] == [
+        ("ERROR", 504, "Timeout")
+    ]
