@@ -2,8 +2,9 @@
 
 Resource requests are computed as Kubernetes computes them for scheduling
 (``k8s.io/component-helpers/resource.PodRequests``): per resource, the larger of the sum of the app
-containers plus sidecars, and the largest init container (plus the sidecars started before it), then
-the pod overhead. A container with a limit but no request requests its limit (API defaulting).
+containers plus sidecars, and the largest init container (plus the sidecars started before it);
+pod-level ``spec.resources`` replace that for cpu and memory; then the pod overhead. A container
+with a limit but no request requests its limit (API defaulting).
 """
 
 from __future__ import annotations
@@ -95,6 +96,9 @@ def pod_requests(spec: Mapping[str, Any], key: str) -> dict[str, int]:
             _add(running, own)
             _max_into(init_peak, running)
     _max_into(requests, init_peak)
+    # Pod-level resources (PodLevelResources): they replace the container sums for cpu and memory.
+    pod_level = _container_requests({"resources": spec.get("resources")}, key, "spec")
+    requests.update({r: amount for r, amount in pod_level.items() if r in ("cpu", "memory")})
     _add(requests, parse_resource_list(spec.get("overhead"), "Pod", key, "spec.overhead"))
     return {resource: amount for resource, amount in requests.items() if amount}
 

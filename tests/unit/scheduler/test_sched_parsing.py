@@ -80,6 +80,17 @@ def test_overhead_is_added_and_limits_stand_in_for_missing_requests() -> None:
     assert _requests(spec) == {"cpu": 1250, "memory": 64 * 2**20, "nvidia.com/gpu": 2}
 
 
+def test_pod_level_resources_replace_container_cpu_and_memory() -> None:
+    spec = {
+        "resources": {"requests": {"cpu": "3"}, "limits": {"memory": "2Gi"}},
+        "containers": [
+            _container("a", "1", "1Gi", resources={"requests": {"cpu": "1", "nvidia.com/gpu": "1"}})
+        ],
+        "overhead": {"cpu": "100m"},
+    }
+    assert _requests(spec) == {"cpu": 3100, "memory": 2 * 2**30, "nvidia.com/gpu": 1}
+
+
 def test_parse_pod_reads_the_fields_the_scheduler_uses() -> None:
     raw = pod_dict(
         "p",
