@@ -199,12 +199,14 @@ def plan_group_claims(
     for index, entry in enumerate(podgroup.spec.resource_claims):
         if entry.resource_claim_template_name is None:
             continue
-        if recorded.get(entry.name):
-            plan.statuses.append({"name": entry.name, "resourceClaimName": str(recorded[entry.name])})
-            continue
         name = group_claim_name(meta.name, entry.name, meta.uid)
-        plan.statuses.append({"name": entry.name, "resourceClaimName": name})
         existing = existing_claim(f"{meta.namespace}/{name}")
+        recorded_name = recorded.get(entry.name)
+        if recorded_name and (recorded_name != name or existing is not None):
+            # Recorded already; lockstep's own claim is re-created below if someone deleted it.
+            plan.statuses.append({"name": entry.name, "resourceClaimName": recorded_name})
+            continue
+        plan.statuses.append({"name": entry.name, "resourceClaimName": name})
         if existing is not None:
             if not any(ref.uid == meta.uid for ref in existing.metadata.owner_references):
                 plan.problems.append(

@@ -438,3 +438,37 @@ async def test_unreserve_after_a_written_reservation_removes_only_that_pod() -> 
     plugin.unreserve(failed.state, failed.pod, failed.node)  # nothing left to remove
     await plugin.wait_for_background()
     assert len(api.status_writes) == 3  # the gang's one write, one conflict, one removal
+
+
+async def test_a_deleted_group_claim_is_created_again() -> None:
+    store, api, _ = setup()
+    store.upsert_template(
+        parse_resource(
+            ResourceClaimTemplate,
+            {
+                "metadata": {"name": "tmpl", "namespace": "ns"},
+                "spec": {"spec": {"devices": {"requests": [exactly("gpu")]}}},
+            },
+        )
+    )
+    spec = {
+        "schedulingPolicy": {"basic": {}},
+        "resourceClaims": [{"name": "shared", "resourceClaimTemplateName": "tmpl"}],
+    }
+    podgroup = PodGroup.model_validate(
+        {"metadata": {"name": "g", "namespace": "ns", "uid": "uid-g"}, "spec": spec}
+    )
+    [name] = (await store.ensure_group_claims(podgroup, api)).created
+    recorded = PodGroup.model_validate(
+        {
+            "metadata": {"name": "g", "namespace": "ns", "uid": "uid-g"},
+            "spec": spec,
+            "status": {"resourceClaimStatuses": [{"name": "shared", "resourceClaimName": name}]},
+        }
+    )
+    assert (await store.ensure_group_claims(recorded, api)).created == []  # exists: nothing to do
+    del api.objects[f"ns/{name}"]
+    store.delete_claim("ns", name)
+    again = await store.ensure_group_claims(recorded, api)
+    assert again.created == [name] and again.problems == []
+    assert len(api.group_records) == 1  # the status already names it: no second status write
