@@ -277,5 +277,6 @@ class PreferredNodesPlugin(Plugin, Protocol):
 class PermitPlugin(Plugin, Protocol):
     def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, float]:
         """Success to let the pod bind, a rejection to fail it, or Wait with a timeout in seconds:
-        the pod then waits until some plugin allows it (``WaitingPods.allow``) or the time runs out."""
+        the pod then waits until a plugin allows or rejects its group (``WaitingPods.allow_group``,
+        ``reject_group``) or the time runs out."""
         ...

@@ -32,9 +32,6 @@ class WaitingPods:
         if future is not None and not future.done():
             future.set_result(status)
 
-    def allow(self, uid: str) -> None:
-        self._resolve(uid, SUCCESS)
-
     def reject(self, uid: str, status: Status) -> None:
         self._resolve(uid, status)
 

@@ -14,7 +14,7 @@ Events that could make a parked group schedulable are reported to the registered
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from enum import Enum
 from typing import Protocol
 
@@ -385,10 +385,6 @@ class ClusterCache:
     def nodes_with_label(self, key: str, value: str) -> set[str]:
         return self._labels.get(key, {}).get(value, set())
 
-    def label_values(self, key: str) -> Mapping[str, set[str]]:
-        """Every value of node label ``key`` with the nodes carrying it."""
-        return self._labels.get(key, {})
-
     def nodes_by_free_cpu(
         self, at_least: int, most_free_first: bool, domain: str | None = None
     ) -> Iterator[str]:
@@ -429,9 +425,6 @@ class ClusterCache:
     def podgroup(self, key: GroupKey) -> PodGroupInfo | None:
         group = self._groups.get(key)
         return group.info if group is not None else None
-
-    def group_keys(self) -> Iterable[GroupKey]:
-        return self._groups.keys()
 
     def members(self, key: GroupKey) -> list[PodInfo]:
         """The group's pods that are ours and not finished (deleting ones included)."""
