@@ -333,6 +333,15 @@ async def test_cancelling_the_scheduler_releases_pods_in_flight_once() -> None:
     assert _no_usage(cache)
 
 
+async def _until(condition: Callable[[], bool]) -> None:
+    """Poll the scheduler's state while it runs on its own (up to 10 s on a busy machine)."""
+    for _ in range(2000):
+        if condition():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("condition not reached in 10 s")
+
+
 async def test_run_loop_binds_and_retries_after_backoff_when_a_node_arrives() -> None:
     scheduler, api, cache = make_scheduler(clock=None)
     scheduler.clock = asyncio.get_running_loop().time
@@ -342,16 +351,10 @@ async def test_run_loop_binds_and_retries_after_backoff_when_a_node_arrives() ->
     cache.upsert_podgroup(gang("g", 2))
     api.add(make_pod("p0", cpu="1", group="g"))
     api.add(make_pod("p1", cpu="1", group="g"))
-    for _ in range(100):
-        await asyncio.sleep(0.002)
-        if KEY in scheduler.attempts:
-            break
+    await _until(lambda: KEY in scheduler.attempts)
     assert scheduler.attempts[KEY].code is Code.UNSCHEDULABLE
     cache.upsert_node(make_node("n1", cpu="1"))
-    for _ in range(200):
-        await asyncio.sleep(0.005)
-        if all(p.node_name for p in api.pods.values()):
-            break
+    await _until(lambda: all(p.node_name for p in api.pods.values()))
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
