@@ -70,8 +70,12 @@ class RawWatch:
                 if self.on_synced is not None:
                     self.on_synced()
             while resource_version:
+                opened = asyncio.get_running_loop().time()
                 try:
                     resource_version = await self._watch_from(resource_version)
+                    if asyncio.get_running_loop().time() - opened < self.retry_delay:
+                        # Ended at once: back off instead of reconnecting in a tight loop.
+                        await asyncio.sleep(self.retry_delay)
                 except ApiError as exc:
                     if not exc.gone:
                         log.warning("watch failed", resource=self.kind.plural, error=str(exc))
