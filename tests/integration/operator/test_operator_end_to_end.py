@@ -177,3 +177,28 @@ async def _shared_group_claim_scenario(logs: list[dict[str, Any]]) -> None:
         assert len(bound_lines) == 3
         assert {line["claim"] for line in bound_lines} == {f"{NAMESPACE}/{entry['resourceClaimName']}"}
         assert {line["podgroup"] for line in bound_lines} == {f"{NAMESPACE}/team"}
+
+
+async def test_a_single_pod_that_fits_nowhere_says_why_on_the_pod() -> None:
+    async with simulated_cluster(nodes=2, devices_per_node=0) as env:
+        await env.create(pod("huge", cpu="100"))
+
+        async def failed() -> dict[str, Any]:
+            raw = await env.client.get(PODS, NAMESPACE, "huge")
+            conditions = (raw.get("status") or {}).get("conditions") or []
+            return next((c for c in conditions if c["type"] == "PodScheduled" and c["status"] == "False"), {})
+
+        condition = await eventually(failed, what="PodScheduled=False on the pod")
+        assert condition["reason"] == "Unschedulable"
+        assert condition["message"] == "0/2 nodes are available: 2 InsufficientCPU."
+
+        async def event() -> list[dict[str, Any]]:
+            events = (await env.client.list(EVENTS, NAMESPACE)).get("items") or []
+            return [
+                e
+                for e in events
+                if e["involvedObject"]["name"] == "huge" and e["reason"] == "FailedScheduling"
+            ]
+
+        [failed_scheduling] = await eventually(event, what="a FailedScheduling event on the pod")
+        assert failed_scheduling["type"] == "Warning" and failed_scheduling["involvedObject"]["kind"] == "Pod"
