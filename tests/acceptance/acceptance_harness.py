@@ -214,6 +214,7 @@ async def simulated_cluster(
     settings: Settings | None = None,
     pod_watch: WatchMode = WatchMode.RAW,
     extra_namespaces: tuple[str, ...] = (),
+    operator_options: dict[str, Any] | None = None,
     **cluster_options: Any,
 ) -> AsyncIterator[Env]:
     cluster = SimCluster(
@@ -238,7 +239,7 @@ async def simulated_cluster(
                 if not exc.conflict:
                     raise
         if start_operator:
-            await env.start_operator(settings, pod_watch=pod_watch)
+            await env.start_operator(settings, pod_watch=pod_watch, **(operator_options or {}))
         yield env
     finally:
         await env.stop_operators()

@@ -77,6 +77,7 @@ class RuntimeOptions:
     other_watch: WatchMode = WatchMode.KOPF
     shutdown_grace_seconds: float = 20.0
     status_flush_interval: float = 0.5
+    status_retry_seconds: float = 1.0
     watch_retry_delay: float = 0.5
     resync_delay_seconds: float = 2.0
 
@@ -250,6 +251,7 @@ class Operator:
             self.members,
             attempt_of=self._attempt,
             flush_interval=self.options.status_flush_interval,
+            retry_delay=self.options.status_retry_seconds,
             on_write=lambda result: self.metrics.podgroup_status_writes.labels(result).inc(),
         )
         self.core.on_attempt = self.status.mark

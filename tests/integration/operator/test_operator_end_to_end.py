@@ -130,7 +130,7 @@ async def bound(env: Env, group: str, count: int) -> bool:
 
 
 async def test_a_failed_status_write_is_retried() -> None:
-    async with simulated_cluster(nodes=2) as env:
+    async with simulated_cluster(nodes=2, operator_options={"status_retry_seconds": 0.2}) as env:
         env.cluster.server.faults.add(
             FaultRule(verb="patch", resource="podgroups", subresource="status", status=500, count=3)
         )
