@@ -3,9 +3,10 @@
 Start-up order: the API session, then every informer primed from a LIST (so the scheduler never
 decides on a partial view: a restarted operator must see every bound pod and allocated claim
 first), then the background tasks and the scheduler task, and only then ``kopf.operator`` (tasks
-created after it starts would be cancelled by Kopf). Shutdown (SIGTERM or the stop flag): stop
+that exist before it starts are not Kopf's to cancel). Shutdown (SIGTERM or the stop flag): stop
 taking new groups, let binding cycles finish within the grace period (or unreserve them), write the
-last statuses, release the lease.
+last statuses, release the lease, end our tasks, and stop Kopf last. Losing the lease aborts
+instead: no drain, no further write, exit code 1.
 """
 
 from __future__ import annotations
@@ -438,8 +439,7 @@ class Operator:
             writer.cancel()  # another process may lead now: not one more write from this one
         if self.core is not None:
             self.core.stop_accepting()
-        if self._stop is not None:
-            self._stop.set()
+        self.abort()  # binding cycles in flight are cancelled, not drained
 
     async def _schedule_while_leading(self) -> None:
         """Followers keep their caches warm and write nothing: status, events and scheduling start
