@@ -85,6 +85,13 @@ class RawWatch:
                     log.info("watch stream dropped, resuming", resource=self.kind.plural, error=str(exc))
                     await asyncio.sleep(self.retry_delay)
 
+    def _deliver(self, event_type: str, obj: dict[str, Any]) -> None:
+        """One object the consumer cannot digest must not stop the watch for every other one."""
+        try:
+            self.sink(event_type, obj)
+        except Exception:
+            log.exception("watch event not applied", resource=self.kind.plural, object=_object_key(obj))
+
     async def _relist(self) -> str:
         self.relists += 1
         seen: set[str] = set()
@@ -103,7 +110,7 @@ class RawWatch:
                 seen.add(key)
                 event_type = "MODIFIED" if key in self._known else "ADDED"
                 self._known[key] = obj.get("metadata", {}).get("uid", "")
-                self.sink(event_type, obj)
+                self._deliver(event_type, obj)
             meta = page.get("metadata", {})
             continue_token = meta.get("continue") or None
             if not continue_token:
@@ -112,7 +119,7 @@ class RawWatch:
         for key in [k for k in self._known if k not in seen]:
             namespace, _, name = key.partition("/")
             uid = self._known.pop(key)
-            self.sink("DELETED", {"metadata": {"namespace": namespace, "name": name, "uid": uid}})
+            self._deliver("DELETED", {"metadata": {"namespace": namespace, "name": name, "uid": uid}})
         return resource_version
 
     async def _watch_from(self, resource_version: str) -> str:
@@ -142,5 +149,5 @@ class RawWatch:
                 self._known.pop(key, None)
             else:
                 self._known[key] = obj.get("metadata", {}).get("uid", "")
-            self.sink(str(event_type), obj)
+            self._deliver(str(event_type), obj)
         return resource_version

@@ -91,6 +91,29 @@ async def test_raw_watch_resumes_after_a_drop_and_relists_after_410(
             await task
 
 
+async def test_an_object_the_consumer_rejects_does_not_stop_the_watch(kube: KubeClient) -> None:
+    seen: list[str] = []
+
+    def picky(_: str, obj: dict[str, Any]) -> None:
+        if obj["metadata"]["name"] == "poison":
+            raise ValueError("cannot digest this one")
+        seen.append(obj["metadata"]["name"])
+
+    for name in ("before", "poison"):
+        await kube.create(PODS, NAMESPACE, pod_manifest(name))
+    synced = asyncio.Event()
+    task = asyncio.create_task(RawWatch(kube, PODS, picky, on_synced=synced.set).run())
+    try:
+        await asyncio.wait_for(synced.wait(), 5)
+        await kube.create(PODS, NAMESPACE, pod_manifest("after"))
+        await eventually(lambda: "after" in seen)
+        assert seen == ["before", "after"]
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 def reference(name: str) -> ObjectReference:
     return ObjectReference("PodGroup", NAMESPACE, name, f"uid-{name}", "scheduling.lockstep.dev/v1alpha1")
 
