@@ -482,7 +482,8 @@ def _object_key(obj: Mapping[str, Any]) -> str:
 
 
 class TrackedSink:
-    """An event sink that remembers which objects it has been told exist."""
+    """An event sink that remembers which objects it has been told exist, and logs (instead of
+    raising) when one object cannot be applied."""
 
     def __init__(self, sink: EventSink) -> None:
         self.sink = sink
@@ -494,7 +495,10 @@ class TrackedSink:
             self.keys.discard(key)
         else:
             self.keys.add(key)
-        self.sink(event_type, obj)
+        try:
+            self.sink(event_type, obj)
+        except Exception:
+            log.exception("watch event not applied", kind=obj.get("kind"), object=key)
 
 
 def _with_kind(kind: ResourceKind, sink: EventSink) -> EventSink:
