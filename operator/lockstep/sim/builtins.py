@@ -233,7 +233,33 @@ def qos_class(spec: JsonObject) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
+QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
+QUANTITY_SYNTAX = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|[eE][+-]?\d+)?$")
+
+
+def check_pod_quantities(rt: ResourceType, pod: JsonObject) -> None:
+    """Resource quantities are parsed by the decoder: a malformed one is a 400 for the whole pod."""
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return
+    containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+    for container in containers:
+        resources = container.get("resources") if isinstance(container, dict) else None
+        for section in ("requests", "limits"):
+            for value in ((resources or {}).get(section) or {}).values():
+                if not isinstance(value, int | float) and not (
+                    isinstance(value, str) and QUANTITY.match(value) and QUANTITY_SYNTAX.match(value)
+                ):
+                    raise bad_request(
+                        f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                        f"quantities must match the regular expression '{QUANTITY.pattern}'"
+                    )
+
+
 class PodStrategy(Strategy):
+    def decode(self, rt: ResourceType, obj: JsonObject, ctx: WriteContext) -> None:
+        check_pod_quantities(rt, obj)
+
     def default(self, rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> None:
         spec = obj.setdefault("spec", {})
         if not isinstance(spec, dict):

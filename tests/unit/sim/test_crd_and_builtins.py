@@ -411,3 +411,15 @@ def test_schema_formats_are_checked() -> None:
         validator.errors[0].detail
         == 'Invalid value: "yesterday": status.at in body must be of type date-time: "yesterday"'
     )
+
+
+async def test_malformed_resource_quantity_is_a_400(client: Client) -> None:
+    body = pod("a")
+    body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100x"}}
+    status, error, _ = await client.call("POST", f"{NS}/pods", body)
+    assert status == 400
+    assert error["message"].startswith(
+        'Pod in version "v1" cannot be handled as a Pod: quantities must match'
+    )
+    body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1.5", "memory": "64Mi"}}
+    assert (await client.call("POST", f"{NS}/pods", body))[0] == 201
