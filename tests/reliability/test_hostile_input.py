@@ -208,7 +208,8 @@ JSON_LEAVES = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(-(2**40), 2**40),
-    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    # Integral floats (2.0) have their own test below, test_integral_float_is_an_integer.
+    st.floats(allow_nan=False, allow_infinity=False, width=32).filter(lambda f: not f.is_integer()),
     st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=20),
 )
 FIELD_NAMES = st.sampled_from(
@@ -297,6 +298,24 @@ def test_free_form_podgroup_is_stored_iff_valid(sim: RunningCluster, spec: Any) 
     stored = sim.http.get(podgroup_path(name))
     assert stored.status == 200
     assert PodGroup.model_validate(stored.body).spec == PodGroup.model_validate(doc).spec
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="emulator gap: lockstep/sim/crd.py _type_ok rejects 2.0 for type integer; kube-openapi's type "
+    "validator accepts a float64 that is a JSON integer (isFloatInt), and so do the PodGroup models",
+)
+def test_integral_float_is_an_integer(sim: RunningCluster) -> None:
+    name = unique_name()
+    doc = valid_podgroup(name)
+    doc["spec"]["schedulingPolicy"]["gang"]["minCount"] = 2.0
+    doc["spec"]["scheduleTimeoutSeconds"] = 60.0
+    assert model_accepts(doc)
+    response = sim.http.post(podgroup_path(), doc)
+    assert response.status == 201, response.message
+    stored = sim.http.get(podgroup_path(name)).body["spec"]
+    assert stored["schedulingPolicy"]["gang"]["minCount"] == 2
+    assert stored["scheduleTimeoutSeconds"] == 60
 
 
 def test_odd_unicode_in_free_text_round_trips(sim: RunningCluster) -> None:
