@@ -377,19 +377,26 @@ TARGETS: dict[str, tuple[Target, ...]] = {
 
 
 def check_targets(summary: WorkloadSummary) -> list[str]:
-    """One line per target of the workload: met, MISSED, or not measured."""
+    """One line per target of the workload: met, MISSED, or not measured; then why pods did not bind."""
     lines = []
+    complete = summary.pods_bound >= summary.pods_expected
     for target in TARGETS.get(summary.workload, ()):
         value = getattr(summary, target.figure, None)
         if value is None:
             value = summary.extra.get(target.figure)
-        if value is None:
-            lines.append(f"{target.label} {target.op} {target.bound:g}: not measured")
-            continue
-        met = value >= target.bound if target.op == ">=" else value <= target.bound
-        verdict = "met" if met else "MISSED"
-        lines.append(f"{target.label} {target.op} {target.bound:g}: {value:g} ({verdict})")
-    if summary.pods_bound < summary.pods_expected:
+        head = f"{target.label} {target.op} {target.bound:g}"
+        if not summary.pods_bound:
+            lines.append(f"{head}: not measured, no pod was bound (MISSED)")
+        elif value is None:
+            lines.append(f"{head}: not measured")
+        elif target.figure == "seconds" and not complete:
+            lines.append(f"{head}: not all pods were bound (MISSED)")
+        else:
+            met = value >= target.bound if target.op == ">=" else value <= target.bound
+            lines.append(f"{head}: {value:g} ({'met' if met else 'MISSED'})")
+    if not complete:
         lines.append(f"only {summary.pods_bound:,} of {summary.pods_expected:,} expected pods bound (MISSED)")
-    lines += [f"not scheduled: {note}" for note in summary.notes]
+    if summary.notes:
+        similar = f" (and {len(summary.notes) - 1} more)" if len(summary.notes) > 1 else ""
+        lines.append(f"why: {summary.notes[0]}{similar}")
     return lines

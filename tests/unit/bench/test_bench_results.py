@@ -196,3 +196,38 @@ def test_summaries_refuse_mixed_workloads() -> None:
     runs = [WorkloadRun(name, 1, 1.0, {}, "now") for name in ("basic", "churn")]
     with pytest.raises(ValueError, match="different workloads"):
         summarize_runs(runs)
+
+
+def test_targets_of_a_workload_that_bound_nothing_are_missed_and_explained() -> None:
+    stuck = _result(
+        "lockstep",
+        0.0,
+        pods_expected=1000,
+        pods_bound=0,
+        seconds=0.0,
+        gang_latency_p50=None,
+        gang_latency_p99=None,
+        notes=["1 PodGroup(s) Unschedulable: reservedFor would need 257 entries (claim a)"],
+    )
+    other = _result(
+        "lockstep",
+        0.0,
+        pods_expected=1000,
+        pods_bound=0,
+        seconds=0.0,
+        notes=["1 PodGroup(s) Unschedulable: reservedFor would need 257 entries (claim b)"],
+    )
+    runs = [WorkloadRun("shared-claim", i, 1.0, {"lockstep": p}, "now") for i, p in ((1, stuck), (2, other))]
+    lines = check_targets(summarize_runs(runs))
+    assert lines[0] == "seconds to bind all <= 10: not measured, no pod was bound (MISSED)"
+    assert "only 0 of 1,000 expected pods bound (MISSED)" in lines
+    assert (
+        lines[-1]
+        == "why: 1 PodGroup(s) Unschedulable: reservedFor would need 257 entries (claim a) (and 1 more)"
+    )
+
+
+def test_time_target_is_missed_when_not_every_pod_was_bound() -> None:
+    partial = _result("lockstep", 50.0, pods_expected=1000, pods_bound=999, seconds=2.0)
+    lines = check_targets(summarize_runs([WorkloadRun("shared-claim", 1, 1.0, {"lockstep": partial}, "now")]))
+    assert lines[0] == "seconds to bind all <= 10: not all pods were bound (MISSED)"
