@@ -227,19 +227,29 @@ def run_cel_rules(value: Any, old: Any, schema: JsonObject, path: str, errors: l
 
 
 def prune(value: Any, schema: JsonObject, path: str, unknown: list[str]) -> Any:
-    """Drop fields the schema does not know (recording their paths), like the structural pruner."""
+    """Drop fields the schema does not know (recording their paths), like the structural pruner.
+    An integral JSON float where the schema wants an integer is stored as an integer, as the real
+    decoder does (``1.0`` is a valid integer)."""
+    if schema.get("type") == "integer" and isinstance(value, float) and value.is_integer():
+        return int(value)
     if schema.get("x-kubernetes-preserve-unknown-fields"):
         return value
     if isinstance(value, dict) and schema.get("type", "object") == "object":
         properties = schema.get("properties")
         additional = schema.get("additionalProperties")
         if isinstance(additional, dict):
-            return {k: prune(v, additional, _child(path, k), unknown) for k, v in value.items()}
+            return {
+                k: prune(v, additional, _child(path, k), unknown)
+                for k, v in value.items()
+                if v is not None or additional.get("nullable")
+            }
         if additional is True:
             return value
         result = {}
         for key, item in value.items():
             if properties and key in properties:
+                if item is None and not properties[key].get("nullable"):
+                    continue  # nulls of non-nullable fields are dropped (then defaulted if they have one)
                 result[key] = prune(item, properties[key], _child(path, key), unknown)
             else:
                 unknown.append(_child(path, key))
@@ -288,6 +298,9 @@ class CustomResourceStrategy(Strategy):
                 if not body_schema.get("x-kubernetes-preserve-unknown-fields"):
                     unknown.append(key)
                     del obj[key]
+                continue
+            if obj[key] is None and not sub.get("nullable"):
+                del obj[key]
                 continue
             obj[key] = prune(obj[key], sub, key, unknown)
         unknown.sort()

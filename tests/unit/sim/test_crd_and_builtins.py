@@ -423,3 +423,22 @@ async def test_malformed_resource_quantity_is_a_400(client: Client) -> None:
     )
     body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1.5", "memory": "64Mi"}}
     assert (await client.call("POST", f"{NS}/pods", body))[0] == 201
+
+
+async def test_integral_float_is_a_valid_integer(client: Client, podgroup_crd: None) -> None:
+    spec = {"schedulingPolicy": {"gang": {"minCount": 2.0}}, "scheduleTimeoutSeconds": 1.0}
+    status, created, _ = await client.call("POST", GROUP_PATH, podgroup("f", spec))
+    assert status == 201
+    assert created["spec"] == {"schedulingPolicy": {"gang": {"minCount": 2}}, "scheduleTimeoutSeconds": 1}
+    spec["scheduleTimeoutSeconds"] = 1.5
+    status, body, _ = await client.call("POST", GROUP_PATH, podgroup("g", spec))
+    assert status == 422 and body["details"]["causes"][0]["reason"] == "FieldValueTypeInvalid"
+
+
+async def test_nulls_of_non_nullable_fields_are_dropped_then_defaulted(
+    client: Client, podgroup_crd: None
+) -> None:
+    spec = {"schedulingPolicy": {"basic": {}, "gang": None}, "scheduleTimeoutSeconds": None}
+    status, created, _ = await client.call("POST", GROUP_PATH, podgroup("n", spec))
+    assert status == 201, created
+    assert created["spec"] == {"schedulingPolicy": {"basic": {}}, "scheduleTimeoutSeconds": 300}
