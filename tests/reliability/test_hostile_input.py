@@ -300,11 +300,6 @@ def test_free_form_podgroup_is_stored_iff_valid(sim: RunningCluster, spec: Any) 
     assert PodGroup.model_validate(stored.body).spec == PodGroup.model_validate(doc).spec
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="emulator gap: lockstep/sim/crd.py _type_ok rejects 2.0 for type integer; kube-openapi's type "
-    "validator accepts a float64 that is a JSON integer (isFloatInt), and so do the PodGroup models",
-)
 def test_integral_float_is_an_integer(sim: RunningCluster) -> None:
     name = unique_name()
     doc = valid_podgroup(name)
