@@ -156,6 +156,7 @@ def _phase(
         return PodGroupPhase.WAITING
     if attempt.result in (AttemptResult.UNSCHEDULABLE, AttemptResult.TIMEOUT):
         return PodGroupPhase.UNSCHEDULABLE
+    # AttemptResult.SCHEDULER_ERROR: nothing is known about the group's fit; it is retried.
     return PodGroupPhase.PENDING
 
 

@@ -127,3 +127,12 @@ def test_group_members_follow_pod_events() -> None:
     assert members.observe("DELETED", pod("a", node="n1")) == [("ns", "g")]
     assert members.counts(("ns", "g")) == MemberCounts()
     assert members.observe("ADDED", {"metadata": {"namespace": "ns", "name": "x", "uid": "x"}}) == []
+
+
+def test_a_scheduler_error_leaves_the_group_pending_with_the_error_as_reason() -> None:
+    attempt = AttemptSummary(AttemptResult.SCHEDULER_ERROR, "PATCH resourceclaims/status: 500", NOW)
+    status = desired_status(podgroup(2), MemberCounts(total=2), attempt, NOW)
+    assert status["phase"] == "Pending"
+    condition = status["conditions"][-1]
+    assert (condition["status"], condition["reason"]) == ("False", "SchedulerError")
+    assert condition["message"] == "PATCH resourceclaims/status: 500"
