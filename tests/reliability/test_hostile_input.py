@@ -3,8 +3,8 @@
 Invalid PodGroups and ResourceClaims are rejected with 422 naming the offending field, and nothing is
 stored for them; whatever is accepted is a valid object and reads back as sent. Targeted mutations of a
 valid PodGroup know which field they broke, so the error must name exactly that field; free-form
-structures are judged against the PodGroup model, which a foundation test keeps in agreement with the
-CRD schema.
+structures are judged against the PodGroup model (a foundation test keeps it in agreement with the CRD
+schema), after the nulls are dropped or defaulted the way kube-apiserver does before validating.
 """
 
 from __future__ import annotations
@@ -16,10 +16,19 @@ from typing import Any
 
 import orjson
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
-from reliability_harness import CLAIMS, NAMESPACE, PODGROUPS, Response, RunningCluster, kubectl_path
+from reliability_harness import (
+    CLAIMS,
+    NAMESPACE,
+    PODGROUPS,
+    REPO_ROOT,
+    Response,
+    RunningCluster,
+    kubectl_path,
+)
 
 from lockstep.api.podgroup import PodGroup
 
@@ -208,8 +217,7 @@ JSON_LEAVES = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(-(2**40), 2**40),
-    # Integral floats (2.0) have their own test below, test_integral_float_is_an_integer.
-    st.floats(allow_nan=False, allow_infinity=False, width=32).filter(lambda f: not f.is_integer()),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
     st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=20),
 )
 FIELD_NAMES = st.sampled_from(
@@ -263,9 +271,39 @@ PLAUSIBLE_SPECS = st.fixed_dictionaries(
 )
 
 
+def _podgroup_schema() -> dict[str, Any]:
+    crd = yaml.safe_load((REPO_ROOT / "crds" / "scheduling.lockstep.dev_podgroups.yaml").read_text())
+    schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema
+
+
+PODGROUP_SCHEMA = _podgroup_schema()
+
+
+def drop_nulls_like_the_apiserver(value: Any, schema: dict[str, Any] | None) -> Any:
+    """What kube-apiserver does to a custom resource before validating it: a null where the schema
+    is not nullable is removed (PruneNonNullableNullsWithoutDefaults) or, if the field has a
+    default, replaced by it (structural defaulting)."""
+    if isinstance(value, dict):
+        properties = (schema or {}).get("properties") or {}
+        cleaned: dict[str, Any] = {}
+        for key, item in value.items():
+            field_schema = properties.get(key)
+            if item is None and field_schema is not None and not field_schema.get("nullable"):
+                if "default" in field_schema:
+                    cleaned[key] = field_schema["default"]
+                continue
+            cleaned[key] = drop_nulls_like_the_apiserver(item, field_schema)
+        return cleaned
+    if isinstance(value, list):
+        items = (schema or {}).get("items")
+        return [drop_nulls_like_the_apiserver(item, items) for item in value]
+    return value
+
+
 def model_accepts(doc: dict[str, Any]) -> bool:
     try:
-        PodGroup.model_validate(doc)
+        PodGroup.model_validate(drop_nulls_like_the_apiserver(doc, PODGROUP_SCHEMA))
     except ValidationError:
         return False
     return True
@@ -297,7 +335,8 @@ def test_free_form_podgroup_is_stored_iff_valid(sim: RunningCluster, spec: Any) 
     )
     stored = sim.http.get(podgroup_path(name))
     assert stored.status == 200
-    assert PodGroup.model_validate(stored.body).spec == PodGroup.model_validate(doc).spec
+    expected = PodGroup.model_validate(drop_nulls_like_the_apiserver(doc, PODGROUP_SCHEMA))
+    assert PodGroup.model_validate(stored.body).spec == expected.spec
 
 
 def test_integral_float_is_an_integer(sim: RunningCluster) -> None:
@@ -311,6 +350,18 @@ def test_integral_float_is_an_integer(sim: RunningCluster) -> None:
     stored = sim.http.get(podgroup_path(name)).body["spec"]
     assert stored["schedulingPolicy"]["gang"]["minCount"] == 2
     assert stored["scheduleTimeoutSeconds"] == 60
+
+
+def test_nulls_are_dropped_or_defaulted_like_kube_apiserver(sim: RunningCluster) -> None:
+    name = unique_name()
+    doc = valid_podgroup(name)
+    doc["spec"]["resourceClaims"] = None
+    doc["spec"]["scheduleTimeoutSeconds"] = None
+    response = sim.http.post(podgroup_path(), doc)
+    assert response.status == 201, response.message
+    stored = sim.http.get(podgroup_path(name)).body["spec"]
+    assert "resourceClaims" not in stored
+    assert stored["scheduleTimeoutSeconds"] == 300
 
 
 def test_odd_unicode_in_free_text_round_trips(sim: RunningCluster) -> None:
