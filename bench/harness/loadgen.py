@@ -13,6 +13,7 @@ from harness.tracker import Tracker
 from harness.workloads import (
     NAMESPACE,
     PODGROUP_API_VERSION,
+    SCHEDULER_NAME,
     GangSpec,
     NodeShape,
     Workload,
@@ -68,7 +69,8 @@ class LoadGenerator:
 
     async def create_gang(self, gang: GangSpec) -> None:
         self.tracker.add_gang(gang)
-        await self.client.create(PODGROUPS_PATH, podgroup_manifest(gang))
+        if gang.scheduler == SCHEDULER_NAME:
+            await self.client.create(PODGROUPS_PATH, podgroup_manifest(gang))
         await asyncio.gather(*(self._create_pod(gang, i) for i in range(gang.pods)))
         self.created_gangs.append(gang)
 

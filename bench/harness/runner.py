@@ -268,7 +268,7 @@ async def run_phase(
             shape = node_shape(node_list[0])
             workload = build(name, scale, shape, DRIVER)
             if phase == "baseline":
-                workload = workload.counted_only()
+                workload = workload.counted_alone()
             await create_setup(client, workload)
             if phase != "ceiling":
                 operator = start_operator(phase_dir / "kubeconfig", phase_dir)

@@ -7,12 +7,13 @@ ones) and the shape of the simulated nodes, read from the cluster, so capacity-s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 NAMESPACE = "bench"
 SCHEDULER_NAME = "lockstep"
+OTHER_SCHEDULER = "default-scheduler"
 POD_GROUP_LABEL = "scheduling.lockstep.dev/pod-group"
 PODGROUP_API_VERSION = "scheduling.lockstep.dev/v1alpha1"
 RESOURCE_API_VERSION = "resource.k8s.io/v1"
@@ -49,6 +50,7 @@ class GangSpec:
     oversized_members: int = 0
     claim: str | None = None  # "template": one claim per pod from the template; "group": one shared claim
     counted: bool = True
+    scheduler: str = SCHEDULER_NAME  # another name: lockstep ignores the pods, and no PodGroup is created
 
 
 @dataclass(frozen=True)
@@ -76,17 +78,16 @@ class Workload:
     def pods_total(self) -> int:
         return sum(g.pods for g in self.gangs)
 
-    def counted_only(self) -> Workload:
-        """The same workload with only its counted gangs: the "same gangs alone" baseline of mixed."""
-        gangs = tuple(g for g in self.gangs if g.counted)
-        return Workload(
-            name=self.name,
-            description=self.description + " (counted gangs alone)",
-            nodes=self.nodes,
-            devices_per_node=self.devices_per_node,
-            gangs=gangs,
-            pods_expected=self.pods_expected,
-            setup=self.setup,
+    def counted_alone(self) -> Workload:
+        """The "same gangs alone" baseline of mixed: lockstep sees only the counted gangs.
+
+        The other gangs' pods are still created, in the same order, but for another scheduler and
+        without PodGroups, so the load generator, the emulator and the watches do the same work and
+        only lockstep's handling of the gangs that cannot fit differs between the two phases.
+        """
+        gangs = tuple(g if g.counted else replace(g, scheduler=OTHER_SCHEDULER) for g in self.gangs)
+        return replace(
+            self, description=self.description + " (counted gangs alone)", gangs=gangs, baseline=False
         )
 
 
@@ -103,7 +104,7 @@ def pod_manifest(gang: GangSpec, index: int, shape: NodeShape, namespace: str = 
         "resources": {"requests": {"cpu": f"{cpu}m", "memory": f"{gang.memory_mib}Mi"}},
     }
     spec: dict[str, Any] = {
-        "schedulerName": SCHEDULER_NAME,
+        "schedulerName": gang.scheduler,
         "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": 0,
         "containers": [container],
@@ -325,18 +326,4 @@ def build(name: str, scale: float, shape: NodeShape, driver: DeviceDriver) -> Wo
 
 def replacement(gang: GangSpec, generation: int) -> GangSpec:
     """The gang created in place of a deleted one: same shape, new name (new PodGroup and pods)."""
-    return GangSpec(
-        name=f"{gang.name}-r{generation}",
-        pods=gang.pods,
-        min_count=gang.min_count,
-        cpu_millis=gang.cpu_millis,
-        memory_mib=gang.memory_mib,
-        oversized_members=gang.oversized_members,
-        claim=gang.claim,
-        counted=gang.counted,
-    )
-
-
-def iter_pods(gang: GangSpec, shape: NodeShape, namespace: str = NAMESPACE) -> Iterator[dict[str, Any]]:
-    for index in range(gang.pods):
-        yield pod_manifest(gang, index, shape, namespace)
+    return replace(gang, name=f"{gang.name}-r{generation}")

@@ -61,8 +61,13 @@ def test_mixed_interleaves_infeasible_gangs_that_would_starve_the_feasible_ones_
     oversized = next(g for g in infeasible if g.oversized_members)
     big = pod_manifest(oversized, oversized.pods - 1, SHAPE)
     assert big["spec"]["containers"][0]["resources"]["requests"]["cpu"] == f"{SHAPE.cpu_millis * 2}m"
-    alone = mixed.counted_only()
-    assert alone.gangs == tuple(feasible) and alone.pods_expected == mixed.pods_expected
+    alone = mixed.counted_alone()
+    assert [g.name for g in alone.gangs] == [g.name for g in mixed.gangs], "same pods, same order"
+    assert alone.pods_expected == mixed.pods_expected and not alone.baseline
+    assert [g for g in alone.gangs if g.scheduler == "lockstep"] == feasible
+    ignored = [g for g in alone.gangs if g.scheduler != "lockstep"]
+    assert len(ignored) == len(infeasible)
+    assert pod_manifest(ignored[0], 0, SHAPE)["spec"]["schedulerName"] == "default-scheduler"
 
 
 def test_pod_manifest_is_a_lockstep_gang_member_with_a_template_claim() -> None:
