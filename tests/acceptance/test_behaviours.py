@@ -239,6 +239,10 @@ async def test_behaviour_5_list_type_matchattribute_follows_the_feature_gate() -
         assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
         assert "numa-0" in condition["message"]
         assert [r["reason"] for r in status["unschedulableReasons"]] == ["InsufficientDevices"]
+        # The reason names the claim, the constraint and the gate that would make it fit.
+        message = condition["message"]
+        assert 'claim acceptance/pair: constraint matchAttribute "gpu.sim.lockstep.dev/numaNodes"' in message
+        assert "needs the DRAListTypeAttributes feature gate" in message
         assert not (await env.claim("pair")).get("status", {}).get("allocation")
         await env.stop_operators()
 

@@ -9,12 +9,15 @@ claim's allocation or in flight, as told by ``in_use``) are skipped unless the r
 access.
 
 Errors in the claim itself (unknown DeviceClass, a disabled feature, a CEL compile or runtime error)
-raise :class:`AllocationError`; "no devices left on this node" is a ``None`` result.
+raise :class:`AllocationError`; "no devices left on this node" is a ``None`` result, and
+:meth:`Allocator.explain` then says which claim, request, selector or constraint could not be met.
+The explanation is computed only after a failed search, so the successful path pays nothing for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +39,10 @@ from lockstep.dra.node_selector import node_name_selector
 DEFAULT_MAX_STEPS = 200_000
 MAX_CACHED_CANDIDATE_LISTS = 200_000
 MAX_COMPILED_CLAIMS = 100_000
+
+LIST_TYPE_GATE = (
+    "the DRAListTypeAttributes feature gate (lockstep run --feature-gates DRAListTypeAttributes=true)"
+)
 
 
 class AllocationError(Exception):
@@ -262,8 +269,31 @@ class Allocator:
                 self._candidates.clear()
             self._candidates[cache_key] = cached
         if isinstance(cached, CELError):
-            raise AllocationError(claim_key, f"request {alternative.result_name!r}: {cached}")
+            devices = (
+                self._inventory.shared_devices()
+                if node_name is None
+                else self._inventory.node_local_devices(node_name)
+            )
+            hint = self._list_type_hint(cached.expression, devices)
+            # celpy appends its whole activation to some errors; the expression and problem suffice.
+            problem = str(cached).split(" (in activation", 1)[0]
+            raise AllocationError(claim_key, f"request {alternative.result_name!r}: {problem}{hint}")
         return cached
+
+    def _list_type_hint(self, expression: str, devices: Iterable[DeviceEntry]) -> str:
+        """With list types off: why a selector may fail or match nothing (it uses includes() or a
+        list-type attribute that CEL cannot see); "" otherwise."""
+        if self.features.list_type_attributes:
+            return ""
+        if ".includes(" in expression:
+            return f"; includes() needs {LIST_TYPE_GATE}"
+        for name in _list_attributes(devices):
+            if name.rpartition("/")[2] in expression:
+                return (
+                    f'; "{name}" is a list-type attribute on these devices, visible to CEL only with '
+                    f"{LIST_TYPE_GATE}"
+                )
+        return ""
 
     def _matches(self, device: DeviceEntry, selectors: tuple[Selector, ...]) -> bool:
         list_types = self.features.list_type_attributes
@@ -320,6 +350,154 @@ class Allocator:
         found = self.find(claims, node_name, labels)
         return None if found is None else self.results(claims, found, node_name)
 
+    # --- explaining a failed search ------------------------------------------------------------------
+
+    def explain(
+        self,
+        claims: Sequence[CompiledClaim],
+        node_name: str,
+        labels: Mapping[str, str],
+        busy: Collection[DeviceID] = (),
+    ) -> str:
+        """Why ``find`` found nothing on this node: the first request or constraint that cannot be met,
+        named with its claim. Raises AllocationError as ``find`` does."""
+        for claim in claims:
+            problem = self._explain_claim(claim, node_name, labels, busy)
+            if problem is not None:
+                return f"claim {claim.key}: {problem}"
+        if len(claims) == 1:
+            return (
+                f"claim {claims[0].key}: no combination of the free devices on this node satisfies "
+                "its requests and constraints together"
+            )
+        return (
+            f"claims {', '.join(c.key for c in claims)}: each could be allocated on this node, "
+            "but not all of them together"
+        )
+
+    def _explain_claim(
+        self, claim: CompiledClaim, node_name: str, labels: Mapping[str, str], busy: Collection[DeviceID]
+    ) -> str | None:
+        usable: dict[str, tuple[RequestAlternative, list[DeviceEntry]]] = {}
+        for request in claim.requests:
+            problems = []
+            for alternative in request.alternatives:
+                candidates = self.candidates(alternative, node_name, labels, claim.key)
+                free = [
+                    device
+                    for device in candidates
+                    if alternative.admin_access or not (self.in_use(device.id) or device.id in busy)
+                ]
+                problem = self._explain_request(alternative, candidates, free, node_name, labels)
+                if problem is None:
+                    usable[request.name] = (alternative, free)
+                    break
+                problems.append(f'request "{alternative.result_name}": {problem}')
+            else:
+                return "; ".join(problems)
+        for constraint in claim.constraints:
+            problem = self._explain_constraint(constraint, usable)
+            if problem is not None:
+                return problem
+        return None
+
+    def _explain_request(
+        self,
+        alternative: RequestAlternative,
+        candidates: list[DeviceEntry],
+        free: list[DeviceEntry],
+        node_name: str,
+        labels: Mapping[str, str],
+    ) -> str | None:
+        class_name = alternative.device_class.metadata.name
+        if alternative.all_devices:
+            if not candidates:
+                return self._explain_selectors(alternative, node_name, labels)
+            if len(free) < len(candidates):
+                return (
+                    f'allocationMode All needs every device of class "{class_name}" that matches its '
+                    f"selectors, {len(candidates) - len(free)} of the {len(candidates)} on this node are "
+                    "allocated"
+                )
+            return None
+        if len(free) >= alternative.count:
+            return None
+        if not candidates:
+            return self._explain_selectors(alternative, node_name, labels)
+        return (
+            f'needs {alternative.count} devices of class "{class_name}", {len(free)} match its selectors '
+            f"on this node and are free ({len(candidates)} match, {len(candidates) - len(free)} allocated)"
+        )
+
+    def _explain_selectors(
+        self, alternative: RequestAlternative, node_name: str, labels: Mapping[str, str]
+    ) -> str:
+        """Which selector leaves no device on the node (the class's first, then the request's)."""
+        devices = self._inventory.node_local_devices(node_name) + [
+            device for device in self._inventory.shared_devices() if device.available_on(node_name, labels)
+        ]
+        class_name = alternative.device_class.metadata.name
+        if not devices:
+            return f'needs devices of class "{class_name}", this node has none published'
+        list_types = self.features.list_type_attributes
+        class_selectors = len(alternative.device_class.spec.selectors)
+        for index, selector in enumerate(alternative.selectors):
+            owner = f'DeviceClass "{class_name}" selector' if index < class_selectors else "selector"
+            hint = self._list_type_hint(selector.expression, devices)
+            try:
+                if any(device.matches(selector, list_types) for device in devices):
+                    continue
+            except CELError as exc:
+                return f"{owner}: {str(exc).split(' (in activation', 1)[0]}{hint}"
+            return f"{owner} {selector.expression} matches no device on this node{hint}"
+        return (
+            f'its selectors (with those of DeviceClass "{class_name}") each match some of the '
+            f"{len(devices)} devices on this node, but no device matches all of them"
+        )
+
+    def _explain_constraint(
+        self,
+        constraint: CompiledConstraint,
+        usable: Mapping[str, tuple[RequestAlternative, list[DeviceEntry]]],
+    ) -> str | None:
+        covered = [
+            (name, alternative, free)
+            for name, (alternative, free) in usable.items()
+            if constraint.applies_to(name) or constraint.applies_to(alternative.result_name)
+        ]
+        if not covered:
+            return None
+        attribute = constraint.attribute
+        label = (
+            f'constraint matchAttribute "{attribute}" over requests '
+            f"[{', '.join(alternative.result_name for _, alternative, _ in covered)}]"
+        )
+        needed = sum(len(free) if alt.all_devices else alt.count for _, alt, free in covered)
+        devices = list({device.id: device for _, _, free in covered for device in free}.values())
+        if not self.features.list_type_attributes and any(
+            _is_list_attribute(device, attribute) for device in devices
+        ):
+            return (
+                f'{label}: "{attribute}" is a list-type attribute on these devices; matching list '
+                f"attributes needs {LIST_TYPE_GATE}"
+            )
+        list_types = self.features.list_type_attributes
+        values: Counter[tuple[str, Any]] = Counter()
+        having = 0
+        for device in devices:
+            device_values = device.attribute_set(attribute, list_types)
+            if device_values is not None:
+                having += 1
+                values.update(device_values)
+        if having < needed:
+            return (
+                f"{label}: needs {needed} devices with the attribute, {having} of the {len(devices)} free "
+                "matching devices on this node have it"
+            )
+        if max(values.values(), default=0) < needed:
+            return f"{label}: no set of {needed} devices shares a value"
+        return None
+
     def results(
         self, claims: Sequence[CompiledClaim], found: Sequence[Picks], node_name: str
     ) -> list[AllocationResult]:
@@ -357,6 +535,29 @@ class Allocator:
         return AllocationResult(
             devices=DeviceAllocationResult(results=results, config=config), node_selector=node_selector
         )
+
+
+def _is_list_attribute(device: DeviceEntry, qualified_name: str) -> bool:
+    attribute = device.attributes.get(qualified_name)
+    return attribute is not None and any(
+        values is not None
+        for values in (
+            attribute.int_values,
+            attribute.bool_values,
+            attribute.string_values,
+            attribute.version_values,
+        )
+    )
+
+
+def _list_attributes(devices: Iterable[DeviceEntry]) -> list[str]:
+    """The qualified names of the list-type attributes of these devices, each once, in order."""
+    names: dict[str, None] = {}
+    for device in devices:
+        for name in device.attributes:
+            if name not in names and _is_list_attribute(device, name):
+                names[name] = None
+    return list(names)
 
 
 class _Search:

@@ -25,6 +25,7 @@ from lockstep.scheduler.framework import (
     PlacementProgress,
     PodGroupInfo,
     PodInfo,
+    RejectionSummaryPlugin,
     ReservePlugin,
     Status,
 )
@@ -74,7 +75,9 @@ class Placement:
 
 @dataclass(slots=True)
 class CycleOutcome:
-    status: Status  # the group's verdict: Success, Unschedulable, UnschedulableAndUnresolvable, Error
+    # The group's verdict: Success, Wait (a member waits for a claim being created), Unschedulable,
+    # UnschedulableAndUnresolvable, Error.
+    status: Status
     placements: list[Placement]  # empty unless the verdict is Success
     diagnoses: list[PodDiagnosis]
     scheduled: int  # S after the cycle (bound or assumed members)
@@ -125,7 +128,11 @@ class GroupCycle:
             status = placement_feasible(PlacementProgress(scheduled, remaining, min_count, total), is_gang)
             if status.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
                 break
-        if status.code is Code.WAIT:  # the last pod was evaluated and minCount is still not met
+        waiting = next((d for d in diagnoses if d.code is Code.WAIT), None)
+        if waiting is not None and not status.ok and status.code is not Code.ERROR:
+            # A member waits for something on its way (a claim being created): so does the group.
+            status = Status.wait(PLACEMENT_PLUGIN, f"{waiting.pod}: {waiting.message}")
+        elif status.code is Code.WAIT:  # the last pod was evaluated and minCount is still not met
             status = Status.unschedulable(PLACEMENT_PLUGIN, "MinCountUnsatisfiable", *status.reasons)
         if not status.ok:
             for placement in reversed(placements):
@@ -274,6 +281,11 @@ class GroupCycle:
                 f"{count} {cause}" for cause, count in sorted(causes.items(), key=lambda c: (-c[1], c[0]))
             )
             message = f"0/{total} nodes are available" + (f": {detail}." if detail else ".")
+            for plugin in filters:
+                if plugin.name in by_plugin and isinstance(plugin, RejectionSummaryPlugin):
+                    summary = plugin.rejection_summary(state, pod)
+                    if summary:
+                        message += f" {plugin.name}: {summary}."
         diagnosis = PodDiagnosis(
             pod.key,
             code,
@@ -290,7 +302,7 @@ class GroupCycle:
         total = len(self.cache.nodes)
         code = (
             status.code
-            if status.code in (Code.ERROR, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+            if status.code in (Code.ERROR, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.WAIT)
             else Code.UNSCHEDULABLE
         )
         return PodDiagnosis(

@@ -239,6 +239,14 @@ class FilterPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class RejectionSummaryPlugin(Plugin, Protocol):
+    def rejection_summary(self, state: CycleState, pod: PodInfo) -> str | None:
+        """After Filter rejected the pod on nodes and no node fits: why, in one short line (the
+        plugin's per-node reasons aggregated), added to the pod's diagnosis. None: nothing to add."""
+        ...
+
+
+@runtime_checkable
 class ScorePlugin(Plugin, Protocol):
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """0..100, higher is better."""

@@ -284,7 +284,7 @@ class Scheduler:
         if status.ok and not outcome.placements and diagnoses:
             # A basic group whose pods all failed: the group failed with them.
             first = diagnoses[0]
-            code = Code.ERROR if first.code is Code.ERROR else Code.UNSCHEDULABLE
+            code = first.code if first.code in (Code.ERROR, Code.WAIT) else Code.UNSCHEDULABLE
             status = Status(code, (f"{first.pod}: {first.message}",), first.pod, "")
         if status.ok:
             for placement in outcome.placements:

@@ -276,7 +276,8 @@ def test_template_claim_waits_for_the_generated_name_and_ownership() -> None:
     ref = PodClaimRef("gpu", resource_claim_template_name="tmpl")
     waiting = plugin.pre_filter(CycleState(), pod("p", ref))
     assert (
-        waiting.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        waiting.code is Code.WAIT
+        and waiting.cause == "ClaimPending"
         and "status.resourceClaimStatuses" in waiting.message
     )
     not_needed = pod("p", ref, statuses={"gpu": None})

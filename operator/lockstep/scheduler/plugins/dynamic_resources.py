@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator, Collection, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ from lockstep.scheduler.framework import (
     CYCLE_PODS,
     SKIP,
     SUCCESS,
+    Code,
     CycleState,
     NodeInfo,
     PodGroupInfo,
@@ -76,6 +78,7 @@ _STATE_KEY = "DynamicResources"
 RESERVATION_REMOVAL_ATTEMPTS = 5
 GANG_LOOKAHEAD_MAX_MEMBERS = 32
 GANG_LOOKAHEAD_MAX_SEARCHES = 2000
+SUMMARY_REASONS = 2  # distinct per-node reasons a pod's diagnosis quotes
 _GANG_KEY = f"{_STATE_KEY}/gang"
 _CLAIM_USERS_KEY = f"{_STATE_KEY}/claim-users"
 _POSITIONS_KEY = f"{_STATE_KEY}/positions"
@@ -95,6 +98,7 @@ class _PodClaims:
     node_labels: dict[str, Mapping[str, str]] = field(default_factory=dict)  # nodes Filter saw
     signaled: list[tuple[str, str]] = field(default_factory=list)  # (claim uid, claim key) signaled
     planned: list[str] = field(default_factory=list)  # claim keys the pod was added to the plan of
+    rejections: dict[str, str] = field(default_factory=dict)  # node -> why Filter found no devices there
 
 
 def _later_in_cycle(state: CycleState, pod: PodInfo, at_most: int | None = None) -> list[PodInfo]:
@@ -168,7 +172,9 @@ class DynamicResources:
         try:
             sources = resolve_claims(pod, state.group, group_names)
         except ClaimsNotReady as exc:
-            return Status.unresolvable(self.name, "ClaimPending", str(exc))
+            # Transient, like upstream's PreEnqueue "ResourceClaim not created yet": the group waits,
+            # and the claim's creation (a claim or pod status event) queues it again.
+            return Status(Code.WAIT, (str(exc),), self.name, "ClaimPending")
         if not sources:
             return SKIP
         pod_claims = _PodClaims([])
@@ -205,8 +211,12 @@ class DynamicResources:
         if pod_claims.to_allocate and not self._may_use_busy_devices(pod_claims):
             free = self.store.nodes_with_free_devices()
             if free is not None and not free:
+                claims = ", ".join(compiled.key for compiled in pod_claims.compiled)
                 return Status.unschedulable(
-                    self.name, "InsufficientDevices", "cannot allocate all claims: no node has a free device"
+                    self.name,
+                    "InsufficientDevices",
+                    f"claim{'s' if len(pod_claims.compiled) > 1 else ''} {claims}: no node has a free "
+                    "device (every published device is allocated)",
                 )
         state.write(self._state_key(pod), pod_claims)
         return SUCCESS
@@ -268,10 +278,13 @@ class DynamicResources:
                     pod_claims.crowding.add(node.name)
             if found is None:
                 found = allocator.find(pod_claims.compiled, node.name, node.labels)
+            if found is None:
+                reason = allocator.explain(pod_claims.compiled, node.name, node.labels)
+                pod_claims.rejections[node.name] = reason
+                return Status.unschedulable(self.name, "InsufficientDevices", reason)
         except AllocationError as exc:
+            pod_claims.rejections[node.name] = str(exc)
             return Status.unresolvable(self.name, "ClaimUnallocatable", str(exc))
-        if found is None:
-            return Status.unschedulable(self.name, "InsufficientDevices", "cannot allocate all claims")
         crowded = self._sharers_do_not_fit(state, pod, pod_claims, found, node)
         if crowded is not None:
             return crowded
@@ -327,6 +340,23 @@ class DynamicResources:
             state.group_data[_CLAIM_USERS_KEY] = users
         mine = next((position for position, member in users.get(claim_key, ()) if member.uid == pod.uid), -1)
         return [member for position, member in users.get(claim_key, ()) if position > mine]
+
+    def rejection_summary(self, state: CycleState, pod: PodInfo) -> str | None:
+        """Filter's reasons for the nodes it rejected, identical ones counted once, most frequent
+        first: the claim, request or constraint that could not be met and why."""
+        pod_claims = self._pod_claims(state, pod)
+        if pod_claims is None or not pod_claims.rejections:
+            return None
+        counts = Counter(pod_claims.rejections.values())
+        ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        shown = [
+            f"{reason} ({count} node{'s' if count > 1 else ''})" for reason, count in ranked[:SUMMARY_REASONS]
+        ]
+        rest = ranked[SUMMARY_REASONS:]
+        if rest:
+            nodes = sum(count for _, count in rest)
+            shown.append(f"{len(rest)} other reason{'s' if len(rest) > 1 else ''} on {nodes} nodes")
+        return "; ".join(shown)
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """Prefer nodes where the pod's devices leave room for the rest of its gang."""
