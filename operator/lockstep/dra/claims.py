@@ -46,6 +46,7 @@ class ClaimSource:
     key: str  # namespace/name of the ResourceClaim
     description: str  # where the pod got it from, for messages
     owner_uid: str | None = None  # the pod's UID for claims generated from the pod's templates
+    generated: bool = False  # created from a template (by the resourceclaim controller or lockstep)
 
 
 def resolve_claims(
@@ -68,7 +69,9 @@ def resolve_claims(
         generated = pod.claim_statuses[ref.name]
         if generated is None:
             continue  # the resourceclaim controller decided this pod does not need the claim
-        sources.append(ClaimSource(f"{pod.namespace}/{generated}", f"pod claim {ref.name!r}", pod.uid))
+        sources.append(
+            ClaimSource(f"{pod.namespace}/{generated}", f"pod claim {ref.name!r}", pod.uid, generated=True)
+        )
     if group is not None:
         for ref in group.claims:
             if ref.resource_claim_name:
@@ -84,7 +87,11 @@ def resolve_claims(
                 )
             if name is not None:
                 sources.append(
-                    ClaimSource(f"{group.namespace}/{name}", f"PodGroup {group.name} claim {ref.name!r}")
+                    ClaimSource(
+                        f"{group.namespace}/{name}",
+                        f"PodGroup {group.name} claim {ref.name!r}",
+                        generated=not ref.resource_claim_name,
+                    )
                 )
     unique: dict[str, ClaimSource] = {}
     for source in sources:

@@ -306,3 +306,33 @@ async def test_a_lone_pod_waits_for_the_claim_of_its_template() -> None:
     assert (attempt.code, attempt.reason) == (Code.WAIT, REASON_WAITING)
     assert "ResourceClaim of pod claim 'gpu' (template 'tmpl')" in attempt.message
     assert pod_api.patches == [("ns/solo", REASON_WAITING)]
+
+
+async def test_a_generated_claim_named_but_not_yet_seen_is_waited_for() -> None:
+    """kube-controller-manager names the claim in the pod's status; its watch event may come later."""
+    clock = Clock()
+    scheduler, _, claim_api, pod_api = scheduler_with_devices(nodes=1, devices_per_node=1, clock=clock)
+    ref = PodClaimRef("gpu", resource_claim_template_name="tmpl")
+    solo = PodInfo(
+        uid="uid-solo",
+        namespace="ns",
+        name="solo",
+        scheduler_name=SCHEDULER_NAME,
+        claims=(ref,),
+        claim_statuses={"gpu": "solo-gpu-x1"},
+    )
+    scheduler.cache.upsert_pod(solo)
+    await run_due(scheduler)
+    key = GroupKey("ns", "solo", pod_group=False)
+    waiting = scheduler.attempts[key]
+    assert waiting.code is Code.WAIT
+    assert "waiting for ResourceClaim ns/solo-gpu-x1 (pod claim 'gpu') to appear" in waiting.message
+
+    generated = claim("solo-gpu-x1", exactly("gpu"), uid="uid-solo-gpu").dump()
+    generated["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Pod", "name": "solo", "uid": "uid-solo", "controller": True}
+    ]
+    claim_api.add(parse_resource(ResourceClaim, generated))
+    clock.now += scheduler.settings.backoff_initial_seconds
+    await run_due(scheduler)
+    assert scheduler.attempts[key].code is Code.SUCCESS and list(pod_api.pods) == ["ns/solo"]

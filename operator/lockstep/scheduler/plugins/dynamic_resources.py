@@ -180,6 +180,14 @@ class DynamicResources:
         pod_claims = _PodClaims([])
         for index, source in enumerate(sources):
             claim = self.store.claims.get(source.key)
+            if claim is None and source.generated:
+                # Named in a status already, but its creation has not reached the informer yet.
+                return Status(
+                    Code.WAIT,
+                    (f"waiting for ResourceClaim {source.key} ({source.description}) to appear",),
+                    self.name,
+                    "ClaimPending",
+                )
             if claim is None:
                 return Status.unresolvable(
                     self.name, "ClaimNotFound", f"ResourceClaim {source.key} ({source.description}) not found"
