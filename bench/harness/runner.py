@@ -190,13 +190,14 @@ async def measure(
             except TimeoutError:
                 continue
         usage_after = operator.usage() if operator is not None else None
-        metrics_after = await scrape(operator.metrics_url) if operator and operator.metrics_url else None
         sim_usage_after = sim.usage()
         for name, profiler in profilers.items():
             if profile_to is not None:
                 with profile_to.open("a") as out:
                     out.write(report(profiler.stop(), f"{name}, {workload.name} {phase}") + "\n\n")
         await settle(tracker)
+        # After settling, so PodGroup status writes coalesced past the last binding are counted too.
+        metrics_after = await scrape(operator.metrics_url) if operator and operator.metrics_url else None
     finally:
         for profiler in profilers.values():
             profiler.stop()
