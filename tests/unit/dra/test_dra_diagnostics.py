@@ -240,9 +240,25 @@ async def test_behaviour_5_group_diagnosis_names_the_gate_once_for_all_nodes() -
     assert diagnosis.message == (
         "0/3 nodes are available: 3 InsufficientDevices. DynamicResources: claim ns/pair: constraint "
         f'matchAttribute "{NUMA}" over requests [gpus]: "{NUMA}" is a list-type attribute on these '
-        f"devices; matching list attributes {GATE_ADVICE} (3 nodes)."
+        f"devices; matching list attributes {GATE_ADVICE}."
     )
     assert diagnosis.message in attempt.message  # what the PodGroupScheduled condition says
+
+
+async def test_different_reasons_per_node_are_aggregated_most_frequent_first() -> None:
+    scheduler, store, claim_api, _ = scheduler_with_devices(nodes=3, devices_per_node=2)
+    store.upsert_slice(resource_slice("slice-node-0", [device("gpu-0")], "node-0", rv="2"))
+    claim_api.add(claim("three", exactly("gpus", 3), uid="uid-three"))
+    group = PodGroupInfo("ns", "big", "uid-big", min_count=1, is_gang=True)
+    add_members(scheduler, group, 1, PodClaimRef("gpu", resource_claim_name="three"))
+    await run_due(scheduler)
+    [diagnosis] = scheduler.attempts[GroupKey("ns", "big")].pods
+    needs = 'claim ns/three: request "gpus": needs 3 devices of class "gpu"'
+    assert diagnosis.message == (
+        "0/3 nodes are available: 3 InsufficientDevices. DynamicResources: "
+        f"{needs}, 2 match its selectors on this node and are free (2 match, 0 allocated) (2 nodes); "
+        f"{needs}, 1 match its selectors on this node and are free (1 match, 0 allocated) (1 node)."
+    )
 
 
 async def test_group_waits_for_its_podgroup_claim_then_binds_when_it_appears() -> None:

@@ -350,12 +350,14 @@ class DynamicResources:
         return [member for position, member in users.get(claim_key, ()) if position > mine]
 
     def rejection_summary(self, state: CycleState, pod: PodInfo) -> str | None:
-        """Filter's reasons for the nodes it rejected, identical ones counted once, most frequent
-        first: the claim, request or constraint that could not be met and why."""
+        """Filter's reasons for the nodes it rejected, identical ones once with their node count, most
+        frequent first: the claim, request or constraint that could not be met and why."""
         pod_claims = self._pod_claims(state, pod)
         if pod_claims is None or not pod_claims.rejections:
             return None
         counts = Counter(pod_claims.rejections.values())
+        if len(counts) == 1:
+            return next(iter(counts))  # the diagnosis counts the nodes already
         ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
         shown = [
             f"{reason} ({count} node{'s' if count > 1 else ''})" for reason, count in ranked[:SUMMARY_REASONS]
