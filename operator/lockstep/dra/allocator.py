@@ -16,6 +16,7 @@ The explanation is computed only after a failed search, so the successful path p
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -288,7 +289,7 @@ class Allocator:
         if ".includes(" in expression:
             return f"; includes() needs {LIST_TYPE_GATE}"
         for name in _list_attributes(devices):
-            if name.rpartition("/")[2] in expression:
+            if re.search(rf"\b{re.escape(name.rpartition('/')[2])}\b", expression):
                 return (
                     f'; "{name}" is a list-type attribute on these devices, visible to CEL only with '
                     f"{LIST_TYPE_GATE}"

@@ -119,6 +119,20 @@ def test_selector_on_a_hidden_list_attribute_without_the_gate_says_so() -> None:
     )
 
 
+def test_reading_a_hidden_list_attribute_without_the_gate_fails_naming_the_gate() -> None:
+    alloc = allocator([device("gpu-0", numa=[0, 1], numaNode=0)], GATE_OFF)
+    selector = f'device.attributes["{DRIVER}"].numa.exists(n, n == 1)'
+    compiled = alloc.compile(claim("gpu", exactly("gpus", 1, selector)))
+    with pytest.raises(AllocationError) as raised:
+        alloc.find([compiled], "node-a", {})
+    assert repr(selector) in str(raised.value)
+    assert str(raised.value).endswith(
+        f'"{NUMA}" is a list-type attribute on these devices, visible to CEL only with {GATE}'
+    )
+    scalar = f'device.attributes["{DRIVER}"].numaNode == 1'  # a scalar whose name starts like the list's
+    assert "list-type" not in why(alloc, claim("scalar", exactly("gpus", 1, scalar)))
+
+
 def test_cel_runtime_error_keeps_the_expression_and_names_the_gate_for_includes() -> None:
     alloc = allocator([device("gpu-0", numa=[0, 1])], GATE_OFF)
     selector = f'device.attributes["{DRIVER}"].numa.includes(1)'
