@@ -45,7 +45,7 @@ def plot_bound_over_time(runs: Sequence[WorkloadRun], path: Path) -> Path:
                 label = f"{phase} ({result.pods_per_second:,.0f}/s)" if run.run == 1 else None
                 panel.plot(seconds, bound, color=PHASE_STYLE.get(phase, "tab:red"), alpha=0.8, label=label)
         panel.set_title(workload)
-        panel.set_xlabel("seconds since the first create")
+        panel.set_xlabel("seconds since the first create (ceiling: first binding)")
         panel.set_ylabel("pods bound")
         panel.grid(alpha=0.3)
         panel.legend(loc="lower right", fontsize="small")
