@@ -262,6 +262,7 @@ async def test_behaviour_5_group_diagnosis_names_the_gate_once_for_all_nodes() -
 async def test_different_reasons_per_node_are_aggregated_most_frequent_first() -> None:
     scheduler, store, claim_api, _ = scheduler_with_devices(nodes=3, devices_per_node=2)
     store.upsert_slice(resource_slice("slice-node-0", [device("gpu-0")], "node-0", rv="2"))
+    scheduler.cache.upsert_node(NodeInfo(name="node-3", allocatable={"cpu": 10**6, "memory": 2**40}))
     claim_api.add(claim("three", exactly("gpus", 3), uid="uid-three"))
     group = PodGroupInfo("ns", "big", "uid-big", min_count=1, is_gang=True)
     add_members(scheduler, group, 1, PodClaimRef("gpu", resource_claim_name="three"))
@@ -269,9 +270,10 @@ async def test_different_reasons_per_node_are_aggregated_most_frequent_first() -
     [diagnosis] = scheduler.attempts[GroupKey("ns", "big")].pods
     needs = 'claim ns/three: request "gpus": needs 3 devices of class "gpu"'
     assert diagnosis.message == (
-        "0/3 nodes are available: 3 InsufficientDevices. DynamicResources: "
+        "0/4 nodes are available: 4 InsufficientDevices. DynamicResources: "
         f"{needs}, 2 match its selectors on this node and are free (2 match, 0 allocated) (2 nodes); "
-        f"{needs}, 1 match its selectors on this node and are free (1 match, 0 allocated) (1 node)."
+        f"{needs}, 1 match its selectors on this node and are free (1 match, 0 allocated) (1 node); "
+        "1 other reason on 1 node."  # node-3 publishes no devices
     )
 
 

@@ -114,6 +114,10 @@ def _later_in_cycle(state: CycleState, pod: PodInfo, at_most: int | None = None)
     return list(pods[position + 1 :])
 
 
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' if count != 1 else ''}"
+
+
 def _node_names(allocation: AllocationResult) -> set[str] | None:
     """The nodes an allocation's nodeSelector names by metadata.name, or None if it does not."""
     selector = allocation.node_selector
@@ -359,13 +363,11 @@ class DynamicResources:
         if len(counts) == 1:
             return next(iter(counts))  # the diagnosis counts the nodes already
         ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-        shown = [
-            f"{reason} ({count} node{'s' if count > 1 else ''})" for reason, count in ranked[:SUMMARY_REASONS]
-        ]
+        shown = [f"{reason} ({_counted(count, 'node')})" for reason, count in ranked[:SUMMARY_REASONS]]
         rest = ranked[SUMMARY_REASONS:]
         if rest:
             nodes = sum(count for _, count in rest)
-            shown.append(f"{len(rest)} other reason{'s' if len(rest) > 1 else ''} on {nodes} nodes")
+            shown.append(f"{_counted(len(rest), 'other reason')} on {_counted(nodes, 'node')}")
         return "; ".join(shown)
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
