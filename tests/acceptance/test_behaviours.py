@@ -243,6 +243,9 @@ async def test_behaviour_5_list_type_matchattribute_follows_the_feature_gate() -
         message = condition["message"]
         assert 'claim acceptance/pair: constraint matchAttribute "gpu.sim.lockstep.dev/numaNodes"' in message
         assert "needs the DRAListTypeAttributes feature gate" in message
+        # The per-cause breakdown carries the same explanation, not only a count.
+        (devices,) = status["unschedulableReasons"]
+        assert "needs the DRAListTypeAttributes feature gate" in devices["message"]
         assert not (await env.claim("pair")).get("status", {}).get("allocation")
         await env.stop_operators()
 

@@ -39,7 +39,7 @@ from lockstep.kube.ports import KubeClaimAPI, KubePodAPI
 from lockstep.logging import get_logger
 from lockstep.metrics import Metrics
 from lockstep.scheduler.framework import Code, GroupKey, PodInfo, Status
-from lockstep.scheduler.plugins.dynamic_resources import CLAIM_API_SERVICE, STORE_SERVICE
+from lockstep.scheduler.plugins.dynamic_resources import CLAIM_API_SERVICE, STORE_SERVICE, DynamicResources
 from lockstep.scheduler.records import GroupAttempt
 from lockstep.scheduler.scheduler import Scheduler
 from lockstep.state.cluster import ClusterEvent
@@ -435,6 +435,12 @@ class SchedulerCore:
             self.metrics.permit_waiting_capacity.labels(resource).set(amount)
 
 
+DRA_PLUGIN = DynamicResources.name
+DRA_CAUSES = frozenset(
+    {"InsufficientDevices", "ClaimUnallocatable", "ClaimSharersDoNotFit", "ClaimNotOnNode"}
+)
+
+
 def _cause_message(cause: str, count: int, attempt: GroupAttempt) -> str:
     if cause == "TooFewPods":
         return f"{attempt.total_pods} of minCount {attempt.min_count} pods exist"
@@ -449,4 +455,8 @@ def _cause_message(cause: str, count: int, attempt: GroupAttempt) -> str:
         for more in [", ..." if r.count > len(r.sample_nodes) else ""]
     )
     message = f"pod {diagnosis.pod}: {count} of {diagnosis.nodes_evaluated} nodes"
-    return f"{message}; {rejections}" if rejections else message
+    if rejections:
+        message = f"{message}; {rejections}"
+    # Device problems are only understandable with the claim, request and constraint the plugin named.
+    detail = diagnosis.message.partition(f"{DRA_PLUGIN}: ")[2]
+    return f"{message}; {detail}" if cause in DRA_CAUSES and detail else message
