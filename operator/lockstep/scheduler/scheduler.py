@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from lockstep.scheduler.plugins.gang import GangPermit
 from lockstep.scheduler.ports import BindResult, PatchResult, PodAPI
 from lockstep.scheduler.profile import DEFAULT_PLUGINS, PluginContext, build_profile
 from lockstep.scheduler.queue import GroupQueue
-from lockstep.scheduler.records import GroupAttempt, PodDiagnosis, merge_causes, reason_for
+from lockstep.scheduler.records import REASON_WAITING, GroupAttempt, PodDiagnosis, merge_causes, reason_for
 from lockstep.scheduler.waiting import WaitingPods
 from lockstep.state.cluster import ClusterCache, ClusterEvent
 
@@ -140,6 +141,7 @@ class Scheduler:
         self._tasks: set[asyncio.Task[None]] = set()
         self._wakeup = asyncio.Event()
         self._releasing: GroupKey | None = None
+        self._reporting: dict[str, PodCondition] = {}  # pod uid -> the False condition being written
         self.cache.add_listener(self)
 
     # ------------------------------------------------------------------ outside view
@@ -524,15 +526,25 @@ class Scheduler:
         spec.nodeName (or that a newer cycle has placed)."""
         if pod.node_name:
             return
-        current = self.cache.get_pod(pod.uid) or pod
+        wanted = PodCondition("False", reason, message)
+        if _equivalent(self._reporting.get(pod.uid), wanted):
+            return
+        self._reporting[pod.uid] = wanted
+        try:
+            await self._patch_unschedulable(self.cache.get_pod(pod.uid) or pod, wanted)
+        finally:
+            if self._reporting.get(pod.uid) is wanted:
+                del self._reporting[pod.uid]
+
+    async def _patch_unschedulable(self, current: PodInfo, wanted: PodCondition) -> None:
         for _ in range(self.options.status_patch_attempts):
             if current.node_name or current.deleting or self.cache.is_assumed(current.uid):
                 return
-            if current.scheduled_condition == PodCondition("False", reason, message):
+            if _equivalent(current.scheduled_condition, wanted):
                 return
             try:
                 outcome = await self.pod_api.patch_pod_unschedulable(
-                    current, current.resource_version, reason, message
+                    current, current.resource_version, wanted.reason, wanted.message
                 )
                 if outcome.result is not PatchResult.CONFLICT:
                     return
@@ -543,6 +555,22 @@ class Scheduler:
             if fresh is None or fresh.uid != current.uid:
                 return
             current = fresh
+
+
+_NUMBER = re.compile(r"\d+")
+
+
+def _equivalent(existing: PodCondition | None, wanted: PodCondition) -> bool:
+    """Whether the pod already says what ``wanted`` would: same status and reason, and a message
+    that differs at most in counts. Waiting is transient (the PodGroup status carries what is
+    awaited), so one Waiting condition stands for every later one."""
+    if existing is None or existing.status != wanted.status or existing.reason != wanted.reason:
+        return False
+    if wanted.reason == REASON_WAITING:
+        return True
+    return existing.message == wanted.message or _NUMBER.sub("#", existing.message) == _NUMBER.sub(
+        "#", wanted.message
+    )
 
 
 def _deleted(pod: PodInfo) -> Status:
