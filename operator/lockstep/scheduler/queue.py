@@ -5,7 +5,8 @@ A group is in one of four states:
   backoff  its last attempt failed; it becomes active when its backoff expires (initial * 2^n,
            capped) or earlier when an event that could help arrives, but never sooner than the
            initial backoff after its last attempt, so a busy cluster cannot make it spin;
-  gated    PreEnqueue failed (PodGroup or members missing): waits for a member or PodGroup event;
+  gated    PreEnqueue failed (PodGroup or members missing): waits for a group event that can lift the
+           gate (a member added, the PodGroup created or its minCount lowered);
   idle     nothing to do, or being scheduled right now.
 A group's own cycle never re-activates it.
 """
@@ -81,9 +82,12 @@ class GroupQueue:
         entry = self._entries.get(key)
         return entry.ready_at if entry is not None and entry.state is GroupState.BACKOFF else None
 
-    def add(self, key: GroupKey, priority: int, now: float) -> None:
-        """Something about the group itself changed (new member, PodGroup created or relaxed)."""
+    def add(self, key: GroupKey, priority: int, now: float, event: ClusterEvent | None = None) -> None:
+        """Something about the group itself changed (new member, PodGroup created or relaxed). A
+        gated group stays gated unless ``event`` is one that lifts its gate (None: always)."""
         entry = self._entry(key)
+        if entry.state is GroupState.GATED and event is not None and event not in entry.hints:
+            return
         idle = entry.state in (GroupState.IDLE, GroupState.GATED)
         if idle or (entry.state is GroupState.ACTIVE and priority > entry.priority):
             entry.priority = priority
@@ -126,8 +130,11 @@ class GroupQueue:
         self._push_backoff(entry, ready_at)
         return ready_at
 
-    def gate(self, key: GroupKey) -> None:
-        self._entry(key).state = GroupState.GATED
+    def gate(self, key: GroupKey, until: Iterable[ClusterEvent] = frozenset(ClusterEvent)) -> None:
+        """PreEnqueue failed: hold the group until one of the ``until`` group events (default: any)."""
+        entry = self._entry(key)
+        entry.state = GroupState.GATED
+        entry.hints = frozenset(until)
 
     def reset_attempts(self, key: GroupKey) -> None:
         """A member bound: the next failure backs off from the initial delay again."""

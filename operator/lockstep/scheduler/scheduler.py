@@ -52,6 +52,12 @@ _GROUP_EVENTS = (
     ClusterEvent.GROUP_MIN_COUNT_LOWERED,
     ClusterEvent.GROUP_UPDATED,
 )
+# What can lift a PreEnqueue gate: a missing PodGroup appearing; a gang short of pods getting one
+# more or a lower minCount. A member's other changes or a PodGroup update cannot.
+_PODGROUP_MISSING_LIFTED_BY = frozenset({ClusterEvent.GROUP_ADDED, ClusterEvent.MEMBER_ADDED})
+_TOO_FEW_PODS_LIFTED_BY = frozenset(
+    {ClusterEvent.MEMBER_ADDED, ClusterEvent.GROUP_ADDED, ClusterEvent.GROUP_MIN_COUNT_LOWERED}
+)
 _CLUSTER_EVENTS = frozenset(
     {
         ClusterEvent.NODE_ADDED,
@@ -163,7 +169,7 @@ class Scheduler:
     def on_cluster_event(self, event: ClusterEvent, group: GroupKey | None) -> None:
         now = self.clock()
         if group is not None and event in _GROUP_EVENTS:
-            self.queue.add(group, self._priority(group), now)
+            self.queue.add(group, self._priority(group), now, event)
             if event is ClusterEvent.GROUP_MIN_COUNT_LOWERED:
                 for plugin in self.profile.permit:
                     if isinstance(plugin, GangPermit):
@@ -252,7 +258,7 @@ class Scheduler:
         min_count = group.min_count if group is not None and group.is_gang else 1
         total = self.cache.live_member_count(key)
         if key.pod_group and group is None:
-            self.queue.gate(key)
+            self.queue.gate(key, _PODGROUP_MISSING_LIFTED_BY)
             self._record(
                 key,
                 Code.WAIT,
@@ -262,7 +268,7 @@ class Scheduler:
             )
             return
         if total < min_count:
-            self.queue.gate(key)
+            self.queue.gate(key, _TOO_FEW_PODS_LIFTED_BY)
             missing = min_count - total
             self._record(
                 key,
