@@ -130,6 +130,11 @@ class GroupMembers:
         return counts
 
 
+# Phases a gang passes through on its way to Running, usually within a moment: the writer holds them
+# back for ``settle_seconds`` so that the common path is one write, and writes them only if the group
+# stays there (bindings slow to land, containers slow to start).
+PASSING_PHASES = frozenset({PodGroupPhase.SCHEDULING.value, PodGroupPhase.SCHEDULED.value})
+
 # Phases that only the scheduler's attempts decide; a new leader that has not attempted the group
 # yet keeps them as its predecessor wrote them.
 ATTEMPT_PHASES = frozenset({PodGroupPhase.WAITING, PodGroupPhase.UNSCHEDULABLE, PodGroupPhase.SCHEDULING})
@@ -272,6 +277,7 @@ class StatusWriter:
         attempt_of: Callable[[GroupRef], AttemptSummary | None],
         flush_interval: float = 0.05,
         retry_delay: float = 1.0,
+        settle_seconds: float = 1.0,
         concurrency: int = 16,
         on_write: Callable[[str], None] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -281,6 +287,8 @@ class StatusWriter:
         self.attempt_of = attempt_of
         self.flush_interval = flush_interval
         self.retry_delay = retry_delay
+        self.settle_seconds = settle_seconds
+        self._held: dict[GroupRef, asyncio.TimerHandle] = {}  # groups whose passing phase is held back
         self.on_write = on_write
         self.clock = clock
         self.writes = 0
@@ -297,6 +305,7 @@ class StatusWriter:
         if event_type == "DELETED":
             self.podgroups.pop(key, None)
             self._dirty.discard(key)
+            self._release(key)
             return
         self.podgroups[key] = dict(body)
         self.mark(key)
@@ -329,6 +338,9 @@ class StatusWriter:
                     return
                 desired = desired_status(body, self.members.counts(key), self.attempt_of(key), self.clock())
                 if not status_differs(body.get("status") or {}, desired):
+                    self._release(key)
+                    return
+                if self._hold(key, body.get("status") or {}, desired):
                     return
                 version = str((body.get("metadata") or {}).get("resourceVersion") or "")
                 try:
@@ -355,6 +367,7 @@ class StatusWriter:
                 except (aiohttp.ClientError, OSError, TimeoutError) as exc:
                     self._failed(key, str(exc) or repr(exc), transient=True)
                     return
+                self._release(key)
                 self.writes += 1
                 self._report("written")
                 if key in self.podgroups:
@@ -368,6 +381,30 @@ class StatusWriter:
                 )
                 return
             self._retry_later(key)  # the object kept changing under three attempts
+
+    def _hold(self, key: GroupRef, current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+        """Whether to hold back a write that only moves the group into a passing phase. The hold
+        ends ``settle_seconds`` after it began, and the group is marked then."""
+        if desired["phase"] not in PASSING_PHASES or current.get("phase") == desired["phase"]:
+            self._release(key)
+            return False
+        timer = self._held.get(key)
+        if timer is None:
+            loop = asyncio.get_running_loop()
+            self._held[key] = loop.call_later(self.settle_seconds, self._hold_ended, key)
+            return True
+        return not timer.cancelled()
+
+    def _hold_ended(self, key: GroupRef) -> None:
+        timer = self._held.get(key)
+        if timer is not None:
+            timer.cancel()  # stays in place as "held long enough" until the write or a release
+            self.mark(key)
+
+    def _release(self, key: GroupRef) -> None:
+        timer = self._held.pop(key, None)
+        if timer is not None:
+            timer.cancel()
 
     def _failed(self, key: GroupRef, error: str, *, transient: bool) -> None:
         self._report("error")
