@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 from collections.abc import Callable, Sequence
 from enum import Enum
 from typing import Any, get_args, get_origin
 
 from lockstep import __version__
-from lockstep.config import ConfigError, Settings, load_settings
+from lockstep.config import Settings, load_settings
 
-NOT_BUILT_EXIT = 2
+USAGE_EXIT = 2
 
-# subcommand -> "module:function" taking the parsed argparse namespace and returning an exit code.
-# A subcommand whose module does not exist yet says so and exits 2.
+# subcommand -> "module:function" taking the parsed argparse namespace and returning an exit code;
+# imported only when that subcommand runs, so `lockstep --help` stays fast.
 COMMANDS: dict[str, str] = {
     "run": "lockstep.controller.main:run_command",
     "sim": "lockstep.sim.cli:sim_command",
@@ -111,16 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _resolve(target: str) -> Callable[[argparse.Namespace], int] | None:
+def _resolve(target: str) -> Callable[[argparse.Namespace], int]:
     module_name, _, func_name = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and module_name.startswith(exc.name):
-            return None
-        raise
-    func: Callable[[argparse.Namespace], int] | None = getattr(module, func_name, None)
-    return func
+    handler: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module_name), func_name)
+    return handler
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -128,15 +121,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
-        return NOT_BUILT_EXIT
-    if args.command == "run":
-        try:
-            settings_from_args(args)
-        except ConfigError as exc:
-            print(f"lockstep run: invalid configuration: {exc}", file=sys.stderr)
-            return NOT_BUILT_EXIT
-    handler = _resolve(COMMANDS[args.command])
-    if handler is None:
-        print(f"lockstep {args.command}: not built yet in this version", file=sys.stderr)
-        return NOT_BUILT_EXIT
-    return handler(args)
+        return USAGE_EXIT
+    return _resolve(COMMANDS[args.command])(args)

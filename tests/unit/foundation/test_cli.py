@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from lockstep import __version__
-from lockstep.cli import NOT_BUILT_EXIT, build_parser, main, settings_from_args
+from lockstep.cli import USAGE_EXIT, build_parser, main, settings_from_args
 from lockstep.config import Settings
 
 
@@ -35,7 +35,7 @@ def test_run_flags_become_settings() -> None:
 
 
 def test_run_rejects_an_unknown_gate_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", "--feature-gates", "Bogus=true"]) == NOT_BUILT_EXIT
+    assert main(["run", "--feature-gates", "Bogus=true"]) == USAGE_EXIT
     assert "unknown feature gate 'Bogus'" in capsys.readouterr().err
 
 
