@@ -2,30 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 
+from lockstep.api.node_selector import requirement_matches
 from lockstep.api.resource import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
 
 NODE_NAME_FIELD = "metadata.name"
 
 
 def _requirement_matches(requirement: NodeSelectorRequirement, value: str | None) -> bool:
-    operator = requirement.operator
-    if operator == "In":
-        return value is not None and value in requirement.values
-    if operator == "NotIn":
-        return value is None or value not in requirement.values
-    if operator == "Exists":
-        return value is not None
-    if operator == "DoesNotExist":
-        return value is None
-    if value is None or len(requirement.values) != 1:
-        return False
-    try:
-        actual, bound = int(value), int(requirement.values[0])
-    except ValueError:
-        return False
-    return actual > bound if operator == "Gt" else actual < bound
+    bound = None
+    if requirement.operator in ("Gt", "Lt") and len(requirement.values) == 1:
+        with contextlib.suppress(ValueError):
+            bound = int(requirement.values[0])
+    return requirement_matches(requirement.operator, requirement.values, bound, value)
 
 
 def _term_matches(term: NodeSelectorTerm, node_name: str, labels: Mapping[str, str]) -> bool:

@@ -12,6 +12,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from lockstep.api.node_selector import requirement_matches
 from lockstep.scheduler.framework import SKIP, SUCCESS, CycleState, NodeInfo, PodInfo, Status
 from lockstep.state.cluster import ClusterCache
 
@@ -35,23 +36,7 @@ class Requirement:
     def matches(self, node: NodeInfo) -> bool:
         if self.on_field:
             return (node.name in self.values) == (self.operator == "In")
-        value = node.labels.get(self.key)
-        operator = self.operator
-        if operator == "In":
-            return value is not None and value in self.values
-        if operator == "NotIn":
-            return value is None or value not in self.values
-        if operator == "Exists":
-            return value is not None
-        if operator == "DoesNotExist":
-            return value is None
-        try:
-            number = int(value) if value is not None else None
-        except ValueError:
-            return False
-        if number is None:
-            return False
-        return number > self.bound if operator == "Gt" else number < self.bound
+        return requirement_matches(self.operator, self.values, self.bound, node.labels.get(self.key))
 
 
 @dataclass(frozen=True, slots=True)
