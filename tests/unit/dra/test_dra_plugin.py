@@ -152,8 +152,15 @@ async def test_gang_sharing_a_claim_writes_it_once() -> None:
         plugin.unreserve(p.state, p.pod, p.node)
     await plugin.wait_for_background()
     latest = store.claims.get("ns/shared")
-    assert latest is not None and latest.allocated
+    # The cache holds what lockstep wrote, never a restored stale copy: the last removal deallocated
+    # the claim in the same write, since no member uses it any more.
+    assert (
+        latest is not None
+        and latest.metadata.resource_version == api.objects["ns/shared"]["metadata"]["resourceVersion"]
+    )
+    assert not latest.allocated and not api.objects["ns/shared"]["status"].get("allocation")
     assert latest.status.reserved_for == [] and reserved(api, "ns/shared") == []
+    assert len(api.status_writes) == 1 + len(placements)
 
 
 async def test_reusing_a_pending_allocation_still_checks_the_node() -> None:
@@ -439,6 +446,20 @@ async def test_unreserve_after_a_written_reservation_removes_only_that_pod() -> 
     plugin.unreserve(failed.state, failed.pod, failed.node)  # nothing left to remove
     await plugin.wait_for_background()
     assert len(api.status_writes) == 3  # the gang's one write, one conflict, one removal
+
+
+async def test_unreserving_the_last_consumer_deallocates_the_claim() -> None:
+    """Nobody else will: the claim controller only deallocates when it drops the last reservation."""
+    store, api, plugin = setup(echo=True)
+    api.add(claim("solo", exactly("gpu", 1), uid="uid-solo"))
+    [p] = placed(place(plugin, [pod("p", by_name("solo"))]))
+    assert (await plugin.pre_bind(p.state, p.pod, p.node)).ok
+    assert api.objects["ns/solo"]["status"]["allocation"]
+    plugin.unreserve(p.state, p.pod, p.node)
+    await plugin.wait_for_background()
+    assert reserved(api, "ns/solo") == []
+    assert not api.objects["ns/solo"]["status"].get("allocation")
+    assert store.nodes_with_free_devices() == {"node-a", "node-b"}
 
 
 async def test_a_deleted_group_claim_is_created_again() -> None:

@@ -561,14 +561,19 @@ class DynamicResources:
 
     async def _remove_reservation(self, key: str, pod: PodInfo) -> None:
         """Take a pod that will not bind out of ``reservedFor`` (as kube-scheduler's Unreserve does), so
-        the claim is not held for it; once nobody holds it the claim controller deallocates it."""
+        the claim is not held for it. When it was the last consumer the allocation is cleared in the
+        same write: the resourceclaim controller deallocates only when it removes the last reservation
+        itself, so a claim emptied here would otherwise hold its devices forever."""
         for attempt in range(1, RESERVATION_REMOVAL_ATTEMPTS + 1):
             async with self._claim_lock(key):
                 latest = self.store.claims.get(key)
                 if latest is None or not latest.is_reserved_for(pod.uid) or self.claim_api is None:
                     return
                 remaining = [ref for ref in latest.status.reserved_for if ref.uid != pod.uid]
-                outcome = await self.claim_api.write_claim_status(latest, claim_status_patch(None, remaining))
+                status = claim_status_patch(None, remaining)
+                if not remaining:
+                    status["allocation"] = None
+                outcome = await self.claim_api.write_claim_status(latest, status)
                 if outcome.result is WriteResult.WRITTEN and outcome.claim is not None:
                     with contextlib.suppress(AssumeCacheError):
                         self.store.claims.assume(outcome.claim)
