@@ -143,6 +143,10 @@ class AssumeCache(Generic[ObjT]):
         entry = self._entries.get(key)
         return entry is not None and entry.latest is not entry.api_obj
 
+    def values(self) -> list[ObjT]:
+        """The latest version of every object (assumed where assumed)."""
+        return [entry.latest for entry in self._entries.values()]
+
     def __len__(self) -> int:
         return len(self._entries)
 
