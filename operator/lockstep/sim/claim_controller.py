@@ -21,8 +21,10 @@ they are never deleted here, and ``reservedFor`` entries that are not pods are k
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,7 +159,7 @@ def _is_pod_reference(entry: JsonObject) -> bool:
 
 
 def plan_claim(
-    claim: JsonObject, pods: Mapping[str, JsonObject | None], deleted_pod_uids: frozenset[str] | set[str]
+    claim: JsonObject, pods: Mapping[str, JsonObject | None], deleted_pod_uids: Collection[str]
 ) -> ClaimPlan:
     """Decide the claim's fate.
 
@@ -237,11 +239,20 @@ def claims_path(namespace: str, name: str = "") -> str:
     return f"{base}/{name}" if name else base
 
 
+TEMPLATES_PATH = "/apis/resource.k8s.io/v1/resourceclaimtemplates"
+
+
 class ClaimController:
-    def __init__(self, http: KubeHttp, pods: Informer, claims: Informer, *, workers: int = 4) -> None:
+    """``workers`` pods or claims are reconciled concurrently: each pod waits for two round trips
+    (create the claim, patch the pod's status), so concurrency, not CPU, sets the rate."""
+
+    def __init__(self, http: KubeHttp, pods: Informer, claims: Informer, *, workers: int = 16) -> None:
         self.http = http
         self.pods = pods
         self.claims = claims
+        # Templates come from their own informer (upstream reads a lister, not the API, per pod).
+        self.templates = Informer(http, TEMPLATES_PATH)
+        self._templates_task: asyncio.Task[None] | None = None
         self._claims_by_pod_uid: dict[str, set[str]] = {}
         self._claim_pod_uids: dict[str, set[str]] = {}
         self._deleted_pod_uids: OrderedDict[str, None] = OrderedDict()
@@ -250,10 +261,16 @@ class ClaimController:
         claims.add_handler(self._on_claim_event)
 
     def start(self) -> None:
+        self._templates_task = asyncio.create_task(self.templates.run(), name="sim-claim-templates-watch")
         self._queue.start()
 
     async def stop(self) -> None:
         await self._queue.stop()
+        if self._templates_task is not None:
+            self._templates_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._templates_task
+            self._templates_task = None
 
     # --- event routing -------------------------------------------------------------------------
 
@@ -312,18 +329,7 @@ class ClaimController:
         plan = plan_pod(pod, self._owned_claims(pod["metadata"]["uid"]))
         record = dict(plan.record)
         for pod_claim_name, template_name in plan.create.items():
-            template_path = (
-                f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates/{template_name}"
-            )
-            try:
-                template = await self.http.get(template_path)
-            except ApiError as exc:
-                if exc.status == 404:
-                    raise LookupError(
-                        f"pod {key}: spec.resourceClaims[{pod_claim_name}].resourceClaimTemplateName: "
-                        f"ResourceClaimTemplate {namespace}/{template_name} not found"
-                    ) from exc
-                raise
+            template = await self._template(namespace, template_name, f"pod {key}", pod_claim_name)
             created = await self.http.create(
                 claims_path(namespace), claim_from_template(pod, pod_claim_name, template)
             )
@@ -341,6 +347,23 @@ class ClaimController:
                 {"metadata": {"uid": pod["metadata"]["uid"]}, "status": {"resourceClaimStatuses": statuses}},
                 STRATEGIC_MERGE_PATCH,
             )
+
+    async def _template(self, namespace: str, name: str, who: str, pod_claim_name: str) -> JsonObject:
+        cached = self.templates.cache.get(f"{namespace}/{name}")
+        if cached is not None:
+            return cached
+        # Created just before the pod, its watch event may still be on the way: ask the API server.
+        try:
+            return await self.http.get(
+                f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates/{name}"
+            )
+        except ApiError as exc:
+            if exc.status == 404:
+                raise LookupError(
+                    f"{who}: spec.resourceClaims[{pod_claim_name}].resourceClaimTemplateName: "
+                    f"ResourceClaimTemplate {namespace}/{name} not found"
+                ) from exc
+            raise
 
     async def _lookup_pod(self, namespace: str, name: str) -> JsonObject | None:
         cached = self.pods.cache.get(f"{namespace}/{name}")
@@ -360,7 +383,7 @@ class ClaimController:
             return
         namespace = claim["metadata"]["namespace"]
         pods = {pod_name: await self._lookup_pod(namespace, pod_name) for pod_name in claim_pod_names(claim)}
-        plan = plan_claim(claim, pods, set(self._deleted_pod_uids))
+        plan = plan_claim(claim, pods, self._deleted_pod_uids.keys())
         try:
             await self._apply_claim_plan(claim, plan)
         except ApiError as exc:

@@ -6,7 +6,7 @@
   containerStatuses, podIP, hostIP and startTime. Like the real kubelet, it first prepares the
   pod's ResourceClaims: each must exist, be allocated, list the pod in ``status.reservedFor`` and,
   for the simulated driver, hold devices of this node's pool. Until then the pod stays Pending and
-  is checked again every ``claim_retry`` seconds.
+  is checked again when one of its claims changes (or its status names a template's claim).
 - A bound pod with a deletionTimestamp is removed after ``delete_delay`` seconds with a DELETE
   ``gracePeriodSeconds=0`` guarded by the pod's uid, as the kubelet does once its containers stopped.
 - With ``run_seconds`` set, a Running pod is marked Succeeded that long after it started.
@@ -135,6 +135,12 @@ def pod_claim_names(pod: JsonObject) -> list[tuple[str, str | None]]:
     return names
 
 
+def pod_claim_keys(pod: JsonObject) -> list[str]:
+    """``namespace/name`` of the ResourceClaims the pod names (a template's once its status records it)."""
+    namespace = pod["metadata"].get("namespace")
+    return [f"{namespace}/{claim_name}" for _, claim_name in pod_claim_names(pod) if claim_name]
+
+
 def unprepared_claim(pod: JsonObject, claims: dict[str, JsonObject]) -> str | None:
     """Why the kubelet cannot prepare ``pod``'s claims on its node yet, or None when it can.
 
@@ -179,13 +185,11 @@ class Kubelets:
         start_delay: float = 0.1,
         delete_delay: float = 0.1,
         run_seconds: float | None = None,
-        claim_retry: float = 0.1,
         workers: int = 8,
     ) -> None:
         self.http = http
         self.pods = pods
         self.claims = claims
-        self.claim_retry = claim_retry
         self.start_delay = start_delay
         self.delete_delay = delete_delay
         self.run_seconds = run_seconds
@@ -195,8 +199,11 @@ class Kubelets:
         }
         self._next_host: dict[str, int] = {}
         self._scheduled: set[str] = set()
+        # claim key -> keys of pods that could not start until it changes
+        self._waiting_for_claim: dict[str, set[str]] = {}
         self._queue = WorkQueue(self._sync, workers=workers, name="kubelet")
         pods.add_handler(self._on_pod_event)
+        claims.add_handler(self._on_claim_event)
 
     def start(self) -> None:
         self._queue.start()
@@ -225,6 +232,11 @@ class Kubelets:
             self._after(key, "start", self.start_delay)
         elif phase == "Running" and self.run_seconds is not None:
             self._after(key, "finish", self.run_seconds)
+
+    def _on_claim_event(self, event_type: str, claim: JsonObject) -> None:
+        metadata = claim.get("metadata") or {}
+        for pod_key in self._waiting_for_claim.pop(f"{metadata.get('namespace')}/{metadata.get('name')}", ()):
+            self._after(pod_key, "start", 0)
 
     def _after(self, key: str, action: str, delay: float) -> None:
         """Schedule one visit of ``key`` per action; the visit re-reads the pod from the cache."""
@@ -255,10 +267,11 @@ class Kubelets:
                     },
                 )
             elif action == "start" and phase == "Pending":
-                waiting_for = unprepared_claim(pod, self.claims.cache)
-                if waiting_for is not None:
-                    log.debug("pod waits for its claims", pod=key, reason=waiting_for)
-                    self._after(key, "start", self.claim_retry)
+                if unprepared_claim(pod, self.claims.cache) is not None:
+                    # Checked again when a claim changes; a template's claim being recorded in the
+                    # pod's status is a pod event, which schedules a visit by itself.
+                    for claim_key in pod_claim_keys(pod):
+                        self._waiting_for_claim.setdefault(claim_key, set()).add(key)
                     return
                 patch = running_status(
                     pod, self._allocate_pod_ip(node_name), self._node_ips[node_name], now_rfc3339()
