@@ -134,6 +134,9 @@ class SchedulerCore:
             self._last_event_reason.pop(GroupKey(namespace, name), None)
             self.cache.delete_podgroup(namespace, name)
             self.resources.delete_pod_group(namespace, name)
+            dra = self.scheduler.profile.get(DRA_PLUGIN)
+            if self._leading and isinstance(dra, DynamicResources):
+                dra.release_podgroup(namespace, name, str(meta.get("uid") or ""))
             return
         try:
             podgroup = PodGroup.model_validate(raw)

@@ -5,8 +5,14 @@ Pure decisions; the API calls go through ``lockstep.dra.ports``.
 * A pod needs its own ``spec.resourceClaims`` (by name, or the claim generated from a template and
   named in ``status.resourceClaimStatuses``) plus every entry of its PodGroup's
   ``spec.resourceClaims``.
-* Claims are reserved per pod in ``status.reservedFor`` (the kubelet only prepares claims reserved for
-  the pod), also PodGroup-level ones. The API allows at most 256 entries.
+* A claim the pod lists in its own ``spec.resourceClaims`` is reserved for the pod in
+  ``status.reservedFor``: the kubelet prepares only the claims a pod lists, and only when they are
+  reserved for that pod. The API allows at most 256 entries, so at most 256 pods can share such a claim.
+* A claim that reaches the pod only through its PodGroup's ``spec.resourceClaims`` is reserved once, for
+  the PodGroup, as kube-scheduler does for upstream PodGroup claims (KEP-5729): one entry however many
+  members use it, kept while the PodGroup exists and removed by lockstep when the PodGroup is deleted.
+  The kubelet does not prepare these claims for the pods (the pods do not list them), so nothing on the
+  node needs a per-pod entry.
 * kube-controller-manager does not know lockstep's PodGroup, so nobody else creates the claim of a
   PodGroup-level ``resourceClaimTemplateName``: lockstep creates it, with an ownerReference to the
   PodGroup and a name derived from the PodGroup's UID (a retry after a crash finds the same claim),
@@ -47,6 +53,7 @@ class ClaimSource:
     description: str  # where the pod got it from, for messages
     owner_uid: str | None = None  # the pod's UID for claims generated from the pod's templates
     generated: bool = False  # created from a template (by the resourceclaim controller or lockstep)
+    for_group: bool = False  # reached through the PodGroup's spec.resourceClaims: reserved for the group
 
 
 def resolve_claims(
@@ -91,11 +98,12 @@ def resolve_claims(
                         f"{group.namespace}/{name}",
                         f"PodGroup {group.name} claim {ref.name!r}",
                         generated=not ref.resource_claim_name,
+                        for_group=True,
                     )
                 )
     unique: dict[str, ClaimSource] = {}
     for source in sources:
-        unique.setdefault(source.key, source)
+        unique.setdefault(source.key, source)  # a claim the pod lists itself is reserved for the pod
     return list(unique.values())
 
 
@@ -115,12 +123,28 @@ def pod_consumer(pod: PodInfo) -> ResourceClaimConsumerReference:
     return ResourceClaimConsumerReference(api_group=None, resource="pods", name=pod.name, uid=pod.uid)
 
 
+def podgroup_consumer(group: PodGroupInfo) -> ResourceClaimConsumerReference:
+    return ResourceClaimConsumerReference(
+        api_group=GROUP, resource="podgroups", name=group.name, uid=group.uid
+    )
+
+
+def consumer_for(
+    source: ClaimSource, pod: PodInfo, group: PodGroupInfo | None
+) -> ResourceClaimConsumerReference:
+    """Who ``source``'s claim is reserved for when ``pod`` uses it: the pod, or its PodGroup."""
+    if source.for_group and group is not None and group.uid:
+        return podgroup_consumer(group)
+    return pod_consumer(pod)
+
+
 def reserved_for_limit_message(claim_key: str, pod_key: str, consumers: int) -> str:
     return (
         f"ResourceClaim {claim_key} cannot be reserved for pod {pod_key}: status.reservedFor would "
-        f"need {consumers} entries, the API allows at most {RESERVED_FOR_MAX_SIZE}. lockstep reserves "
-        "a shared claim for every pod that uses it because the kubelet only prepares claims reserved "
-        "for its pod; use fewer pods per claim (e.g. one claim per sub-group, or a template per pod)"
+        f"need {consumers} entries, the API allows at most {RESERVED_FOR_MAX_SIZE}. A claim a pod lists "
+        "in its own spec.resourceClaims is reserved for every such pod because the kubelet only prepares "
+        "claims reserved for its pod; use fewer pods per claim (e.g. one claim per sub-group, or a template "
+        "per pod)"
     )
 
 

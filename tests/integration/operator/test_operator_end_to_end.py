@@ -14,6 +14,7 @@ from acceptance_harness import (
     GPU_TEMPLATE,
     NAMESPACE,
     Env,
+    claim,
     eventually,
     operator_settings,
     pod,
@@ -24,7 +25,7 @@ from acceptance_harness import (
 from structlog.testing import capture_logs
 
 from lockstep.controller.runtime import WatchMode
-from lockstep.kube.client import EVENTS, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS
+from lockstep.kube.client import EVENTS, POD_GROUPS, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS
 from lockstep.sim.faults import FaultRule
 
 
@@ -169,14 +170,37 @@ async def _shared_group_claim_scenario(logs: list[dict[str, Any]]) -> None:
         assert entry["name"] == "shared"
         claims = (await env.client.list(RESOURCE_CLAIMS, NAMESPACE))["items"]
         assert [c["metadata"]["name"] for c in claims] == [entry["resourceClaimName"]]
-        [claim] = claims
-        assert claim["metadata"]["ownerReferences"][0]["kind"] == "PodGroup"
-        assert sorted(r["name"] for r in claim["status"]["reservedFor"]) == ["team-0", "team-1", "team-2"]
-        assert len(claim["status"]["allocation"]["devices"]["results"]) == 1
+        [made] = claims
+        assert made["metadata"]["ownerReferences"][0]["kind"] == "PodGroup"
+        # Reserved once, for the PodGroup (the pods do not list the claim, so the kubelet never asks).
+        team_uid = (await env.client.get(POD_GROUPS, NAMESPACE, "team"))["metadata"]["uid"]
+        assert made["status"]["reservedFor"] == [
+            {"apiGroup": "scheduling.lockstep.dev", "resource": "podgroups", "name": "team", "uid": team_uid}
+        ]
+        assert len(made["status"]["allocation"]["devices"]["results"]) == 1
         bound_lines = [line for line in logs if line.get("event") == "bound"]
         assert len(bound_lines) == 3
         assert {line["claim"] for line in bound_lines} == {f"{NAMESPACE}/{entry['resourceClaimName']}"}
         assert {line["podgroup"] for line in bound_lines} == {f"{NAMESPACE}/team"}
+
+
+async def test_deleting_a_podgroup_releases_its_named_claim() -> None:
+    async with simulated_cluster(nodes=1, devices_per_node=1) as env:
+        await env.create(claim("fabric"))
+        await env.create(podgroup("team", 2, claims=[{"name": "fabric", "resourceClaimName": "fabric"}]))
+        for i in range(2):
+            await env.create(pod(f"team-{i}", "team"))
+        await eventually(lambda: bound(env, "team", 2), what="the gang bound with its named group claim")
+        held = await env.claim("fabric")
+        assert [r["name"] for r in held["status"]["reservedFor"]] == ["team"]
+
+        await env.client.delete(POD_GROUPS, NAMESPACE, "team")
+
+        async def released() -> bool:
+            status = (await env.claim("fabric")).get("status") or {}
+            return not status.get("reservedFor") and not status.get("allocation")
+
+        await eventually(released, what="the claim released when its PodGroup was deleted")
 
 
 async def test_a_single_pod_that_fits_nowhere_says_why_on_the_pod() -> None:

@@ -77,7 +77,68 @@ async def test_gang_with_a_group_claim_places_all_members_with_one_claim_write()
     )
     assert all(s.ok for s in statuses)
     assert len(api.status_writes) == 1
-    assert len(api.objects["ns/shared"]["status"]["reservedFor"]) == 6
+    # A PodGroup claim is reserved once, for the PodGroup (as upstream does for PodGroup claims).
+    assert api.objects["ns/shared"]["status"]["reservedFor"] == [
+        {"apiGroup": "scheduling.lockstep.dev", "resource": "podgroups", "name": "g", "uid": "uid-g"}
+    ]
+
+
+async def test_a_claim_the_members_list_themselves_is_reserved_for_each_of_them_in_one_write() -> None:
+    cache, _, api, cycle = cluster(nodes=3, devices_per_node=2)
+    api.add(claim("shared", exactly("gpu", 2), uid="uid-shared"))
+    shared = PodClaimRef("gpu", resource_claim_name="shared")
+    group = PodGroupInfo("ns", "g", "uid-g", min_count=6, is_gang=True, claims=(shared,))
+    cache.upsert_podgroup(group)
+    for i in range(6):
+        cache.upsert_pod(member(f"g-{i}", "g", shared))
+    outcome = cycle.run(group, cache.unscheduled_members(GroupKey("ns", "g")))
+    assert outcome.status.ok, outcome.status
+    plugin = dra_plugin(cycle)
+    statuses = await asyncio.gather(
+        *(plugin.pre_bind(p.state, p.pod, p.node_name) for p in outcome.placements)
+    )
+    assert all(s.ok for s in statuses)
+    assert len(api.status_writes) == 1
+    # Listed by the pods (and the PodGroup too): the kubelet needs each pod in reservedFor.
+    reserved = api.objects["ns/shared"]["status"]["reservedFor"]
+    assert sorted(ref["name"] for ref in reserved) == [f"g-{i}" for i in range(6)]
+    assert {ref["resource"] for ref in reserved} == {"pods"}
+
+
+async def test_a_podgroup_claim_shared_by_1000_members_is_written_once() -> None:
+    """Upstream's SharedPodGroupResourceClaimTemplate workload (#140263): no per-pod entries, so the
+    256-entry limit of reservedFor does not cap the group."""
+    cache, store, api, cycle = cluster(nodes=2, devices_per_node=1)
+    api.add(claim("shared", exactly("gpu", 1), uid="uid-shared"))
+    group = add_group(cache, "big", 1000, 1000, PodClaimRef("gpu", resource_claim_name="shared"))
+    outcome = cycle.run(group, cache.unscheduled_members(GroupKey("ns", "big")))
+    assert outcome.status.ok, outcome.status
+    assert len(outcome.placements) == 1000
+    plugin = dra_plugin(cycle)
+    statuses = await asyncio.gather(
+        *(plugin.pre_bind(p.state, p.pod, p.node_name) for p in outcome.placements)
+    )
+    assert all(s.ok for s in statuses)
+    assert len(api.status_writes) == 1
+    assert [ref["name"] for ref in api.objects["ns/shared"]["status"]["reservedFor"]] == ["big"]
+    assert len(store.in_flight) == 0
+
+
+async def test_deleting_the_podgroup_releases_its_claims() -> None:
+    cache, _, api, cycle = cluster(nodes=1, devices_per_node=1)
+    api.add(claim("shared", exactly("gpu", 1), uid="uid-shared"))
+    api.add(claim("other", exactly("gpu", 1), uid="uid-other"))
+    group = add_group(cache, "g", 2, 2, PodClaimRef("gpu", resource_claim_name="shared"))
+    outcome = cycle.run(group, cache.unscheduled_members(GroupKey("ns", "g")))
+    plugin = dra_plugin(cycle)
+    await asyncio.gather(*(plugin.pre_bind(p.state, p.pod, p.node_name) for p in outcome.placements))
+    assert api.objects["ns/shared"]["status"]["allocation"]
+
+    plugin.release_podgroup("ns", "g", "uid-g")
+    await plugin.wait_for_background()
+    status = api.objects["ns/shared"]["status"]
+    assert not status.get("reservedFor") and not status.get("allocation")  # nobody else held it
+    assert len(api.status_writes) == 2  # the claim nobody reserved was not touched
 
 
 def test_gang_that_cannot_get_devices_is_released_completely() -> None:
@@ -143,10 +204,13 @@ def test_a_lone_pod_still_gets_its_preferred_alternative() -> None:
     assert pending is not None and [r.request for r in pending.devices.results] == ["gpu/two", "gpu/two"]
 
 
-def test_gang_of_257_sharing_a_claim_is_unschedulable_and_writes_nothing() -> None:
+def test_gang_of_257_listing_a_shared_claim_is_unschedulable_and_writes_nothing() -> None:
     cache, store, api, cycle = cluster(nodes=2, devices_per_node=1)
     api.add(claim("shared", exactly("gpu", 1), uid="uid-shared"))
-    group = add_group(cache, "big", 257, 257, PodClaimRef("shared", resource_claim_name="shared"))
+    group = PodGroupInfo("ns", "big", "uid-big", min_count=257, is_gang=True)
+    cache.upsert_podgroup(group)
+    for i in range(257):
+        cache.upsert_pod(member(f"big-{i}", "big", PodClaimRef("gpu", resource_claim_name="shared")))
     outcome = cycle.run(group, cache.unscheduled_members(GroupKey("ns", "big")))
     assert outcome.status.code is Code.UNSCHEDULABLE
     [diagnosis] = outcome.diagnoses

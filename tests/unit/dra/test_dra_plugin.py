@@ -326,7 +326,7 @@ def test_devices_in_flight_are_not_given_to_the_next_pod() -> None:
     assert isinstance(last, Status) and last.cause == "InsufficientDevices"
 
 
-async def test_group_level_template_claim_is_created_then_shared_and_reserved_per_pod() -> None:
+async def test_group_level_template_claim_is_created_then_shared_and_reserved_for_the_group() -> None:
     store, api, plugin = setup()
     template = parse_resource(
         ResourceClaimTemplate,
@@ -368,7 +368,7 @@ async def test_group_level_template_claim_is_created_then_shared_and_reserved_pe
     statuses = await pre_bind_all(plugin, placements)
     assert all(s.ok for s in statuses)
     key = f"ns/{report.created[0]}"
-    assert reserved(api, key) == ["m0", "m1", "m2"]
+    assert reserved(api, key) == ["g"]  # the PodGroup, once: the pods do not list the claim
     assert len(api.status_writes) == 1
 
 

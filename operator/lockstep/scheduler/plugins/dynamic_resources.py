@@ -43,8 +43,8 @@ from lockstep.dra.claims import (
     ClaimsNotReady,
     check_owner,
     claim_status_patch,
+    consumer_for,
     merged_consumers,
-    pod_consumer,
     reserved_for_limit_message,
     resolve_claims,
 )
@@ -89,6 +89,8 @@ class _PodClaims:
     """The pod's claims as PreFilter sorted them; carried to Filter, Reserve, PreBind, Unreserve."""
 
     claims: list[ResourceClaim]
+    # Who each claim is reserved for when this pod uses it: the pod, or its PodGroup (a group claim).
+    consumers: list[ResourceClaimConsumerReference] = field(default_factory=list)
     # Claims allocated already (cache) or pending (in flight): index in ``claims`` -> that allocation.
     placed: dict[int, AllocationResult] = field(default_factory=dict)
     to_allocate: list[int] = field(default_factory=list)
@@ -163,7 +165,8 @@ class DynamicResources:
         return value if isinstance(value, _PodClaims) else None
 
     def _consumers(self, claim: ResourceClaim) -> set[str]:
-        return {ref.uid for ref in claim.status.reserved_for} | set(self._plans.get(claim.key, ()))
+        planned = self._plans.get(claim.key, {})
+        return {ref.uid for ref in claim.status.reserved_for} | {ref.uid for ref in planned.values()}
 
     # --- PreFilter / Filter ------------------------------------------------------------------------
 
@@ -203,14 +206,16 @@ class DynamicResources:
             problem = check_owner(claim, source, pod)
             if problem is not None:
                 return Status.unresolvable(self.name, "ClaimNotOwned", problem)
+            consumer = consumer_for(source, pod, state.group)
             consumers = self._consumers(claim)
-            if pod.uid not in consumers and len(consumers) >= RESERVED_FOR_MAX_SIZE:
+            if consumer.uid not in consumers and len(consumers) >= RESERVED_FOR_MAX_SIZE:
                 return Status.unschedulable(
                     self.name,
                     "ReservedForLimit",
                     reserved_for_limit_message(claim.key, pod.key, len(consumers) + 1),
                 )
             pod_claims.claims.append(claim)
+            pod_claims.consumers.append(consumer)
             pending = claim.status.allocation or self.store.in_flight.get(claim.metadata.uid)
             if pending is not None:
                 pod_claims.placed[index] = pending
@@ -509,14 +514,15 @@ class DynamicResources:
                 )
             if not status.ok:
                 return status
+            consumer = pod_claims.consumers[index]
             consumers = self._consumers(latest)
-            if pod.uid not in consumers and len(consumers) >= RESERVED_FOR_MAX_SIZE:
+            if consumer.uid not in consumers and len(consumers) >= RESERVED_FOR_MAX_SIZE:
                 return Status.unschedulable(
                     self.name,
                     "ReservedForLimit",
                     reserved_for_limit_message(key, pod.key, len(consumers) + 1),
                 )
-            self._plans.setdefault(key, {})[pod.uid] = pod_consumer(pod)
+            self._plans.setdefault(key, {})[pod.uid] = consumer
             pod_claims.planned.append(key)
         return SUCCESS
 
@@ -548,7 +554,16 @@ class DynamicResources:
         for claim in pod_claims.claims:
             latest = self.store.claims.get(claim.key)
             if latest is not None and latest.is_reserved_for(pod.uid):
-                self._in_background(self._remove_reservation(claim.key, pod))
+                self._in_background(self._remove_reservation(claim.key, pod.uid, f"pod {pod.key}"))
+
+    def release_podgroup(self, namespace: str, name: str, uid: str) -> None:
+        """The PodGroup is gone: take it out of the ``reservedFor`` of the claims reserved for it (the
+        resourceclaim controller only knows pods), deallocating a claim nobody else holds."""
+        if not uid:
+            return
+        for claim in self.store.claims.values():
+            if claim.metadata.namespace == namespace and claim.is_reserved_for(uid):
+                self._in_background(self._remove_reservation(claim.key, uid, f"PodGroup {namespace}/{name}"))
 
     def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
         try:
@@ -559,17 +574,18 @@ class DynamicResources:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _remove_reservation(self, key: str, pod: PodInfo) -> None:
-        """Take a pod that will not bind out of ``reservedFor`` (as kube-scheduler's Unreserve does), so
-        the claim is not held for it. When it was the last consumer the allocation is cleared in the
-        same write: the resourceclaim controller deallocates only when it removes the last reservation
-        itself, so a claim emptied here would otherwise hold its devices forever."""
+    async def _remove_reservation(self, key: str, consumer_uid: str, consumer: str) -> None:
+        """Take a consumer out of ``reservedFor`` (a pod that will not bind, as kube-scheduler's Unreserve
+        does, or a deleted PodGroup), so the claim is not held for it. When it was the last consumer the
+        allocation is cleared in the same write: the resourceclaim controller deallocates only when it
+        removes the last reservation itself, so a claim emptied here would otherwise hold its devices
+        forever."""
         for attempt in range(1, RESERVATION_REMOVAL_ATTEMPTS + 1):
             async with self._claim_lock(key):
                 latest = self.store.claims.get(key)
-                if latest is None or not latest.is_reserved_for(pod.uid) or self.claim_api is None:
+                if latest is None or not latest.is_reserved_for(consumer_uid) or self.claim_api is None:
                     return
-                remaining = [ref for ref in latest.status.reserved_for if ref.uid != pod.uid]
+                remaining = [ref for ref in latest.status.reserved_for if ref.uid != consumer_uid]
                 status = claim_status_patch(None, remaining)
                 if not remaining:
                     status["allocation"] = None
@@ -582,8 +598,8 @@ class DynamicResources:
                     return
             await asyncio.sleep(0.05 * attempt)  # a conflict: wait for the informer's newer copy
         log.warning(
-            "could not remove pod %s from status.reservedFor of ResourceClaim %s after %d attempts: %s %s",
-            pod.key,
+            "could not remove %s from status.reservedFor of ResourceClaim %s after %d attempts: %s %s",
+            consumer,
             key,
             RESERVATION_REMOVAL_ATTEMPTS,
             outcome.result.value,
@@ -622,28 +638,30 @@ class DynamicResources:
         pod_claims = self._pod_claims(state, pod)
         if pod_claims is None:
             return SUCCESS
-        for claim in pod_claims.claims:
+        for claim, consumer in zip(pod_claims.claims, pod_claims.consumers, strict=True):
             async with self._claim_lock(claim.key):
-                status = await self._write_claim(claim, pod)
+                status = await self._write_claim(claim, pod, consumer)
             if not status.ok:
                 return status
         return SUCCESS
 
-    async def _write_claim(self, claim: ResourceClaim, pod: PodInfo) -> Status:
+    async def _write_claim(
+        self, claim: ResourceClaim, pod: PodInfo, consumer: ResourceClaimConsumerReference
+    ) -> Status:
         uid, key = claim.metadata.uid, claim.key
         latest = self.store.claims.get(key)
         if latest is None or latest.metadata.uid != uid:
             return Status.unschedulable(self.name, "ClaimNotFound", f"ResourceClaim {key} was deleted")
-        if latest.status.allocation is not None and latest.is_reserved_for(pod.uid):
-            return SUCCESS  # an earlier member's write reserved it for this pod too
+        if latest.status.allocation is not None and latest.is_reserved_for(consumer.uid):
+            return SUCCESS  # an earlier member's write reserved it for this pod (or its PodGroup) too
         allocation = None
         if latest.status.allocation is None:
             allocation = self.store.in_flight.get(uid)
             if allocation is None:
                 return Status.error(self.name, f"ResourceClaim {key} has no allocation and none is pending")
         planned = list(self._plans.get(key, {}).values())
-        if not any(ref.uid == pod.uid for ref in planned):
-            planned.append(pod_consumer(pod))
+        if not any(ref.uid == consumer.uid for ref in planned):
+            planned.append(consumer)
         consumers = merged_consumers(latest, planned)
         if len(consumers) > RESERVED_FOR_MAX_SIZE:
             return Status.unschedulable(
@@ -668,6 +686,6 @@ class DynamicResources:
         self.store.in_flight.maybe_remove(uid, force=True)
         written = {ref.uid for ref in consumers}
         plan = self._plans.get(key, {})
-        for pod_uid in written & set(plan):
+        for pod_uid in [uid for uid, ref in plan.items() if ref.uid in written]:
             self._unplan(key, pod_uid)
         return SUCCESS
