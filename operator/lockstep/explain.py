@@ -212,16 +212,26 @@ def describe_claims(podgroup: Mapping[str, Any], state: ClusterState) -> list[st
             lines.append(f"{INDENT}{name} [{origin}]: does not exist")
             continue
         allocation = claim.get("status", {}).get("allocation")
-        reserved = len(claim.get("status", {}).get("reservedFor", []))
+        reserved = _consumers(claim.get("status", {}).get("reservedFor") or [])
         if allocation:
             devices = ", ".join(
                 f"{r['driver']}/{r['pool']}/{r['device']}"
                 for r in allocation.get("devices", {}).get("results", [])
             )
-            lines.append(f"{INDENT}{name} [{origin}]: allocated ({devices}), reserved for {reserved} pods")
+            lines.append(f"{INDENT}{name} [{origin}]: allocated ({devices}), reserved for {reserved}")
         else:
             lines.append(f"{INDENT}{name} [{origin}]: not allocated")
     return lines
+
+
+def _consumers(reserved_for: list[dict[str, Any]]) -> str:
+    """``3 pods`` or ``PodGroup team`` (a PodGroup claim is reserved once, for the group)."""
+    groups = [ref.get("name", "") for ref in reserved_for if ref.get("resource") == "podgroups"]
+    pods = len(reserved_for) - len(groups)
+    parts = [f"PodGroup {name}" for name in groups]
+    if pods or not parts:
+        parts.append(f"{pods} pod{'' if pods == 1 else 's'}")
+    return ", ".join(parts)
 
 
 def describe_dry_run(result: CycleOutcome | str) -> list[str]:

@@ -102,3 +102,14 @@ def test_reference_must_be_namespace_slash_name(capsys: pytest.CaptureFixture[st
     args = argparse.Namespace(podgroup="nope", kubeconfig=None, feature_gates=None)
     assert explain_command(args) == 1
     assert "expected NAMESPACE/PODGROUP, got 'nope'" in capsys.readouterr().err
+
+
+def test_claim_consumers_name_a_podgroup_reservation_and_count_pods() -> None:
+    from lockstep.explain import _consumers
+
+    group = {"apiGroup": "scheduling.lockstep.dev", "resource": "podgroups", "name": "team", "uid": "u"}
+    pod_refs = [{"resource": "pods", "name": f"p{i}", "uid": f"p{i}"} for i in range(3)]
+    assert _consumers([group]) == "PodGroup team"
+    assert _consumers(pod_refs) == "3 pods"
+    assert _consumers(pod_refs[:1]) == "1 pod"
+    assert _consumers([group, *pod_refs]) == "PodGroup team, 3 pods"
