@@ -61,10 +61,12 @@ class LoadGenerator:
         client: ApiClient,
         tracker: Tracker,
         shape: NodeShape,
+        ceiling: CeilingBinder | None = None,
     ) -> None:
         self.client = client
         self.tracker = tracker
         self.shape = shape
+        self.ceiling = ceiling  # binds each gang as soon as all its pods exist (the ceiling phase)
         self.created_gangs: list[GangSpec] = []
 
     async def create_gang(self, gang: GangSpec) -> None:
@@ -73,6 +75,8 @@ class LoadGenerator:
             await self.client.create(PODGROUPS_PATH, podgroup_manifest(gang))
         await asyncio.gather(*(self._create_pod(gang, i) for i in range(gang.pods)))
         self.created_gangs.append(gang)
+        if self.ceiling is not None:
+            self.ceiling.gang_created(gang)
 
     async def _create_pod(self, gang: GangSpec, index: int) -> None:
         manifest = pod_manifest(gang, index, self.shape)
@@ -86,6 +90,8 @@ class LoadGenerator:
 
     async def delete_gang(self, gang: GangSpec) -> None:
         self.tracker.remove_gang(gang)
+        if self.ceiling is not None:
+            self.ceiling.forget_gang(gang)
         self.created_gangs.remove(gang)
         await asyncio.gather(
             *(self.client.delete(f"{PODS_PATH}/{pod_name(gang, i)}") for i in range(gang.pods))
@@ -197,26 +203,46 @@ class CompletionWatcher:
 class CeilingBinder:
     """The ceiling: POSTs a binding for every pod to a node decided up front, and does nothing else.
 
-    It runs once all pods exist, so it measures how fast this emulator, with its kubelets and
-    watchers reacting, accepts bindings. Nodes are taken round-robin; only counted pods are bound, and
-    where capacity limits the workload (fewer pods expected than counted) only that many.
+    It binds each gang as soon as all its pods exist (the load generator calls :meth:`bind_gang`), so
+    it runs under the same creation load as lockstep and both phases are timed from the first create:
+    the ceiling is the fastest any scheduler could keep up with this load on this machine. Nodes are
+    taken round-robin; only counted pods are bound, and where capacity limits the workload (fewer pods
+    expected than counted) only that many.
     """
 
-    def __init__(self, client: ApiClient, nodes: Sequence[str]) -> None:
+    def __init__(self, client: ApiClient, nodes: Sequence[str], limit: int) -> None:
         if not nodes:
             raise ValueError("CeilingBinder needs at least one node to bind to")
         self.client = client
         self.nodes = list(nodes)
+        self.remaining = limit
+        self._next_node = 0
+        self._bound: dict[str, int] = {}  # gang -> pods bound
+        self._tasks: set[asyncio.Task[None]] = set()
 
-    async def bind_all(self, gangs: Sequence[GangSpec], limit: int) -> None:
-        pods = [pod_name(g, i) for g in gangs if g.counted for i in range(g.pods)][:limit]
-        queue: asyncio.Queue[tuple[int, str]] = asyncio.Queue()
-        for item in enumerate(pods):
-            queue.put_nowait(item)
+    def gang_created(self, gang: GangSpec) -> None:
+        """Bind the gang in the background: the load generator goes on creating meanwhile."""
+        task = asyncio.create_task(self.bind_gang(gang), name=f"ceiling-{gang.name}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
-        async def worker() -> None:
-            while not queue.empty():
-                index, name = queue.get_nowait()
-                await self.client.bind(NAMESPACE, name, self.nodes[index % len(self.nodes)])
+    async def wait(self) -> None:
+        """Until every binding started so far is answered (raises the first that failed)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks))
 
-        await asyncio.gather(*(worker() for _ in range(min(self.client.connections, len(pods)))))
+    def forget_gang(self, gang: GangSpec) -> None:
+        """The gang was deleted (churn): its pods no longer count against the limit."""
+        self.remaining += self._bound.pop(gang.name, 0)
+
+    async def bind_gang(self, gang: GangSpec) -> None:
+        if not gang.counted:
+            return
+        count = min(gang.pods, self.remaining)
+        self.remaining -= count
+        self._bound[gang.name] = count
+        targets = []
+        for index in range(count):
+            targets.append((pod_name(gang, index), self.nodes[self._next_node % len(self.nodes)]))
+            self._next_node += 1
+        await asyncio.gather(*(self.client.bind(NAMESPACE, name, node) for name, node in targets))

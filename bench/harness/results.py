@@ -149,8 +149,8 @@ def summarize_phase(
 ) -> PhaseResult:
     """Throughput and latency of the pods in ``expected``, timed from ``start`` to the last bind.
 
-    For the scheduler ``start`` is the first create, so a scheduler that keeps up with the load
-    generator is limited by creation, like scheduler_perf; for the ceiling it is the first binding.
+    ``start`` is the first create in every phase, so a scheduler that keeps up with the load generator
+    is limited by creation, like scheduler_perf; the ceiling binds each gang as soon as it exists.
     """
     expected_names = set(expected)
     measured = {name: pods[name] for name in expected_names if name in pods}

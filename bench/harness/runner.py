@@ -154,7 +154,8 @@ async def measure(
     tracker = Tracker(workload.pods_expected, claims_allocated=operator is not None)
     watcher = CompletionWatcher(client, tracker)
     await watcher.start()
-    generator = LoadGenerator(client, tracker, shape)
+    binder = CeilingBinder(client, node_names, workload.pods_expected) if operator is None else None
+    generator = LoadGenerator(client, tracker, shape, binder)
     stats_before = server_counts(await client.admin("/__sim/stats"))
     sent_before = Counter(client.sent)
     usage_before = operator.usage() if operator is not None else None
@@ -165,17 +166,15 @@ async def measure(
         for child in (sim, operator):
             if child is not None:
                 profilers[child.name] = Profiler(child.pid, child.log.with_suffix(".collapsed"))
-    load_start = start = time.monotonic()
+    start = time.monotonic()
     timed_out = False
     try:
         creation = asyncio.create_task(generator.run(workload.gangs), name="bench-load")
         replaced = await churn(generator, workload, creation)
         await creation
         create_done = time.monotonic()
-        if operator is None:
-            # The ceiling's clock starts when its bindings start: all pods exist by then.
-            start = create_done
-            await CeilingBinder(client, node_names).bind_all(generator.created_gangs, workload.pods_expected)
+        if binder is not None:
+            await binder.wait()
         tracker.creation_finished()
         deadline = start + phase_timeout(workload)
         while not tracker.complete.is_set():
@@ -204,7 +203,7 @@ async def measure(
         await watcher.stop()
     stats_after = server_counts(await client.admin("/__sim/stats"))
     own = client.sent - sent_before
-    result = summarize_phase(phase, tracker.pods, tracker.counted, start, create_done - load_start)
+    result = summarize_phase(phase, tracker.pods, tracker.counted, start, create_done - start)
     result.pods_expected = workload.pods_expected
     result.server_requests = server_minus_own(stats_before, stats_after, own)
     if usage_before is not None and usage_after is not None:
@@ -220,7 +219,7 @@ async def measure(
     if tracker.claims_recorded_at:
         # How fast the emulator's resourceclaim controller made the pods' claims: a scheduler cannot
         # place a pod before its claim exists.
-        claims_seconds = max(tracker.claims_recorded_at) - load_start
+        claims_seconds = max(tracker.claims_recorded_at) - start
         result.extra["claims_made_per_second"] = round(len(tracker.claims_recorded_at) / claims_seconds, 2)
     if metrics_before is not None and metrics_after is not None:
         result.operator_requests_by_method = delta(metrics_before, metrics_after, REQUESTS, "method")
