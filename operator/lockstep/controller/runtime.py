@@ -60,11 +60,12 @@ class MissingApiError(RuntimeError):
 
 
 class WatchMode(StrEnum):
-    """How a kind is watched. The kinds with an object per pod (pods, claims) default to RAW;
-    bench/pod_watch.py measured operator CPU per pod: pods 0.75 ms raw against 2.8 ms through Kopf
-    (1,000 pods, 20 nodes); with a template claim per pod, claims raw 3.9-4.3 ms against 4.7-5.2 ms
-    through Kopf (500 pods, 100 nodes, a loaded 2-core machine). The low-volume kinds (PodGroups,
-    nodes, slices, device classes, templates) go through Kopf, where the cost is the same."""
+    """How a kind is watched. Every kind defaults to RAW. bench/pod_watch.py measured operator CPU per
+    pod: pods 0.75 ms raw against 2.8 ms through Kopf (1,000 pods, 20 nodes); with a template claim
+    per pod, claims raw 3.9-4.3 ms against 4.7-5.2 ms through Kopf (500 pods, 100 nodes, a loaded
+    2-core machine). The other kinds are not low-volume either: a PodGroup gets a watch event per
+    status write, and Kopf's own LIST of 5,000 nodes, 0.6 ms per event, plus the re-list that catches
+    deletions Kopf never reports, landed after start-up, while the first gangs were scheduled."""
 
     RAW = "raw"  # list+watch on the shared aiohttp session, parsed with orjson
     KOPF = "kopf"  # a Kopf on.event handler
@@ -75,7 +76,7 @@ class RuntimeOptions:
     identity: str = ""
     pod_watch: WatchMode = WatchMode.RAW
     claim_watch: WatchMode = WatchMode.RAW
-    other_watch: WatchMode = WatchMode.KOPF
+    other_watch: WatchMode = WatchMode.RAW
     shutdown_grace_seconds: float = 20.0
     status_flush_interval: float = 0.5
     status_retry_seconds: float = 1.0
@@ -319,11 +320,8 @@ class Operator:
                         kind, namespace, field_selector=selector, limit=500, continue_token=continue_token
                     )
                 except ApiError as exc:
-                    if exc.not_found:  # listing an unknown namespace is empty, not 404
-                        raise MissingApiError(
-                            f"the API server does not serve {kind.plural}.{kind.group or 'core'}/"
-                            f"{kind.version}" + (" (install crds/ first)" if kind is POD_GROUPS else "")
-                        ) from exc
+                    if exc.not_found:
+                        raise _missing_api(kind) from exc
                     raise
                 for obj in page.get("items") or ():
                     obj.setdefault("apiVersion", kind.api_version)
@@ -374,21 +372,29 @@ class Operator:
             watches += [(kind, sink, namespace, selector) for namespace in namespaces or [None]]
         foreign = f"spec.schedulerName!={self.settings.scheduler_name},spec.nodeName!="
         watches.append((PODS, self.core.on_pod, None, foreign))
-        synced: list[asyncio.Event] = []
-        for kind, sink, namespace, selector in watches:
-            done = asyncio.Event()
-            synced.append(done)
-            watch = RawWatch(
+        informers = [
+            RawWatch(
                 self.client,
                 kind,
                 _with_kind(kind, sink),
                 namespace=namespace,
                 field_selector=selector,
                 retry_delay=self.options.watch_retry_delay,
-                on_synced=done.set,
             )
-            self._spawn(watch.run(), f"watch-{kind.plural}")
-        await asyncio.gather(*(event.wait() for event in synced))
+            for kind, sink, namespace, selector in watches
+        ]
+
+        async def sync(watch: RawWatch) -> None:
+            try:
+                await watch.sync()
+            except ApiError as exc:
+                if exc.not_found:
+                    raise _missing_api(watch.kind) from exc
+                raise
+
+        await asyncio.gather(*(sync(watch) for watch in informers))
+        for watch in informers:
+            self._spawn(watch.run(), f"watch-{watch.kind.plural}")
 
     async def _take_over_signals(self, kopf_ready: asyncio.Event, stop: asyncio.Event) -> None:
         """Kopf installs SIGTERM/SIGINT handlers that stop it at once; once it is up, route the
@@ -474,6 +480,14 @@ class Operator:
         if self.elector is not None and not self.stopped_leading:
             await self.elector.release()
         log.info("stopped", identity=self.identity, seconds=round(time.monotonic() - started, 3))
+
+
+def _missing_api(kind: ResourceKind) -> MissingApiError:
+    """What a 404 on a LIST means (listing an unknown namespace is empty, not 404)."""
+    return MissingApiError(
+        f"the API server does not serve {kind.plural}.{kind.group or 'core'}/{kind.version}"
+        + (" (install crds/ first)" if kind is POD_GROUPS else "")
+    )
 
 
 def _object_key(obj: Mapping[str, Any]) -> str:

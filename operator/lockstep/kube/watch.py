@@ -55,16 +55,26 @@ class RawWatch:
         self.on_synced = on_synced
         self.relists = 0
         self._known: dict[str, str] = {}  # key -> uid of every object delivered and not deleted
+        self._synced_at: str | None = None  # the resourceVersion of a :meth:`sync` not yet watched from
+
+    async def sync(self) -> None:
+        """The first LIST, delivered before :meth:`run` starts watching from where it ended. Unlike
+        the LISTs inside :meth:`run`, its errors reach the caller (a kind the server does not serve
+        is a start-up error, not something to retry forever)."""
+        self._synced_at = await self._relist()
 
     async def run(self) -> None:
         synced = False
         while True:
-            try:
-                resource_version = await self._relist()
-            except (TimeoutError, ApiError, aiohttp.ClientError, OSError) as exc:
-                log.warning("list failed, retrying", resource=self.kind.plural, error=str(exc))
-                await asyncio.sleep(self.retry_delay)
-                continue
+            if self._synced_at is not None:
+                resource_version, self._synced_at = self._synced_at, None
+            else:
+                try:
+                    resource_version = await self._relist()
+                except (TimeoutError, ApiError, aiohttp.ClientError, OSError) as exc:
+                    log.warning("list failed, retrying", resource=self.kind.plural, error=str(exc))
+                    await asyncio.sleep(self.retry_delay)
+                    continue
             if not synced:
                 synced = True
                 if self.on_synced is not None:
