@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 from collections.abc import Callable, Sequence
 from enum import Enum
@@ -22,6 +23,11 @@ COMMANDS: dict[str, str] = {
     "bench": "lockstep.benchmarks:bench_command",
     "explain": "lockstep.explain:explain_command",
 }
+# The operator and the emulator keep tens of thousands of long-lived objects (pods, claims, watch
+# windows); at CPython's default thresholds (700, 10, 10) full collections of that heap took about 40%
+# of the operator's CPU and 25% of the emulator's in the claim-template benchmark.
+LONG_RUNNING_COMMANDS = frozenset({"run", "sim", "demo"})
+GC_THRESHOLDS = (50_000, 20, 20)
 
 
 def _flag(field_name: str) -> str:
@@ -122,4 +128,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return USAGE_EXIT
+    if args.command in LONG_RUNNING_COMMANDS:
+        gc.set_threshold(*GC_THRESHOLDS)
     return _resolve(COMMANDS[args.command])(args)
