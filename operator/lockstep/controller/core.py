@@ -29,7 +29,14 @@ from lockstep.api.resource import (
     parse_resource,
 )
 from lockstep.config import Settings
-from lockstep.controller.status import AttemptResult, AttemptSummary, GroupRef, ReasonCount
+from lockstep.controller.status import (
+    MEMBERS_ARRIVING,
+    SETTLE_SECONDS,
+    AttemptResult,
+    AttemptSummary,
+    GroupRef,
+    ReasonCount,
+)
 from lockstep.dra.claims import ensure_group_claims
 from lockstep.dra.features import allocator_features
 from lockstep.dra.store import ResourceStore
@@ -94,6 +101,7 @@ class SchedulerCore:
         self._last_attempt: GroupAttempt | None = None
         self._leading = False
         self._last_event_reason: dict[GroupKey, str] = {}
+        self.waiting_event_delay = SETTLE_SECONDS
 
     # --- watch feed -------------------------------------------------------------------------------------
 
@@ -378,11 +386,25 @@ class SchedulerCore:
         elif attempt.code is Code.WAIT:
             # Waiting repeats while members arrive one by one: one event when the group starts to wait.
             if previous != "Waiting":
-                self.events.record(reference, NORMAL, "Waiting", attempt.message)
+                if set(attempt.causes) == {MEMBERS_ARRIVING}:
+                    self._waiting_event_if_still_waiting(key, reference)
+                else:
+                    self.events.record(reference, NORMAL, "Waiting", attempt.message)
         elif attempt.causes.get("Timeout"):
             self.events.record(reference, WARNING, "Timeout", attempt.message)
         else:
             self.events.record(reference, WARNING, "FailedScheduling", attempt.message)
+
+    def _waiting_event_if_still_waiting(self, key: GroupKey, reference: ObjectReference) -> None:
+        """A gang whose pods are still being created usually starts within a moment (as the status
+        writer holds that phase back): its Waiting event is recorded only if it still waits then."""
+
+        def due() -> None:
+            attempt = self.scheduler.attempts.get(key)
+            if attempt is not None and attempt.code is Code.WAIT:
+                self.events.record(reference, NORMAL, "Waiting", attempt.message)
+
+        asyncio.get_running_loop().call_later(self.waiting_event_delay, due)
 
     def on_pod_bound(self, pod: PodInfo, node_name: str) -> None:
         self.metrics.bindings.labels("bound").inc()

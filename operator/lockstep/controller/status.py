@@ -132,8 +132,45 @@ class GroupMembers:
 
 # Phases a gang passes through on its way to Running, usually within a moment: the writer holds them
 # back for ``settle_seconds`` so that the common path is one write, and writes them only if the group
-# stays there (bindings slow to land, containers slow to start).
-PASSING_PHASES = frozenset({PodGroupPhase.SCHEDULING.value, PodGroupPhase.SCHEDULED.value})
+# stays there (pods slow to be created, bindings slow to land, containers slow to start).
+PASSING_PHASES = frozenset(
+    {PodGroupPhase.PENDING.value, PodGroupPhase.SCHEDULING.value, PodGroupPhase.SCHEDULED.value}
+)
+# Waiting only for its own members to be created: a gang's pods arrive one by one.
+MEMBERS_ARRIVING = "TooFewPods"
+# How long a passing phase is held back (and a Waiting event for arriving members deferred).
+SETTLE_SECONDS = 1.0
+
+
+def passing(status: Mapping[str, Any]) -> bool:
+    """Whether a desired status is one a gang usually passes through within a moment."""
+    if status["phase"] in PASSING_PHASES:
+        return True
+    reasons = status.get("unschedulableReasons") or ()
+    return (
+        status["phase"] == PodGroupPhase.WAITING.value
+        and bool(reasons)
+        and all(r["reason"] == MEMBERS_ARRIVING for r in reasons)
+    )
+
+
+def _version(meta: Mapping[str, Any]) -> int | None:
+    try:
+        return int(meta.get("resourceVersion") or "")
+    except ValueError:
+        return None
+
+
+def _not_newer(body: Mapping[str, Any], known: Mapping[str, Any]) -> bool:
+    """Whether a watch event shows the same PodGroup at a version no newer than the writer's copy: its
+    own patch answer can be ahead of the watch, and patching from the older copy would only earn a
+    409. Versions compare as integers, as kube-scheduler's assume cache does; others count as newer."""
+    meta, known_meta = body.get("metadata") or {}, known.get("metadata") or {}
+    if not meta.get("uid") or meta.get("uid") != known_meta.get("uid"):
+        return False
+    theirs, ours = _version(meta), _version(known_meta)
+    return theirs is not None and ours is not None and theirs <= ours
+
 
 # Phases that only the scheduler's attempts decide; a new leader that has not attempted the group
 # yet keeps them as its predecessor wrote them.
@@ -277,7 +314,7 @@ class StatusWriter:
         attempt_of: Callable[[GroupRef], AttemptSummary | None],
         flush_interval: float = 0.05,
         retry_delay: float = 1.0,
-        settle_seconds: float = 1.0,
+        settle_seconds: float = SETTLE_SECONDS,
         concurrency: int = 16,
         on_write: Callable[[str], None] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -306,6 +343,9 @@ class StatusWriter:
             self.podgroups.pop(key, None)
             self._dirty.discard(key)
             self._release(key)
+            return
+        known = self.podgroups.get(key)
+        if known is not None and _not_newer(body, known):
             return
         self.podgroups[key] = dict(body)
         self.mark(key)
@@ -385,7 +425,7 @@ class StatusWriter:
     def _hold(self, key: GroupRef, current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
         """Whether to hold back a write that only moves the group into a passing phase. The hold
         ends ``settle_seconds`` after it began, and the group is marked then."""
-        if desired["phase"] not in PASSING_PHASES or current.get("phase") == desired["phase"]:
+        if not passing(desired) or current.get("phase") == desired["phase"]:
             self._release(key)
             return False
         timer = self._held.get(key)

@@ -6,7 +6,10 @@
   ``similar_window`` seconds collapse into one "(combined from similar events)" Event.
 - A token bucket per object (``burst`` events, one more every ``refill_seconds``) drops the rest.
 
-``record`` never blocks and never raises: events are written by a background task.
+``record`` never blocks and never raises: events are written by background writers, up to
+``concurrency`` at a time. An event goes to the writer with the shortest queue, unless its object
+already has an event queued: then to that writer, behind it, so the aggregation above sees each
+earlier write of the object finished.
 """
 
 from __future__ import annotations
@@ -72,6 +75,10 @@ class _Pending:
     reason: str
     message: str
 
+    @property
+    def object_key(self) -> str:
+        return self.involved.uid or f"{self.involved.namespace}/{self.involved.name}"
+
 
 class EventRecorder:
     def __init__(
@@ -84,6 +91,8 @@ class EventRecorder:
         similar_limit: int = 10,
         similar_window: float = 600.0,
         max_tracked: int = 4096,
+        concurrency: int = 8,
+        max_queued: int = 10000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
@@ -97,19 +106,31 @@ class EventRecorder:
         self.dropped = 0
         self.created = 0
         self.updated = 0
-        self._queue: asyncio.Queue[_Pending] = asyncio.Queue(maxsize=10000)
+        per_writer = max(1, max_queued // concurrency)
+        self._queues: list[asyncio.Queue[_Pending]] = [
+            asyncio.Queue(maxsize=per_writer) for _ in range(concurrency)
+        ]
+        self._queued: dict[str, tuple[int, int]] = {}  # object key -> (writer, events queued or in flight)
         self._emitted: OrderedDict[tuple[str, str, str, str], _Emitted] = OrderedDict()
         self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
         self._similar: OrderedDict[tuple[str, str, str], _Similar] = OrderedDict()
 
     def record(self, involved: ObjectReference, event_type: str, reason: str, message: str) -> None:
-        if not self._take_token(involved.uid or f"{involved.namespace}/{involved.name}"):
+        pending = _Pending(involved, event_type, reason, message[:1024])
+        key = pending.object_key
+        if not self._take_token(key):
             self.dropped += 1
             return
+        writer, queued = self._queued.get(key) or (
+            min(range(len(self._queues)), key=lambda i: self._queues[i].qsize()),
+            0,
+        )
         try:
-            self._queue.put_nowait(_Pending(involved, event_type, reason, message[:1024]))
+            self._queues[writer].put_nowait(pending)
         except asyncio.QueueFull:
             self.dropped += 1
+            return
+        self._queued[key] = (writer, queued + 1)
 
     def _take_token(self, key: str) -> bool:
         now = self.clock()
@@ -146,18 +167,24 @@ class EventRecorder:
         return pending.message
 
     async def run(self) -> None:
+        await asyncio.gather(*(self._writer(queue) for queue in self._queues))
+
+    async def _writer(self, queue: asyncio.Queue[_Pending]) -> None:
         while True:
-            pending = await self._queue.get()
+            pending = await queue.get()
             try:
                 await self._write(pending)
             except Exception as exc:  # an event is best effort: never take the operator down
                 log.warning("event write failed", reason=pending.reason, error=str(exc))
             finally:
-                self._queue.task_done()
+                queue.task_done()
+                writer, queued = self._queued.pop(pending.object_key)
+                if queued > 1:
+                    self._queued[pending.object_key] = (writer, queued - 1)
 
     async def flush(self) -> None:
         """Wait until everything recorded so far is written (needs :meth:`run` running)."""
-        await self._queue.join()
+        await asyncio.gather(*(queue.join() for queue in self._queues))
 
     async def _write(self, pending: _Pending) -> None:
         message = self._aggregate(pending)

@@ -1,0 +1,78 @@
+"""A gang whose pods are still being created passes through Pending and Waiting (TooFewPods): both are
+held back like Scheduling and Scheduled, so a gang that is created, bound and started within the
+settle window gets one status write and no Waiting event; a gang that stays short of members still
+shows Waiting (TooFewPods) and gets its Waiting event once the window has passed."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import kopf
+from acceptance_harness import NAMESPACE, eventually, pod, podgroup, simulated_cluster
+from test_podgroup_status_writes import phases_written
+
+from lockstep.controller.status import GroupMembers, StatusWriter
+from lockstep.kube.client import EVENTS, KubeClient
+
+
+async def events_of(client: KubeClient, name: str) -> list[str]:
+    items = (await client.list(EVENTS, NAMESPACE)).get("items") or []
+    return [e["reason"] for e in items if e["involvedObject"]["name"] == name]
+
+
+async def test_a_gang_created_member_by_member_gets_one_status_write_and_no_waiting_event() -> None:
+    async with simulated_cluster(nodes=2) as env, phases_written(env, "arriving") as phases:
+        await env.create(podgroup("arriving", 4))
+        for i in range(4):
+            await env.create(pod(f"arriving-{i}", "arriving"))
+            await asyncio.sleep(0.1)  # the scheduler sees the gang short of members in between
+        await eventually(lambda: asyncio.sleep(0, "Running" in phases), what="PodGroup arriving Running")
+        await asyncio.sleep(1.5)  # past the settle window: nothing else is written
+        assert phases == ["Running"]
+        assert env.operator.status is not None and env.operator.status.writes == 1
+        await eventually(
+            lambda: events_of(env.client, "arriving"), what="the Scheduled event of PodGroup arriving"
+        )
+        assert await events_of(env.client, "arriving") == ["Scheduled"]
+
+
+async def test_a_gang_short_of_members_shows_waiting_and_gets_its_event_after_the_window() -> None:
+    async with simulated_cluster(nodes=2) as env, phases_written(env, "short") as phases:
+        await env.create(podgroup("short", 3))
+        for i in range(2):
+            await env.create(pod(f"short-{i}", "short"))
+
+        async def waiting() -> dict[str, Any]:
+            status = await env.podgroup_status("short")
+            return status if status.get("phase") == "Waiting" else {}
+
+        status = await eventually(waiting, what="PodGroup short Waiting")
+        assert [r["reason"] for r in status["unschedulableReasons"]] == ["TooFewPods"]
+        assert phases == ["Waiting"]
+        await eventually(lambda: events_of(env.client, "short"), what="the Waiting event of PodGroup short")
+        assert await events_of(env.client, "short") == ["Waiting"]
+
+
+def podgroup_at(version: str, phase: str) -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": NAMESPACE, "name": "g", "uid": "u-1", "resourceVersion": version},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
+        "status": {"phase": phase},
+    }
+
+
+async def test_a_watch_event_older_than_the_writers_own_patch_answer_is_not_taken() -> None:
+    async with KubeClient(kopf.ConnectionInfo(server="http://127.0.0.1:9")) as unused:
+        writer = StatusWriter(unused, GroupMembers(), attempt_of=lambda _: None)
+        key = (NAMESPACE, "g")
+        writer.observe_podgroup("ADDED", podgroup_at("5", ""))
+        writer.podgroups[key] = podgroup_at("7", "Running")  # what the writer's patch answered
+        writer.observe_podgroup("MODIFIED", podgroup_at("6", "Pending"))  # still in flight on the watch
+        assert writer.podgroups[key]["metadata"]["resourceVersion"] == "7"
+        writer.observe_podgroup("MODIFIED", podgroup_at("8", "Running"))
+        assert writer.podgroups[key]["metadata"]["resourceVersion"] == "8"
+        recreated = podgroup_at("3", "")
+        recreated["metadata"]["uid"] = "u-2"  # deleted and created again: a new object, whatever its version
+        writer.observe_podgroup("ADDED", recreated)
+        assert writer.podgroups[key]["metadata"]["uid"] == "u-2"
