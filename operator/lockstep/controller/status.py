@@ -139,7 +139,7 @@ PASSING_PHASES = frozenset(
 # Waiting only for its own members to be created: a gang's pods arrive one by one.
 MEMBERS_ARRIVING = "TooFewPods"
 # How long a passing phase is held back (and a Waiting event for arriving members deferred).
-SETTLE_SECONDS = 1.0
+SETTLE_SECONDS = 2.0
 
 
 def passing(status: Mapping[str, Any]) -> bool:
@@ -380,7 +380,7 @@ class StatusWriter:
                 if not status_differs(body.get("status") or {}, desired):
                     self._release(key)
                     return
-                if self._hold(key, body.get("status") or {}, desired):
+                if self._hold(key, desired):
                     return
                 version = str((body.get("metadata") or {}).get("resourceVersion") or "")
                 try:
@@ -422,10 +422,10 @@ class StatusWriter:
                 return
             self._retry_later(key)  # the object kept changing under three attempts
 
-    def _hold(self, key: GroupRef, current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
-        """Whether to hold back a write that only moves the group into a passing phase. The hold
-        ends ``settle_seconds`` after it began, and the group is marked then."""
-        if not passing(desired) or current.get("phase") == desired["phase"]:
+    def _hold(self, key: GroupRef, desired: Mapping[str, Any]) -> bool:
+        """Whether to hold back a write into (or within: counts of members binding and starting) a
+        passing phase. The hold ends ``settle_seconds`` after it began, and the group is marked then."""
+        if not passing(desired):
             self._release(key)
             return False
         timer = self._held.get(key)

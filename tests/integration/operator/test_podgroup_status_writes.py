@@ -38,7 +38,7 @@ async def phases_written(env: Env, group: str) -> AsyncIterator[list[str]]:
 
 
 async def test_a_gang_that_binds_and_runs_at_once_skips_the_passing_phases() -> None:
-    # Containers start 0.9 s after binding: past the writer's 0.5 s flush, within its 1 s hold.
+    # Containers start 0.9 s after binding: past the writer's 0.5 s flush, within its settle window.
     async with (
         simulated_cluster(nodes=2, kubelet_start_delay=0.9) as env,
         phases_written(env, "quick") as phases,
