@@ -78,7 +78,9 @@ class SchedulerCore:
         self.settings = settings
         self.events = events
         self.metrics = metrics
-        self.resources = ResourceStore(allocator_features(settings.feature_gates), self._resources_changed)
+        self.resources = ResourceStore(
+            allocator_features(settings.feature_gates), self._resources_changed, self._claim_added
+        )
         self.claim_api = KubeClaimAPI(client)
         self.scheduler = Scheduler(
             settings,
@@ -204,7 +206,36 @@ class SchedulerCore:
         if event_type == "DELETED":
             self.resources.delete_claim(str(meta.get("namespace")), str(meta.get("name")))
             return
+        known = self.resources.claims.get(f"{meta.get('namespace')}/{meta.get('name')}")
+        if (
+            known is not None
+            and known.metadata.uid == meta.get("uid")
+            and known.metadata.resource_version == meta.get("resourceVersion")
+        ):
+            # The echo of our own write (assumed from its answer) or a re-list: parsed already.
+            self.resources.upsert_claim(known)
+            return
         self._parse_into(ResourceClaim, raw, self.resources.upsert_claim)
+
+    def _claim_added(self, claim: ResourceClaim) -> None:
+        """A claim generated for a pod wakes only that pod's group; any other new claim (named by
+        pods or PodGroups) wakes every group that failed on claims. A pod naming another pod's
+        generated claim directly is not woken by it and retries when its backoff expires."""
+        owner = next(
+            (
+                ref
+                for ref in claim.metadata.owner_references
+                if ref.controller and ref.kind == "Pod" and ref.api_version == "v1"
+            ),
+            None,
+        )
+        if owner is None:
+            self._resources_changed()
+            return
+        pod = self.cache.get_pod(owner.uid)
+        if pod is not None:  # else no pod of ours waits for it
+            self.scheduler.on_cluster_event(ClusterEvent.MEMBER_CHANGED, pod.group_key)
+            self.on_cluster_event(ClusterEvent.MEMBER_CHANGED, pod.group_key)
 
     def on_slice(self, event_type: str, raw: dict[str, Any]) -> None:
         if event_type == "DELETED":

@@ -70,7 +70,15 @@ class _DeviceUsage:
 
 
 class ResourceStore:
-    def __init__(self, features: Features, on_resources_changed: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        features: Features,
+        on_resources_changed: Callable[[], None] | None = None,
+        on_claim_added: Callable[[ResourceClaim], None] | None = None,
+    ) -> None:
+        """``on_resources_changed``: something that can let waiting pods fit (devices freed, a slice,
+        class or template changed). ``on_claim_added``: a claim appeared; without it that counts as
+        ``on_resources_changed`` too."""
         self.features = features
         self.claims: AssumeCache[ResourceClaim] = AssumeCache()
         self._usage = _DeviceUsage()
@@ -87,6 +95,7 @@ class ResourceStore:
         self.templates: dict[str, ResourceClaimTemplate] = {}
         self._group_claims: dict[GroupRef, dict[str, str | None]] = {}
         self._on_resources_changed = on_resources_changed
+        self._on_claim_added = on_claim_added
         self.allocator = Allocator(features, self.inventory, self.classes, self.device_in_use)
 
         # Free node-local devices per node, recounted when the inventory changes.
@@ -136,10 +145,14 @@ class ResourceStore:
             self._usage.remove("claim", old)
         if new is not None:
             self._usage.add("claim", new)
-        if (old is None and new is not None) or (
-            old is not None and old.allocated and (new is None or not new.allocated)
-        ):
-            self._changed()  # a claim pods waited for appeared, or an allocation was released
+        if old is None and new is not None:
+            # A new claim frees no device: it helps only the pods that wait for it to appear.
+            if self._on_claim_added is not None:
+                self._on_claim_added(new)
+            else:
+                self._changed()
+        elif old is not None and old.allocated and (new is None or not new.allocated):
+            self._changed()  # an allocation was released
 
     # --- watch feed ---------------------------------------------------------------------------------
 
