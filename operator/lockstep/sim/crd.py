@@ -192,9 +192,33 @@ class SchemaValidator:
                 self.validate(item, additional, _child(path, key))
 
 
+def _has_transition_rules(schema: JsonObject) -> bool:
+    """Whether a rule at or below this schema node reads ``oldSelf`` (memoized per schema node)."""
+    known = _TRANSITION_RULES.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    found = any("oldSelf" in rule.get("rule", "") for rule in schema.get("x-kubernetes-validations") or [])
+    children = [
+        *(schema.get("properties") or {}).values(),
+        schema.get("additionalProperties"),
+        schema.get("items"),
+    ]
+    found = found or any(isinstance(child, dict) and _has_transition_rules(child) for child in children)
+    _TRANSITION_RULES[id(schema)] = (schema, found)  # the node is kept, so its id is not reused
+    return found
+
+
+_TRANSITION_RULES: dict[int, tuple[JsonObject, bool]] = {}
+
+
 def run_cel_rules(value: Any, old: Any, schema: JsonObject, path: str, errors: list[FieldError]) -> None:
-    """Evaluate ``x-kubernetes-validations`` at every schema node that holds a value."""
+    """Evaluate ``x-kubernetes-validations`` at every schema node that holds a value. A value equal to
+    the old object's is not validated again (CRD validation ratcheting, GA in 1.33: errors on
+    unchanged values are ignored), unless a rule below reads ``oldSelf``: a status write does not
+    re-run the spec's rules."""
     if value is None:
+        return
+    if old is not None and value == old and not _has_transition_rules(schema):
         return
     for rule in schema.get("x-kubernetes-validations") or []:
         expression = rule.get("rule", "")
