@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from lockstep import GROUP
 from lockstep.api.node import parse_node
 from lockstep.api.pod import InvalidObjectError, parse_pod
 from lockstep.api.podgroup import PodGroup
@@ -318,6 +319,23 @@ class SchedulerCore:
         self._leading = True
         for podgroup in list(self._podgroups.values()):
             self._ensure_group_claims(podgroup)
+        self._release_claims_of_deleted_podgroups()
+
+    def _release_claims_of_deleted_podgroups(self) -> None:
+        """Claims still reserved for a PodGroup that was deleted while no lockstep led: release them.
+        Safe here: the informers' initial lists are complete before leadership is taken."""
+        dra = self.scheduler.profile.get(DRA_PLUGIN)
+        if not isinstance(dra, DynamicResources):
+            return
+        live = {podgroup.metadata.uid for podgroup in self._podgroups.values()}
+        gone: dict[str, tuple[str, str]] = {}
+        for claim in self.resources.claims.values():
+            for ref in claim.status.reserved_for:
+                if ref.api_group == GROUP and ref.resource == "podgroups" and ref.uid not in live:
+                    gone[ref.uid] = (claim.metadata.namespace, ref.name)
+        for uid, (namespace, name) in gone.items():
+            log.info("releasing the claims of a deleted PodGroup", podgroup=f"{namespace}/{name}")
+            dra.release_podgroup(namespace, name, uid)
 
     def stop_accepting(self) -> None:
         self._accepting = False

@@ -16,6 +16,7 @@ from acceptance_harness import (
     NAMESPACE,
     Env,
     PodEvents,
+    claim,
     eventually,
     operator_settings,
     pod,
@@ -25,7 +26,7 @@ from acceptance_harness import (
 )
 
 from lockstep.controller.runtime import OperatorThread
-from lockstep.kube.client import LEASES, NODES, RESOURCE_CLAIM_TEMPLATES
+from lockstep.kube.client import LEASES, NODES, POD_GROUPS, RESOURCE_CLAIM_TEMPLATES
 from lockstep.sim.faults import FaultRule
 
 ONE_GPU = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
@@ -218,3 +219,25 @@ async def test_a_leader_that_cannot_renew_steps_down_and_exits() -> None:
         await eventually(lambda: leads(second), within=10, what="the follower to take over")
         await create_gang(env, "later", 2)
         await eventually(lambda: gang_bound(env, "later", 2), what="the new leader to schedule")
+
+
+async def test_a_podgroup_deleted_while_no_operator_ran_has_its_claim_released_at_start() -> None:
+    async with simulated_cluster(nodes=1, devices_per_node=1, start_operator=False) as env:
+        await env.create(claim("fabric"))
+        await env.create(podgroup("team", 2, claims=[{"name": "fabric", "resourceClaimName": "fabric"}]))
+        first = await env.start_operator()
+        for i in range(2):
+            await env.create(pod(f"team-{i}", "team"))
+        await eventually(lambda: gang_bound(env, "team", 2), what="the gang bound with its group claim")
+        reserved = ((await env.claim("fabric")).get("status") or {}).get("reservedFor") or []
+        assert [ref["name"] for ref in reserved] == ["team"]
+        await asyncio.to_thread(first.kill)
+
+        await env.client.delete(POD_GROUPS, NAMESPACE, "team")
+        await env.start_operator()
+
+        async def released() -> bool:
+            status = (await env.claim("fabric")).get("status") or {}
+            return not status.get("reservedFor") and not status.get("allocation")
+
+        await eventually(released, what="the claim of the PodGroup deleted meanwhile released")
