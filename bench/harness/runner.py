@@ -30,7 +30,7 @@ from harness.loadgen import (
     churn,
     create_setup,
 )
-from harness.opmetrics import CONFLICTS, REQUESTS, delta, scrape, writes
+from harness.opmetrics import CONFLICTS, REQUESTS, Samples, delta, scrape, writes
 from harness.procs import Child, ProcessFailed, start_operator, start_sim
 from harness.profile import Profiler, report
 from harness.results import PhaseResult, WorkloadRun, server_minus_own, summarize_phase
@@ -60,6 +60,8 @@ DRIVER = DeviceDriver(
 WARMUP_NAMESPACE = "bench-warmup"
 WARMUP_TIMEOUT_SECONDS = 60.0
 SETTLE_TIMEOUT_SECONDS = 60.0
+QUIET_SECONDS = 3.0
+QUIET_TIMEOUT_SECONDS = 30.0
 PHASES = ("ceiling", "lockstep")
 
 
@@ -80,6 +82,22 @@ async def settle(tracker: Tracker) -> None:
             not_running=len(tracker.awaiting_running),
             without_claims=len(tracker.awaiting_claims),
         )
+
+
+async def quiet_metrics(url: str) -> Samples:
+    """The operator's metrics once its request counters stood still for ``QUIET_SECONDS`` (its status
+    writer holds passing phases back for up to 2 s and flushes every 0.5 s), or after
+    ``QUIET_TIMEOUT_SECONDS``."""
+    deadline = time.monotonic() + QUIET_TIMEOUT_SECONDS
+    samples = await scrape(url)
+    while time.monotonic() < deadline:
+        await asyncio.sleep(QUIET_SECONDS)
+        later = await scrape(url)
+        if delta(samples, later, REQUESTS, "method") == {}:
+            return later
+        samples = later
+    log.warning("the operator kept sending requests after the phase", waited=QUIET_TIMEOUT_SECONDS)
+    return samples
 
 
 def node_shape(node: Mapping[str, Any]) -> NodeShape:
@@ -195,8 +213,11 @@ async def measure(
                 with profile_to.open("a") as out:
                     out.write(report(profiler.stop(), f"{name}, {workload.name} {phase}") + "\n\n")
         await settle(tracker)
-        # After settling, so PodGroup status writes coalesced past the last binding are counted too.
-        metrics_after = await scrape(operator.metrics_url) if operator and operator.metrics_url else None
+        # After settling and once the operator stopped writing, so PodGroup status writes held back
+        # past the last binding, and Events still queued, are counted too.
+        metrics_after = (
+            await quiet_metrics(operator.metrics_url) if operator and operator.metrics_url else None
+        )
     finally:
         for profiler in profilers.values():
             profiler.stop()
