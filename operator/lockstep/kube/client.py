@@ -284,19 +284,15 @@ class KubeClient:
                 await self._reauthenticate()  # the caller's retry uses the new credentials
             if response.status >= 400:
                 raise _error_from(response.status, await response.read(), what)
-            buffer = b""
+            partial = b""  # the start of a line whose end is still to come
             async for chunk in response.content.iter_any():
-                buffer += chunk
-                while True:
-                    line_end = buffer.find(b"\n")
-                    if line_end < 0:
-                        break
-                    line = buffer[:line_end]
-                    buffer = buffer[line_end + 1 :]
-                    if line.strip():
+                lines = (partial + chunk if partial else chunk).split(b"\n")
+                partial = lines.pop()
+                for line in lines:
+                    if line and not line.isspace():
                         yield orjson.loads(line)
-            if buffer.strip():
-                yield orjson.loads(buffer)
+            if partial and not partial.isspace():
+                yield orjson.loads(partial)
 
 
 def _error_from(status: int, raw: bytes, what: str) -> ApiError:
