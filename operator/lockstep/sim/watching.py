@@ -207,9 +207,16 @@ class Informer:
                 raise WatchExpired()
             if response.status >= 300:
                 raise ApiError("GET", self.path, response.status, await response.text())
-            async for line in response.content:
-                if line.strip():
-                    await self._handle_event(orjson.loads(line))
+            # Whole chunks split once: the server batches a burst of events into one write.
+            partial = b""
+            async for chunk in response.content.iter_any():
+                lines = (partial + chunk if partial else chunk).split(b"\n")
+                partial = lines.pop()
+                for line in lines:
+                    if line and not line.isspace():
+                        await self._handle_event(orjson.loads(line))
+            if partial and not partial.isspace():
+                await self._handle_event(orjson.loads(partial))
 
     async def _handle_event(self, event: JsonObject) -> None:
         event_type = event.get("type", "")
