@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lockstep.dra.k8s_types import Quantity, QuantityError, parse_quantity
@@ -337,10 +338,35 @@ def _location(loc: tuple[int | str, ...]) -> str:
     return path or "(object)"
 
 
+# Validated claim specs by their JSON: a spec is immutable and every claim made from one template has
+# the same one, so each claim event validates only its metadata and status. The specs are shared
+# between claims and must not be modified.
+_CLAIM_SPECS: dict[bytes, BaseModel] = {}
+CLAIM_SPECS_KEPT = 1024
+
+
+def _validate(model: type[ResourceT], obj: dict[str, Any]) -> ResourceT:
+    spec = obj.get("spec")
+    if model is not ResourceClaim or not isinstance(spec, dict):
+        return model.model_validate(obj)
+    try:
+        key = orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # not JSON (built in code, not read from the API): no sharing
+        return model.model_validate(obj)
+    validated = _CLAIM_SPECS.get(key)
+    if validated is not None:
+        return model.model_validate({**obj, "spec": validated})
+    parsed = model.model_validate(obj)
+    if len(_CLAIM_SPECS) >= CLAIM_SPECS_KEPT:
+        del _CLAIM_SPECS[next(iter(_CLAIM_SPECS))]
+    _CLAIM_SPECS[key] = parsed.spec
+    return parsed
+
+
 def parse_resource(model: type[ResourceT], obj: dict[str, Any]) -> ResourceT:
     """Validate an API object; on failure raise ResourceModelError naming the object and each field."""
     try:
-        return model.model_validate(obj)
+        return _validate(model, obj)
     except ValidationError as exc:
         metadata = obj.get("metadata") if isinstance(obj, dict) else None
         metadata = metadata if isinstance(metadata, dict) else {}
