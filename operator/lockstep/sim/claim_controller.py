@@ -93,17 +93,32 @@ def generate_name(pod_name: str, pod_claim_name: str) -> str:
     return f"{pod_part}-{claim_part}"
 
 
+def unrecorded_template_claims(pod: JsonObject) -> dict[str, str]:
+    """Pod claim name -> template of the pod's template entries whose claim its status does not name
+    yet; none for a pod being deleted."""
+    if pod.get("metadata", {}).get("deletionTimestamp"):
+        return {}
+    recorded = {
+        status.get("name"): status.get("resourceClaimName")
+        for status in pod.get("status", {}).get("resourceClaimStatuses") or []
+    }
+    return {
+        pod_claim["name"]: pod_claim["resourceClaimTemplateName"]
+        for pod_claim in pod.get("spec", {}).get("resourceClaims") or []
+        if pod_claim.get("resourceClaimTemplateName")
+        and pod_claim.get("name")
+        and not recorded.get(pod_claim["name"])
+    }
+
+
 def plan_pod(pod: JsonObject, owned_claims: list[JsonObject]) -> PodPlan:
     """Claims to create for ``pod`` and claim names to record in its status.
 
     ``owned_claims`` are the claims whose controlling owner is this pod (by uid).
     """
-    if pod.get("metadata", {}).get("deletionTimestamp"):
+    wanted = unrecorded_template_claims(pod)
+    if not wanted:
         return PodPlan()
-    recorded = {
-        status.get("name"): status.get("resourceClaimName")
-        for status in pod.get("status", {}).get("resourceClaimStatuses") or []
-    }
     by_pod_claim = {
         claim["metadata"].get("annotations", {}).get(POD_CLAIM_ANNOTATION): claim["metadata"]["name"]
         for claim in owned_claims
@@ -111,11 +126,7 @@ def plan_pod(pod: JsonObject, owned_claims: list[JsonObject]) -> PodPlan:
     }
     create: dict[str, str] = {}
     record: dict[str, str] = {}
-    for pod_claim in pod.get("spec", {}).get("resourceClaims") or []:
-        template = pod_claim.get("resourceClaimTemplateName")
-        name = pod_claim.get("name")
-        if not template or not name or recorded.get(name):
-            continue
+    for name, template in wanted.items():
         existing = by_pod_claim.get(name)
         if existing:
             record[name] = existing
@@ -280,7 +291,7 @@ class ClaimController:
             self._deleted_pod_uids[uid] = None
             while len(self._deleted_pod_uids) > DELETED_POD_MEMORY:
                 self._deleted_pod_uids.popitem(last=False)
-        elif any(c.get("resourceClaimTemplateName") for c in pod.get("spec", {}).get("resourceClaims") or []):
+        elif unrecorded_template_claims(pod):
             self._queue.add("pod:" + object_key(pod))
         if event_type == "DELETED" or is_pod_done(pod):
             self._queue.add_all("claim:" + key for key in self._claims_by_pod_uid.get(uid, ()))
