@@ -198,10 +198,10 @@ class ResourceStore:
         self._group_claims.pop((namespace, name), None)
 
     def record_group_claims(self, group: GroupRef, claim_names: Mapping[str, str | None]) -> None:
-        before = self._group_claims.get(group)
-        merged = {**(before or {}), **claim_names}
+        before = self._group_claims.get(group, {})
+        merged = {**before, **claim_names}
         self._group_claims[group] = merged
-        if merged != before:
+        if merged != before:  # a PodGroup without claims, seen for the first time, changes nothing
             self._changed()
 
     def group_claim_names(self, group: GroupRef) -> Mapping[str, str | None]:

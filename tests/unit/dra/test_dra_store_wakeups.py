@@ -45,3 +45,14 @@ def test_without_a_claim_hook_a_new_claim_counts_as_a_change() -> None:
     store, seen = recording_store(with_claim_hook=False)
     store.upsert_claim(claim("c", exactly("gpu")))
     assert seen == ["resources changed"]
+
+
+def test_a_podgroup_status_without_claim_names_is_no_change() -> None:
+    store, seen = recording_store(with_claim_hook=True)
+    store.record_group_claims(("ns", "g"), {})
+    store.record_group_claims(("ns", "g"), {})
+    assert seen == []
+    store.record_group_claims(("ns", "g"), {"gpu": "g-gpu-abcde"})
+    assert seen == ["resources changed"]
+    store.record_group_claims(("ns", "g"), {"gpu": "g-gpu-abcde"})
+    assert seen == ["resources changed"]
