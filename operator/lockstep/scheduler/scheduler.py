@@ -259,13 +259,13 @@ class Scheduler:
         total = self.cache.live_member_count(key)
         if key.pod_group and group is None:
             self.queue.gate(key, _PODGROUP_MISSING_LIFTED_BY)
-            self._record(
-                key,
-                Code.WAIT,
-                f"waiting for PodGroup {key} to exist ({total} member pods present)",
-                min_count=min_count,
-                total=total,
-            )
+            message = f"waiting for PodGroup {key} to exist ({total} member pods present)"
+            self._record(key, Code.WAIT, message, min_count=min_count, total=total)
+            if self.cache.podgroup_deleted(key):
+                # No PodGroup status can say why any more, and nothing brings it back by itself (a
+                # PodGroup created after its pods is the usual order, and needs no pod write).
+                for pod in self.cache.unscheduled_members(key):
+                    self._spawn(self.report_unschedulable(pod, reason_for(Code.WAIT), message))
             return
         if total < min_count:
             self.queue.gate(key, _TOO_FEW_PODS_LIFTED_BY)

@@ -76,10 +76,11 @@ class _Group:
     """A group's PodGroup and member pods (ours, not finished), with counts kept as they change so
     that PreEnqueue and PlacementFeasible never walk a large gang."""
 
-    __slots__ = ("info", "live", "members", "priority", "priority_stale", "scheduled")
+    __slots__ = ("deleted", "info", "live", "members", "priority", "priority_stale", "scheduled")
 
     def __init__(self) -> None:
         self.info: PodGroupInfo | None = None
+        self.deleted = False  # the PodGroup existed and was deleted while members remain
         self.members: dict[str, PodInfo] = {}  # uid -> pod, in first-seen order
         self.live = 0  # members not being deleted
         self.scheduled = 0  # live members bound or assumed
@@ -405,6 +406,7 @@ class ClusterCache:
         group = self._groups.setdefault(info.key, _Group())
         old = group.info
         group.info = info
+        group.deleted = False
         if old is None:
             self._emit(ClusterEvent.GROUP_ADDED, info.key)
         elif info.min_count < old.min_count or (old.is_gang and not info.is_gang):
@@ -418,6 +420,7 @@ class ClusterCache:
         if group is None or group.info is None:
             return
         group.info = None
+        group.deleted = True
         if not group.members:
             del self._groups[key]
         self._emit(ClusterEvent.GROUP_DELETED, key)
@@ -425,6 +428,11 @@ class ClusterCache:
     def podgroup(self, key: GroupKey) -> PodGroupInfo | None:
         group = self._groups.get(key)
         return group.info if group is not None else None
+
+    def podgroup_deleted(self, key: GroupKey) -> bool:
+        """Whether the group's PodGroup was seen and then deleted (not merely not created yet)."""
+        group = self._groups.get(key)
+        return group is not None and group.deleted
 
     def members(self, key: GroupKey) -> list[PodInfo]:
         """The group's pods that are ours and not finished (deleting ones included)."""
