@@ -290,14 +290,18 @@ def desired_status(
     return status
 
 
+def status_changes(current: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of ``desired`` the current status does not show (None where a field is to be
+    cleared): the body of the merge patch, not the whole status."""
+    return {
+        key: value
+        for key, value in desired.items()
+        if (current.get(key) is not None if value is None else current.get(key) != value)
+    }
+
+
 def status_differs(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
-    for key, value in desired.items():
-        if value is None:
-            if current.get(key) is not None:
-                return True
-        elif current.get(key) != value:
-            return True
-    return False
+    return bool(status_changes(current, desired))
 
 
 GroupRef = tuple[str, str]
@@ -377,7 +381,8 @@ class StatusWriter:
                 if body is None:
                     return
                 desired = desired_status(body, self.members.counts(key), self.attempt_of(key), self.clock())
-                if not status_differs(body.get("status") or {}, desired):
+                changes = status_changes(body.get("status") or {}, desired)
+                if not changes:
                     self._release(key)
                     return
                 if self._hold(key, desired):
@@ -390,7 +395,7 @@ class StatusWriter:
                         key[0],
                         key[1],
                         version,
-                        {"status": desired},
+                        {"status": changes},
                         subresource="status",
                     )
                 except ApiError as exc:

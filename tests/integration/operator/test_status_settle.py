@@ -12,7 +12,7 @@ import kopf
 from acceptance_harness import NAMESPACE, eventually, pod, podgroup, simulated_cluster
 from test_podgroup_status_writes import phases_written
 
-from lockstep.controller.status import GroupMembers, StatusWriter
+from lockstep.controller.status import GroupMembers, StatusWriter, status_changes
 from lockstep.kube.client import EVENTS, KubeClient
 
 
@@ -76,3 +76,15 @@ async def test_a_watch_event_older_than_the_writers_own_patch_answer_is_not_take
         recreated["metadata"]["uid"] = "u-2"  # deleted and created again: a new object, whatever its version
         writer.observe_podgroup("ADDED", recreated)
         assert writer.podgroups[key]["metadata"]["uid"] == "u-2"
+
+
+def test_a_status_patch_carries_only_what_changed() -> None:
+    current = {"phase": "Waiting", "total": 1, "scheduled": 0, "nextRetryTime": "2026-01-01T00:00:00Z"}
+    desired = {
+        "phase": "Running",
+        "total": 1,
+        "scheduled": 1,
+        "nextRetryTime": None,
+        "unschedulableReasons": None,
+    }
+    assert status_changes(current, desired) == {"phase": "Running", "scheduled": 1, "nextRetryTime": None}
