@@ -31,3 +31,11 @@ def test_a_transition_rule_runs_on_an_unchanged_value() -> None:
     assert errors_of({"a": 10}, {"a": 10}, "self.a != oldSelf.a") == [
         "Invalid value: broke self.a != oldSelf.a"
     ]
+
+
+def test_a_remembered_verdict_is_the_same_as_a_fresh_one() -> None:
+    for _ in range(2):  # the second round is answered from the remembered verdicts
+        assert errors_of({"a": 10}, None, "self.a < 5") == ["Invalid value: broke self.a < 5"]
+        assert errors_of({"a": 1}, None, "self.a < 5") == []
+        [failed] = errors_of({"a": 1}, None, "self.b < 5")
+        assert failed.startswith("Invalid value: rule evaluation failed:")
