@@ -101,6 +101,8 @@ class _PodClaims:
     signaled: list[tuple[str, str]] = field(default_factory=list)  # (claim uid, claim key) signaled
     planned: list[str] = field(default_factory=list)  # claim keys the pod was added to the plan of
     rejections: dict[str, str] = field(default_factory=dict)  # node -> why Filter found no devices there
+    # claim key -> what the pod and the later members sharing the claim need on one node (empty: no sharers)
+    sharer_needs: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def _later_in_cycle(state: CycleState, pod: PodInfo, at_most: int | None = None) -> list[PodInfo]:
@@ -321,13 +323,16 @@ class DynamicResources:
             if not any(device.node_name is not None for _, device in picks):
                 continue
             claim = pod_claims.claims[pod_claims.to_allocate[position]]
-            sharers = self._sharers(state, pod, group, claim.key)
-            if not sharers:
-                continue
-            needed = {"pods": len(sharers) + 1}
-            for member in (pod, *sharers):
-                for resource in ("cpu", "memory"):
-                    needed[resource] = needed.get(resource, 0) + member.requests.get(resource, 0)
+            needed = pod_claims.sharer_needs.get(claim.key)
+            if needed is None:  # the same for every node: computed on the first Filter call only
+                needed = {}
+                sharers = self._sharers(state, pod, group, claim.key)
+                if sharers:
+                    needed["pods"] = len(sharers) + 1
+                    for member in (pod, *sharers):
+                        for resource in ("cpu", "memory"):
+                            needed[resource] = needed.get(resource, 0) + member.requests.get(resource, 0)
+                pod_claims.sharer_needs[claim.key] = needed
             for resource, amount in needed.items():
                 if resource not in node.allocatable:
                     continue
@@ -336,7 +341,7 @@ class DynamicResources:
                     return Status.unschedulable(
                         self.name,
                         "ClaimSharersDoNotFit",
-                        f"ResourceClaim {claim.key} would pin its {len(sharers) + 1} pods to {node.name}, "
+                        f"ResourceClaim {claim.key} would pin its {needed['pods']} pods to {node.name}, "
                         f"which lacks {resource} for them",
                     )
         return None
