@@ -97,6 +97,7 @@ def configure_logging(fmt: str = "json", level: str = "info", stream: TextIO | N
 
     structlog.configure(
         processors=[
+            structlog.stdlib.filter_by_level,  # first: a disabled debug line costs no processing
             *shared,
             structlog.processors.StackInfoRenderer(),
             structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
