@@ -31,7 +31,7 @@ from lockstep.api.resource import (
 )
 from lockstep.config import Settings
 from lockstep.controller.status import (
-    MEMBERS_ARRIVING,
+    ARRIVING_CAUSES,
     SETTLE_SECONDS,
     AttemptResult,
     AttemptSummary,
@@ -435,7 +435,7 @@ class SchedulerCore:
         elif attempt.code is Code.WAIT:
             # Waiting repeats while members arrive one by one: one event when the group starts to wait.
             if previous != "Waiting":
-                if set(attempt.causes) == {MEMBERS_ARRIVING}:
+                if attempt.causes and set(attempt.causes) <= ARRIVING_CAUSES:
                     self._waiting_event_if_still_waiting(key, reference)
                 else:
                     self.events.record(reference, NORMAL, "Waiting", attempt.message)

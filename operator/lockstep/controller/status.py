@@ -136,8 +136,11 @@ class GroupMembers:
 PASSING_PHASES = frozenset(
     {PodGroupPhase.PENDING.value, PodGroupPhase.SCHEDULING.value, PodGroupPhase.SCHEDULED.value}
 )
-# Waiting only for its own members to be created: a gang's pods arrive one by one.
+# Waiting only for its own members, or the claims generated for them, to be created: a gang's pods
+# arrive one by one, and kube-controller-manager makes their template claims a moment later.
 MEMBERS_ARRIVING = "TooFewPods"
+CLAIMS_BEING_MADE = "ClaimPending"
+ARRIVING_CAUSES = frozenset({MEMBERS_ARRIVING, CLAIMS_BEING_MADE})
 # How long a passing phase is held back (and a Waiting event for arriving members deferred).
 SETTLE_SECONDS = 2.0
 
@@ -150,7 +153,7 @@ def passing(status: Mapping[str, Any]) -> bool:
     return (
         status["phase"] == PodGroupPhase.WAITING.value
         and bool(reasons)
-        and all(r["reason"] == MEMBERS_ARRIVING for r in reasons)
+        and all(r["reason"] in ARRIVING_CAUSES for r in reasons)
     )
 
 

@@ -44,6 +44,10 @@ from lockstep.state.cluster import ClusterCache, ClusterEvent
 log = logging.getLogger(__name__)
 
 BINDING_PLUGIN = "Binding"
+# A wait for claims that kube-controller-manager (or lockstep, for PodGroup templates) is about to create.
+# Like kube-scheduler's PreEnqueue rejection it writes nothing to the pods of a PodGroup: the PodGroup's
+# status says it if it lasts.
+_CLAIMS_BEING_MADE = frozenset({"ClaimPending"})
 
 _GROUP_EVENTS = (
     ClusterEvent.MEMBER_ADDED,
@@ -336,6 +340,8 @@ class Scheduler:
                 pods=diagnoses,
                 next_retry=next_retry,
             )
+        if status.code is Code.WAIT and key.pod_group and causes and set(causes) <= _CLAIMS_BEING_MADE:
+            return
         # Tell the pods left unscheduled why: their own diagnosis, else the group's verdict.
         reason = reason_for(Code.UNSCHEDULABLE if status.ok else status.code)
         by_pod = {d.pod: d.message for d in diagnoses}

@@ -12,7 +12,7 @@ import kopf
 from acceptance_harness import NAMESPACE, eventually, pod, podgroup, simulated_cluster
 from test_podgroup_status_writes import phases_written
 
-from lockstep.controller.status import GroupMembers, StatusWriter, status_changes
+from lockstep.controller.status import GroupMembers, StatusWriter, passing, status_changes
 from lockstep.kube.client import EVENTS, KubeClient
 
 
@@ -88,3 +88,14 @@ def test_a_status_patch_carries_only_what_changed() -> None:
         "unschedulableReasons": None,
     }
     assert status_changes(current, desired) == {"phase": "Running", "scheduled": 1, "nextRetryTime": None}
+
+
+def test_waiting_for_members_or_their_claims_is_a_passing_phase_and_other_waits_are_not() -> None:
+    def waiting(*reasons: str) -> dict[str, object]:
+        return {"phase": "Waiting", "unschedulableReasons": [{"reason": r, "count": 1} for r in reasons]}
+
+    assert passing(waiting("TooFewPods"))
+    assert passing(waiting("ClaimPending"))
+    assert passing(waiting("TooFewPods", "ClaimPending"))
+    assert not passing(waiting("ClaimPending", "InsufficientDevices"))
+    assert not passing(waiting())
