@@ -185,7 +185,7 @@ class Kubelets:
         start_delay: float = 0.1,
         delete_delay: float = 0.1,
         run_seconds: float | None = None,
-        workers: int = 8,
+        workers: int = 32,
     ) -> None:
         self.http = http
         self.pods = pods
