@@ -549,11 +549,22 @@ def bound_members(state: ClusterState, plan: GroupPlan) -> int:
 
 
 def settled(state: ClusterState, plans: Iterable[GroupPlan]) -> bool:
+    """Every group that fits is bound and every one that does not says why (a waiting gang's status is
+    held back for the status writer's settle window first, so it can come a moment later)."""
     return all(
         bound_members(state, plan) >= (plan.min_count if plan.policy == "gang" else plan.pods)
-        for plan in plans
         if plan.fits
+        else has_clear_unschedulable_condition(state, plan)
+        for plan in plans
     )
+
+
+def status_of(state: ClusterState, plan: GroupPlan) -> str:
+    """The group's PodGroup status as the API showed it last, for the report."""
+    for podgroup in state.podgroups:
+        if podgroup.get("metadata", {}).get("name") == plan.name:
+            return json.dumps(podgroup.get("status") or {}, sort_keys=True)[:600]
+    return "(no PodGroup)"
 
 
 def has_clear_unschedulable_condition(state: ClusterState, plan: GroupPlan) -> bool:
@@ -644,7 +655,11 @@ async def run_chaos_phase(
                 if bound:
                     report.bound_groups_that_cannot_fit.append(f"{plan.name}: {bound} bound")
                 if not has_clear_unschedulable_condition(watch.last_state, plan):
-                    report.groups_without_clear_condition.append(plan.name)
+                    report.groups_without_clear_condition.append(
+                        f"{plan.name} ({plan.policy}, {plan.pods} pods, minCount {plan.min_count}, "
+                        f"claims {plan.claims}): "
+                        f"status {status_of(watch.last_state, plan)}"
+                    )
         report.pods_bound_twice = [str(v) for v in watch.history.violations()]
         if not await operator.wait_healthy(within_seconds=30):
             report.fail("the operator is not healthy at the end")
