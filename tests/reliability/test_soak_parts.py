@@ -62,13 +62,19 @@ def member(group: str, name: str, node: str = "") -> dict[str, object]:
     return {"metadata": {"name": name, "labels": labels}, "spec": {"nodeName": node} if node else {}}
 
 
-def test_settled_needs_min_count_for_gangs_and_every_pod_for_basic_groups() -> None:
+def test_settled_needs_min_count_for_gangs_every_pod_for_basic_groups_and_a_reason_for_the_rest() -> None:
     gang = GroupPlan("g", "gang", 3, 2, 100, 64, "none", True)
     basic = GroupPlan("b", "basic", 2, 1, 100, 64, "none", True)
     never = GroupPlan("n", "gang", 2, 4, 100, 64, "none", False)
     pods = [member("g", "g-0", "n1"), member("g", "g-1", "n1"), member("g", "g-2"), member("b", "b-0", "n1")]
-    assert not settled(ClusterState(pods=[*pods, member("b", "b-1")]), [gang, basic, never])
-    assert settled(ClusterState(pods=[*pods, member("b", "b-1", "n2")]), [gang, basic, never])
+    condition = {"type": "PodGroupScheduled", "status": "False", "reason": "Waiting", "message": "2 of 4"}
+    explained = [{"metadata": {"name": "n"}, "status": {"conditions": [condition]}}]
+    all_pods = [*pods, member("b", "b-1", "n2")]
+    assert not settled(
+        ClusterState(pods=[*pods, member("b", "b-1")], podgroups=explained), [gang, basic, never]
+    )
+    assert not settled(ClusterState(pods=all_pods), [gang, basic, never])  # "n" does not say why yet
+    assert settled(ClusterState(pods=all_pods, podgroups=explained), [gang, basic, never])
 
 
 def test_clear_condition_needs_status_false_with_reason_and_message() -> None:
