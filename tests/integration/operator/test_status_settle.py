@@ -49,7 +49,11 @@ async def test_a_gang_short_of_members_shows_waiting_and_gets_its_event_after_th
 
         status = await eventually(waiting, what="PodGroup short Waiting")
         assert [r["reason"] for r in status["unschedulableReasons"]] == ["TooFewPods"]
-        assert phases == ["Waiting"]
+
+        async def written() -> list[str]:  # the phases watch may deliver the write after the GET
+            return list(phases)
+
+        assert await eventually(written, within=5.0, what="the Waiting write on the watch") == ["Waiting"]
         await eventually(lambda: events_of(env.client, "short"), what="the Waiting event of PodGroup short")
         assert await events_of(env.client, "short") == ["Waiting"]
 
