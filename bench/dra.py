@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import gc
 import json
 import statistics
@@ -31,6 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
 
+from core import InstantPodAPI
 from lockstep import POD_GROUP_LABEL
 from lockstep.api.resource import (
     DeviceClass,
@@ -44,9 +44,8 @@ from lockstep.config import Settings
 from lockstep.dra.features import allocator_features
 from lockstep.dra.ports import ClaimWriteOutcome, WriteResult
 from lockstep.dra.store import ResourceStore
-from lockstep.scheduler.framework import NodeInfo, PodClaimRef, PodCondition, PodGroupInfo, PodInfo
+from lockstep.scheduler.framework import NodeInfo, PodClaimRef, PodGroupInfo, PodInfo
 from lockstep.scheduler.plugins.dynamic_resources import CLAIM_API_SERVICE, STORE_SERVICE
-from lockstep.scheduler.ports import BindOutcome, BindResult, PatchOutcome, PatchResult
 from lockstep.scheduler.scheduler import Scheduler, SchedulerOptions
 from lockstep.state.cluster import ClusterCache
 
@@ -58,26 +57,6 @@ SELECTOR = (
     f' && device.capacity["{DRIVER}"].memory.compareTo(quantity("40Gi")) >= 0'
     f' && device.attributes["{DRIVER}"].driverVersion.isGreaterThan(semver("1.0.0"))'
 )
-
-
-class InstantPodAPI:
-    def __init__(self, cache: ClusterCache) -> None:
-        self.cache = cache
-
-    async def bind(self, pod: PodInfo, node_name: str) -> BindOutcome:
-        echoed = dataclasses.replace(
-            pod, node_name=node_name, scheduled_condition=PodCondition("True", "", "")
-        )
-        asyncio.get_running_loop().call_soon(self.cache.upsert_pod, echoed)
-        return BindOutcome(BindResult.BOUND)
-
-    async def get_pod(self, namespace: str, name: str) -> PodInfo | None:
-        return self.cache.get_pod_by_name(namespace, name)
-
-    async def patch_pod_unschedulable(
-        self, pod: PodInfo, resource_version: str, reason: str, message: str
-    ) -> PatchOutcome:
-        return PatchOutcome(PatchResult.OK)
 
 
 class InstantClaimAPI:

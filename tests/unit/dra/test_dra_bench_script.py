@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -14,6 +15,8 @@ SCRIPT = Path(__file__).resolve().parents[3] / "bench" / "dra.py"
 
 
 def load_bench() -> ModuleType:
+    if str(SCRIPT.parent) not in sys.path:  # as when run as a script: it imports its sibling bench/core.py
+        sys.path.insert(0, str(SCRIPT.parent))
     spec = importlib.util.spec_from_file_location("bench_dra", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
