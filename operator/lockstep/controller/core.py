@@ -328,14 +328,12 @@ class SchedulerCore:
         if not isinstance(dra, DynamicResources):
             return
         live = {podgroup.metadata.uid for podgroup in self._podgroups.values()}
-        gone: dict[str, tuple[str, str]] = {}
         for claim in self.resources.claims.values():
             for ref in claim.status.reserved_for:
                 if ref.api_group == GROUP and ref.resource == "podgroups" and ref.uid not in live:
-                    gone[ref.uid] = (claim.metadata.namespace, ref.name)
-        for uid, (namespace, name) in gone.items():
-            log.info("releasing the claims of a deleted PodGroup", podgroup=f"{namespace}/{name}")
-            dra.release_podgroup(namespace, name, uid)
+                    podgroup = f"{claim.metadata.namespace}/{ref.name}"
+                    log.info("releasing a claim of a deleted PodGroup", podgroup=podgroup, claim=claim.key)
+                    dra.release_reservation(claim.key, ref.uid, f"PodGroup {podgroup}")
 
     def stop_accepting(self) -> None:
         self._accepting = False

@@ -568,7 +568,11 @@ class DynamicResources:
             return
         for claim in self.store.claims.values():
             if claim.metadata.namespace == namespace and claim.is_reserved_for(uid):
-                self._in_background(self._remove_reservation(claim.key, uid, f"PodGroup {namespace}/{name}"))
+                self.release_reservation(claim.key, uid, f"PodGroup {namespace}/{name}")
+
+    def release_reservation(self, claim_key: str, consumer_uid: str, consumer: str) -> None:
+        """Take ``consumer`` out of the claim's ``reservedFor`` in the background."""
+        self._in_background(self._remove_reservation(claim_key, consumer_uid, consumer))
 
     def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
         try:
