@@ -105,20 +105,18 @@ async def fetch(client: KubeClient, namespace: str, name: str) -> ClusterState:
 def dry_run(settings: Settings, client: KubeClient, state: ClusterState) -> CycleOutcome | str:
     """One group cycle on the listed state; a string when the group is not ready for a cycle."""
     core = SchedulerCore(settings, client, EventRecorder(client, "lockstep-explain"), Metrics())
-    for raw in state.device_classes:
-        core.on_device_class("ADDED", raw)
-    for raw in state.slices:
-        core.on_slice("ADDED", raw)
-    for raw in state.templates:
-        core.on_claim_template("ADDED", raw)
-    for raw in state.claims:
-        core.on_claim("ADDED", raw)
-    for raw in state.nodes:
-        core.on_node("ADDED", raw)
-    for raw in state.podgroups:
-        core.on_podgroup("ADDED", raw)
-    for raw in state.pods:
-        core.on_pod("ADDED", raw)
+    feeds = (
+        (core.on_device_class, state.device_classes),
+        (core.on_slice, state.slices),
+        (core.on_claim_template, state.templates),
+        (core.on_claim, state.claims),
+        (core.on_node, state.nodes),
+        (core.on_podgroup, state.podgroups),
+        (core.on_pod, state.pods),
+    )
+    for handler, objects in feeds:
+        for raw in objects:
+            handler("ADDED", raw)
     meta = state.podgroup["metadata"]
     key = GroupKey(meta["namespace"], meta["name"])
     group = core.cache.podgroup(key)
