@@ -25,7 +25,7 @@ from lockstep.config import load_settings
 from lockstep.controller.runtime import OperatorThread, RuntimeOptions, WatchMode
 from lockstep.kube.client import NAMESPACES, PODS, RESOURCE_CLAIM_TEMPLATES, KubeClient
 from lockstep.sim.cluster import SimCluster
-from lockstep.sim.dra_driver import DRIVER_NAME
+from lockstep.sim.controllers.dra_driver import DRIVER_NAME
 
 NAMESPACE = "bench-watch"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

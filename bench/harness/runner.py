@@ -49,7 +49,7 @@ from harness.workloads import (
 )
 from lockstep.api.podgroup import CONDITION_SCHEDULED
 from lockstep.api.quantity import to_milli, to_units
-from lockstep.sim.dra_driver import DEVICE_CLASS_NAME, DEVICE_MODEL, DRIVER_NAME
+from lockstep.sim.controllers.dra_driver import DEVICE_CLASS_NAME, DEVICE_MODEL, DRIVER_NAME
 
 log = structlog.get_logger("bench")
 

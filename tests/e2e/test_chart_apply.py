@@ -44,7 +44,8 @@ KUBECTL_TIMEOUT = 30.0
 
 try:
     from lockstep.sim.apiserver import ApiServer
-    from lockstep.sim.builtins import POD_SMP_LISTS, PlainStrategy
+    from lockstep.sim.objectmeta import PlainStrategy
+    from lockstep.sim.registry.core import POD_SMP_LISTS
     from lockstep.sim.resources import ResourceType
 except (
     ImportError

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from lockstep.sim.cluster import SimCluster
-from lockstep.sim.dra_driver import DEVICE_CLASS_NAME, DRIVER_NAME
+from lockstep.sim.controllers.dra_driver import DEVICE_CLASS_NAME, DRIVER_NAME
 from lockstep.sim.watching import ApiError, KubeHttp
 
 NS = "it"

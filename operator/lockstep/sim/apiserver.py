@@ -27,18 +27,16 @@ from multidict import CIMultiDict
 from lockstep.sim import crd as crds
 from lockstep.sim import errors as fe
 from lockstep.sim import openapi, protobuf, tables
-from lockstep.sim.builtins import (
-    PlainStrategy,
-    core_types,
+from lockstep.sim.errors import ApiError, FieldError, bad_request, generic_not_found, page_not_found
+from lockstep.sim.faults import FaultRule, Faults, RequestStats
+from lockstep.sim.objectmeta import (
     ensure_object_shape,
     now_rfc3339,
     random_name,
     validate_object_meta,
 )
-from lockstep.sim.dra_types import dra_types
-from lockstep.sim.errors import ApiError, FieldError, bad_request, generic_not_found, page_not_found
-from lockstep.sim.faults import FaultRule, Faults, RequestStats
 from lockstep.sim.patch import JsonPatchError, json_patch, merge_patch, strategic_merge
+from lockstep.sim.registry import served_types
 from lockstep.sim.resources import ResourceType, WriteContext
 from lockstep.sim.selectors import parse_field_selector, parse_label_selector
 from lockstep.sim.store import ObjectKey, ResourceStore, Stored, View, Watcher, WatchEvent
@@ -198,10 +196,8 @@ class ApiServer:
         self.url = ""
         self._runner: web.AppRunner | None = None
         self._drop_task: asyncio.Task[None] | None = None
-        for rt in (*core_types(), *dra_types(), crds.crd_type()):
+        for rt in served_types(scheduling_alpha_api=scheduling_alpha_api):
             self._register(rt)
-        if scheduling_alpha_api:
-            self._register_scheduling_alpha()
         for name in BOOTSTRAP_NAMESPACES:
             self.create_object(self.types[("", "v1", "namespaces")], {"metadata": {"name": name}}, None)
         # Watches may not resume from before the server existed (a fresh kube-apiserver on an old etcd).
@@ -281,50 +277,6 @@ class ApiServer:
             self.stores[rt.storage] = ResourceStore(self.watch_window, self.rv)
         if rt.view is None:
             self.storage_types.setdefault(rt.storage, rt)
-
-    def _register_scheduling_alpha(self) -> None:
-        group = "scheduling.k8s.io"
-        plain = PlainStrategy()
-        self._register(
-            ResourceType(
-                group,
-                "v1",
-                "priorityclasses",
-                "priorityclass",
-                "PriorityClass",
-                False,
-                plain,
-                short_names=("pc",),
-                smp_lists={},
-            )
-        )
-        self._register(
-            ResourceType(
-                group,
-                "v1alpha2",
-                "podgroups",
-                "podgroup",
-                "PodGroup",
-                True,
-                plain,
-                subresources=("status",),
-                has_generation=True,
-                smp_lists={},
-            )
-        )
-        self._register(
-            ResourceType(
-                group,
-                "v1alpha2",
-                "workloads",
-                "workload",
-                "Workload",
-                True,
-                plain,
-                has_generation=True,
-                smp_lists={},
-            )
-        )
 
     def _sync_custom_types(self, crd: JsonObject) -> None:
         """(Re)serve the resources of an established CRD."""

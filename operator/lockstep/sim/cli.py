@@ -14,7 +14,7 @@ import yaml
 
 from lockstep.logging import configure_logging
 from lockstep.sim.cluster import SimCluster
-from lockstep.sim.dra_driver import DRIVER_NAME
+from lockstep.sim.controllers.dra_driver import DRIVER_NAME
 
 CONTEXT_NAME = "lockstep-sim"
 USAGE_EXIT = 2

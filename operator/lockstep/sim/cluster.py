@@ -20,9 +20,9 @@ import structlog
 import yaml
 
 from lockstep.sim.apiserver import ApiServer
-from lockstep.sim.claim_controller import ClaimController
-from lockstep.sim.dra_driver import DraDriver
-from lockstep.sim.kubelet import Kubelets, now_rfc3339
+from lockstep.sim.controllers.dra_driver import DraDriver
+from lockstep.sim.controllers.kubelet import Kubelets, now_rfc3339
+from lockstep.sim.controllers.resourceclaim import ClaimController
 from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, new_session
 
 log = structlog.get_logger("lockstep.sim.cluster")

@@ -13,8 +13,8 @@ import celpy
 import orjson
 
 from lockstep.sim import errors as fe
-from lockstep.sim.builtins import validate_name
 from lockstep.sim.errors import FieldError, bad_request
+from lockstep.sim.objectmeta import validate_name
 from lockstep.sim.resources import ResourceType, Strategy, WriteContext, storage_version_hash
 
 JsonObject = dict[str, Any]

@@ -157,7 +157,7 @@ def test_numa_example_matches_a_list_attribute_and_needs_its_gate() -> None:
     assert parsed is not None and "DRAListTypeAttributes" in parsed[1]
     [devices] = device_requests(path)
     assert devices["constraints"] == [{"requests": ["gpus"], "matchAttribute": f"{DRIVER}/numaNodes"}]
-    from lockstep.sim.dra_driver import device
+    from lockstep.sim.controllers.dra_driver import device
 
     assert "ints" in device(0, 8)["attributes"]["numaNodes"], "numaNodes must be a list attribute"
 

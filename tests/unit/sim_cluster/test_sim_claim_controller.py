@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lockstep.sim.claim_controller import (
+from lockstep.sim.controllers.resourceclaim import (
     DELETE_PROTECTION_FINALIZER,
     POD_CLAIM_ANNOTATION,
     ClaimPlan,

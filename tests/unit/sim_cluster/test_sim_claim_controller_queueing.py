@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lockstep.sim.claim_controller import unrecorded_template_claims
+from lockstep.sim.controllers.resourceclaim import unrecorded_template_claims
 
 
 def pod(statuses: list[dict[str, str]] | None = None, deleting: bool = False) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
-from lockstep.sim.dra_driver import DRIVER_NAME, device_class, numa_nodes, resource_slice
+from lockstep.sim.controllers.dra_driver import DRIVER_NAME, device_class, numa_nodes, resource_slice
 
 
 def test_slice_is_one_node_local_pool_per_node() -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from lockstep.sim.dra_driver import DRIVER_NAME
-from lockstep.sim.kubelet import running_status, succeeded_status, unprepared_claim
+from lockstep.sim.controllers.dra_driver import DRIVER_NAME
+from lockstep.sim.controllers.kubelet import running_status, succeeded_status, unprepared_claim
 
 POD = {
     "metadata": {"name": "w", "namespace": "ns", "uid": "u1"},

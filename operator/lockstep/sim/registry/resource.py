@@ -9,8 +9,8 @@ import celpy
 import orjson
 
 from lockstep.sim import errors as fe
-from lockstep.sim.builtins import validate_name
 from lockstep.sim.errors import FieldError
+from lockstep.sim.objectmeta import validate_name
 from lockstep.sim.resources import METADATA_FIELDS, ResourceType, Strategy, WriteContext
 
 JsonObject = dict[str, Any]

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import structlog
 
-from lockstep.sim.dra_driver import DRIVER_NAME
+from lockstep.sim.controllers.dra_driver import DRIVER_NAME
 from lockstep.sim.watching import (
     STRATEGIC_MERGE_PATCH,
     ApiError,
@@ -30,7 +30,7 @@ from lockstep.sim.watching import (
     WorkQueue,
 )
 
-log = structlog.get_logger("lockstep.sim.kubelet")
+log = structlog.get_logger("lockstep.sim.controllers.kubelet")
 
 
 def now_rfc3339() -> str:

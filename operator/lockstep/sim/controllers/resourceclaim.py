@@ -41,7 +41,7 @@ from lockstep.sim.watching import (
     object_key,
 )
 
-log = structlog.get_logger("lockstep.sim.claim_controller")
+log = structlog.get_logger("lockstep.sim.controllers.resourceclaim")
 
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"

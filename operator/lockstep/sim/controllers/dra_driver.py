@@ -21,7 +21,7 @@ import structlog
 
 from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, WorkQueue
 
-log = structlog.get_logger("lockstep.sim.dra_driver")
+log = structlog.get_logger("lockstep.sim.controllers.dra_driver")
 
 DRIVER_NAME = "gpu.sim.lockstep.dev"
 DEVICE_CLASS_NAME = DRIVER_NAME

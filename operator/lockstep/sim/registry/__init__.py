@@ -1,0 +1,24 @@
+"""The emulator's registry: one module per API group, each holding its kinds' strategies
+(defaulting, validation, status rules) as kube-apiserver's ``pkg/registry/<group>/<kind>`` does.
+
+To serve a new kind, add its ``ResourceType`` to its group's module (a new module for a new group)
+and list the module's types in ``served_types``.
+"""
+
+from __future__ import annotations
+
+from lockstep.sim import crd
+from lockstep.sim.registry.coordination import coordination_types
+from lockstep.sim.registry.core import core_types
+from lockstep.sim.registry.events import event_types
+from lockstep.sim.registry.resource import dra_types
+from lockstep.sim.registry.scheduling import scheduling_alpha_types
+from lockstep.sim.resources import ResourceType
+
+
+def served_types(*, scheduling_alpha_api: bool = False) -> list[ResourceType]:
+    """Every built-in kind the emulator serves, in registration order."""
+    types = [*core_types(), *event_types(), *coordination_types(), *dra_types(), crd.crd_type()]
+    if scheduling_alpha_api:
+        types.extend(scheduling_alpha_types())
+    return types
