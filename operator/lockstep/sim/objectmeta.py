@@ -72,7 +72,7 @@ NAME_PART_MESSAGE = (
 PREFIX_MESSAGE = "prefix part " + SUBDOMAIN_MESSAGE
 
 
-def _qualified_name_errors(field: str, key: Any) -> list[FieldError]:
+def qualified_name_errors(field: str, key: Any) -> list[FieldError]:
     if not isinstance(key, str) or not key:
         return [fe.invalid(field, key, NAME_PART_MESSAGE)]
     prefix, _, name = key.rpartition("/")
@@ -92,7 +92,7 @@ def validate_object_meta(meta: JsonObject) -> list[FieldError]:
     if not isinstance(labels, dict):
         return [fe.invalid("metadata.labels", labels, "must be a map of strings")]
     for key, value in labels.items():
-        errors.extend(_qualified_name_errors("metadata.labels", key))
+        errors.extend(qualified_name_errors("metadata.labels", key))
         if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):
             message = (
                 LABEL_VALUE_MESSAGE
@@ -105,7 +105,7 @@ def validate_object_meta(meta: JsonObject) -> list[FieldError]:
         return [*errors, fe.invalid("metadata.annotations", annotations, "must be a map of strings")]
     for key in annotations:
         errors.extend(
-            _qualified_name_errors("metadata.annotations", key.lower() if isinstance(key, str) else key)
+            qualified_name_errors("metadata.annotations", key.lower() if isinstance(key, str) else key)
         )
     return errors
 

@@ -10,15 +10,25 @@ from __future__ import annotations
 from lockstep.sim import crd
 from lockstep.sim.registry.coordination import coordination_types
 from lockstep.sim.registry.core import core_types
+from lockstep.sim.registry.core_storage import core_storage_types
 from lockstep.sim.registry.events import event_types
 from lockstep.sim.registry.resource import dra_types
 from lockstep.sim.registry.scheduling import scheduling_alpha_types
+from lockstep.sim.registry.storage import storage_types
 from lockstep.sim.resources import ResourceType
 
 
 def served_types(*, scheduling_alpha_api: bool = False) -> list[ResourceType]:
     """Every built-in kind the emulator serves, in registration order."""
-    types = [*core_types(), *event_types(), *coordination_types(), *dra_types(), crd.crd_type()]
+    types = [
+        *core_types(),
+        *core_storage_types(),
+        *event_types(),
+        *coordination_types(),
+        *storage_types(),
+        *dra_types(),
+        crd.crd_type(),
+    ]
     if scheduling_alpha_api:
         types.extend(scheduling_alpha_types())
     return types
