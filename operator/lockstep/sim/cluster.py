@@ -1,4 +1,5 @@
-"""The simulated cluster: API server emulator, nodes, kubelets, DRA driver and resourceclaim controller.
+"""The simulated cluster: API server emulator, nodes, kubelets, DRA driver, resourceclaim controller,
+PV controller and a dynamic provisioner (StorageClasses with provisioner ``local.sim.lockstep.dev``).
 
 Node ``i`` of N is in rack ``i // rack_size`` and zone ``rack % zones`` (whole racks per zone), has
 the labels ``kubernetes.io/hostname``, ``topology.kubernetes.io/zone`` and ``lockstep.dev/rack``,
@@ -22,6 +23,8 @@ import yaml
 from lockstep.sim.apiserver import ApiServer
 from lockstep.sim.controllers.dra_driver import DraDriver
 from lockstep.sim.controllers.kubelet import Kubelets, now_rfc3339
+from lockstep.sim.controllers.persistentvolume import PersistentVolumeController
+from lockstep.sim.controllers.provisioner import Provisioner
 from lockstep.sim.controllers.resourceclaim import ClaimController
 from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, new_session
 
@@ -226,6 +229,8 @@ class SimCluster:
         self._kubelets: Kubelets | None = None
         self._claim_controller: ClaimController | None = None
         self._dra_driver: DraDriver | None = None
+        self._pv_controller: PersistentVolumeController | None = None
+        self._provisioner: Provisioner | None = None
 
     @property
     def http(self) -> KubeHttp:
@@ -255,6 +260,9 @@ class SimCluster:
 
         pods = Informer(http, "/api/v1/pods")
         claims = Informer(http, "/apis/resource.k8s.io/v1/resourceclaims")
+        pvs = Informer(http, "/api/v1/persistentvolumes")
+        pvcs = Informer(http, "/api/v1/persistentvolumeclaims")
+        classes = Informer(http, "/apis/storage.k8s.io/v1/storageclasses")
         self._kubelets = Kubelets(
             http,
             pods,
@@ -265,14 +273,18 @@ class SimCluster:
             start_delay=self.kubelet_start_delay,
             delete_delay=self.kubelet_delete_delay,
             run_seconds=self.pod_run_seconds,
+            pvcs=pvcs,
         )
         self._claim_controller = ClaimController(http, pods, claims)
-        self._kubelets.start()
-        self._claim_controller.start()
-        for informer, name in ((pods, "sim-pods-watch"), (claims, "sim-claims-watch")):
-            self._tasks.append(asyncio.create_task(informer.run(), name=name))
-        await pods.synced.wait()
-        await claims.synced.wait()
+        self._pv_controller = PersistentVolumeController(http, pvs, pvcs, pods)
+        self._provisioner = Provisioner(http, pvcs, classes)
+        for component in (self._kubelets, self._claim_controller, self._pv_controller, self._provisioner):
+            component.start()
+        informers = {"pods": pods, "claims": claims, "pvs": pvs, "pvcs": pvcs, "classes": classes}
+        for name, informer in informers.items():
+            self._tasks.append(asyncio.create_task(informer.run(), name=f"sim-{name}-watch"))
+        for informer in informers.values():
+            await informer.synced.wait()
         if self.devices_per_node > 0:
             self._dra_driver = DraDriver(http, self.node_names, self.devices_per_node)
             await self._dra_driver.start()
@@ -316,8 +328,9 @@ class SimCluster:
     async def stop(self) -> None:
         if self._dra_driver is not None:
             await self._dra_driver.stop()
-        if self._claim_controller is not None:
-            await self._claim_controller.stop()
+        for component in (self._provisioner, self._pv_controller, self._claim_controller):
+            if component is not None:
+                await component.stop()
         if self._kubelets is not None:
             await self._kubelets.stop()
         for task in self._tasks:

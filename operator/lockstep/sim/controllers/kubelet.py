@@ -7,6 +7,9 @@
   pod's ResourceClaims: each must exist, be allocated, list the pod in ``status.reservedFor`` and,
   for the simulated driver, hold devices of this node's pool. Until then the pod stays Pending and
   is checked again when one of its claims changes (or its status names a template's claim).
+  Its PersistentVolumeClaims must be Bound too (the volume manager cannot mount an unbound claim):
+  until then the pod stays Pending, gets one ``FailedMount`` Warning event, and is checked again
+  when one of those claims changes.
 - A bound pod with a deletionTimestamp is removed after ``delete_delay`` seconds with a DELETE
   ``gracePeriodSeconds=0`` guarded by the pod's uid, as the kubelet does once its containers stopped.
 - With ``run_seconds`` set, a Running pod is marked Succeeded that long after it started.
@@ -21,6 +24,7 @@ from collections.abc import Sequence
 import structlog
 
 from lockstep.sim.controllers.dra_driver import DRIVER_NAME
+from lockstep.sim.controllers.persistentvolume import pod_claim_names as pod_pvc_names
 from lockstep.sim.watching import (
     STRATEGIC_MERGE_PATCH,
     ApiError,
@@ -170,6 +174,44 @@ def unprepared_claim(pod: JsonObject, claims: dict[str, JsonObject]) -> str | No
     return None
 
 
+def unbound_volume_claims(pod: JsonObject, pvcs: dict[str, JsonObject]) -> list[str]:
+    """The pod's PersistentVolumeClaims that are missing or not Bound to a volume yet."""
+    namespace = pod["metadata"].get("namespace")
+    unbound = []
+    for name in pod_pvc_names(pod):
+        claim = pvcs.get(f"{namespace}/{name}")
+        if (
+            claim is None
+            or (claim.get("status") or {}).get("phase") != "Bound"
+            or not (claim.get("spec") or {}).get("volumeName")
+        ):
+            unbound.append(name)
+    return unbound
+
+
+def failed_mount_event(pod: JsonObject, node_name: str, unbound: list[str], when: str) -> JsonObject:
+    meta = pod["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta['name']}."},
+        "involvedObject": {
+            "kind": "Pod",
+            "apiVersion": "v1",
+            "namespace": meta.get("namespace"),
+            "name": meta["name"],
+            "uid": meta.get("uid"),
+        },
+        "reason": "FailedMount",
+        "message": f"Unable to attach or mount volumes: unbound PersistentVolumeClaims: {', '.join(unbound)}",
+        "type": "Warning",
+        "source": {"component": "kubelet", "host": node_name},
+        "firstTimestamp": when,
+        "lastTimestamp": when,
+        "count": 1,
+    }
+
+
 class Kubelets:
     """The kubelets of ``node_names``: start, finish and remove the pods bound to them."""
 
@@ -186,10 +228,12 @@ class Kubelets:
         delete_delay: float = 0.1,
         run_seconds: float | None = None,
         workers: int = 32,
+        pvcs: Informer | None = None,
     ) -> None:
         self.http = http
         self.pods = pods
         self.claims = claims
+        self.pvcs = pvcs
         self.start_delay = start_delay
         self.delete_delay = delete_delay
         self.run_seconds = run_seconds
@@ -201,9 +245,14 @@ class Kubelets:
         self._scheduled: set[str] = set()
         # claim key -> keys of pods that could not start until it changes
         self._waiting_for_claim: dict[str, set[str]] = {}
+        # PersistentVolumeClaim key -> keys of pods waiting for it to be bound
+        self._waiting_for_pvc: dict[str, set[str]] = {}
+        self._mount_reported: set[str] = set()  # pod uids given their FailedMount event
         self._queue = WorkQueue(self._sync, workers=workers, name="kubelet")
         pods.add_handler(self._on_pod_event)
         claims.add_handler(self._on_claim_event)
+        if pvcs is not None:
+            pvcs.add_handler(self._on_pvc_event)
 
     def start(self) -> None:
         self._queue.start()
@@ -237,6 +286,28 @@ class Kubelets:
         metadata = claim.get("metadata") or {}
         for pod_key in self._waiting_for_claim.pop(f"{metadata.get('namespace')}/{metadata.get('name')}", ()):
             self._after(pod_key, "start", 0)
+
+    def _on_pvc_event(self, event_type: str, claim: JsonObject) -> None:
+        metadata = claim.get("metadata") or {}
+        for pod_key in self._waiting_for_pvc.pop(f"{metadata.get('namespace')}/{metadata.get('name')}", ()):
+            self._after(pod_key, "start", 0)
+
+    async def _volumes_unbound(self, pod: JsonObject, key: str, node_name: str) -> bool:
+        """Whether the pod must wait for its PersistentVolumeClaims (said once with an event)."""
+        if self.pvcs is None:
+            return False
+        unbound = unbound_volume_claims(pod, self.pvcs.cache)
+        if not unbound:
+            return False
+        namespace = pod["metadata"]["namespace"]
+        for name in unbound:
+            self._waiting_for_pvc.setdefault(f"{namespace}/{name}", set()).add(key)
+        uid = pod["metadata"].get("uid", "")
+        if uid not in self._mount_reported:
+            self._mount_reported.add(uid)
+            event = failed_mount_event(pod, node_name, unbound, now_rfc3339())
+            await self.http.create(f"/api/v1/namespaces/{namespace}/events", event)
+        return True
 
     def _after(self, key: str, action: str, delay: float) -> None:
         """Schedule one visit of ``key`` per action; the visit re-reads the pod from the cache."""
@@ -272,6 +343,8 @@ class Kubelets:
                     # pod's status is a pod event, which schedules a visit by itself.
                     for claim_key in pod_claim_keys(pod):
                         self._waiting_for_claim.setdefault(claim_key, set()).add(key)
+                    return
+                if await self._volumes_unbound(pod, key, node_name):
                     return
                 patch = running_status(
                     pod, self._allocate_pod_ip(node_name), self._node_ips[node_name], now_rfc3339()

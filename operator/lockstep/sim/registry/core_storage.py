@@ -86,6 +86,14 @@ def _storage_quantity_errors(path: str, value: Any) -> list[FieldError]:
     return []
 
 
+def _less(value: Any, than: Any) -> bool:
+    """Whether quantity ``value`` is below ``than`` (False when either is missing or malformed)."""
+    try:
+        return parse_quantity(value) < parse_quantity(than)
+    except (QuantityError, TypeError, ValueError):
+        return False
+
+
 class PersistentVolumeStrategy(Strategy):
     def default(self, rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> None:
         spec = obj.setdefault("spec", {})
@@ -210,18 +218,16 @@ class PersistentVolumeClaimStrategy(Strategy):
         if status.get("phase") == "Bound":
             old_spec["resources"] = spec.get("resources")
             new_storage = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
+            old_storage = (((old.get("spec") or {}).get("resources") or {}).get("requests") or {}).get(
+                "storage"
+            )
             capacity = (status.get("capacity") or {}).get("storage")
-            if capacity is not None and new_storage is not None:
-                try:
-                    smaller = parse_quantity(new_storage) < parse_quantity(capacity)
-                except (QuantityError, TypeError, ValueError):
-                    smaller = False
-                if smaller:
-                    return [
-                        fe.forbidden(
-                            "spec.resources.requests.storage", "field can not be less than status.capacity"
-                        )
-                    ]
+            if _less(new_storage, old_storage) and _less(new_storage, capacity):
+                return [
+                    fe.forbidden(
+                        "spec.resources.requests.storage", "field can not be less than status.capacity"
+                    )
+                ]
         spec = {k: v for k, v in spec.items() if v is not None}
         old_spec = {k: v for k, v in old_spec.items() if v is not None}
         return [] if spec == old_spec else [fe.forbidden("spec", PVC_IMMUTABLE_MESSAGE)]
