@@ -14,12 +14,19 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-# Feature gates lockstep understands, with their defaults. DRAListTypeAttributes is alpha upstream
-# (KEP-5491) and off by default there too.
+# Feature gates lockstep understands, with kube-scheduler 1.36's defaults: DRAListTypeAttributes is
+# alpha upstream (KEP-5491) and off there too, the others are GA or beta and on.
 KNOWN_FEATURE_GATES: dict[str, bool] = {
     "DRAListTypeAttributes": False,
     "DRAAdminAccess": True,
     "DRAPrioritizedList": True,
+    "DRADeviceTaints": True,
+    "DRAPartitionableDevices": True,
+    "DRADeviceBindingConditions": True,
+    "DRAResourceClaimDeviceStatus": True,
+    "DRAConsumableCapacity": True,
+    "DRAExtendedResource": True,
+    "DRASchedulerFilterTimeout": True,
 }
 
 

@@ -104,12 +104,36 @@ class DeviceClass(_Model):
 # --- ResourceClaim ----------------------------------------------------------------------------------
 
 
+class DeviceToleration(_Model):
+    key: str = ""
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str = ""
+    effect: str = ""
+    toleration_seconds: int | None = Field(None, alias="tolerationSeconds")
+
+    def tolerates(self, taint: DeviceTaint) -> bool:
+        """Upstream ``resourceclaim.ToleratesTaint``: empty effect and empty key (with Exists) match
+        every taint; Exists ignores the value."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.value == taint.value
+
+
+class CapacityRequirements(_Model):
+    requests: dict[str, str] = Field(default_factory=dict)
+
+
 class _DeviceRequestCommon(_Model):
     device_class_name: str = Field(alias="deviceClassName", min_length=1)
     selectors: list[DeviceSelector] = Field(default_factory=list, max_length=32)
     allocation_mode: Literal["ExactCount", "All"] = Field("ExactCount", alias="allocationMode")
     count: int = Field(1, ge=1)
-    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    tolerations: list[DeviceToleration] = Field(default_factory=list)
+    capacity: CapacityRequirements | None = None
 
 
 class ExactDeviceRequest(_DeviceRequestCommon):
@@ -161,6 +185,11 @@ class DeviceRequestAllocationResult(_Model):
     pool: str
     device: str
     admin_access: bool | None = Field(None, alias="adminAccess")
+    tolerations: list[DeviceToleration] | None = None
+    binding_conditions: list[str] | None = Field(None, alias="bindingConditions")
+    binding_failure_conditions: list[str] | None = Field(None, alias="bindingFailureConditions")
+    share_id: str | None = Field(None, alias="shareID")
+    consumed_capacity: dict[str, str] | None = Field(None, alias="consumedCapacity")
 
 
 class DeviceAllocationResult(_Model):
@@ -181,9 +210,23 @@ class ResourceClaimConsumerReference(_Model):
     uid: str
 
 
+class DeviceCondition(_Model):
+    type: str
+    status: str
+
+
+class AllocatedDeviceStatus(_Model):
+    driver: str
+    pool: str
+    device: str
+    share_id: str | None = Field(None, alias="shareID")
+    conditions: list[DeviceCondition] = Field(default_factory=list)
+
+
 class ResourceClaimStatus(_Model):
     allocation: AllocationResult | None = None
     reserved_for: list[ResourceClaimConsumerReference] = Field(default_factory=list, alias="reservedFor")
+    devices: list[AllocatedDeviceStatus] = Field(default_factory=list)
 
 
 class ResourceClaim(_Model):
@@ -260,20 +303,68 @@ _ATTRIBUTE_ALIASES = {
 }
 
 
+def _check_quantity(text: str | None) -> None:
+    if text is None:
+        return
+    try:
+        parse_quantity(text)
+    except QuantityError as exc:
+        raise ValueError(f"value {text!r}: {exc}") from None
+
+
+class CapacityRequestPolicyRange(_Model):
+    min: str
+    max: str | None = None
+    step: str | None = None
+
+
+class CapacityRequestPolicy(_Model):
+    default: str | None = None
+    valid_values: list[str] | None = Field(None, alias="validValues")
+    valid_range: CapacityRequestPolicyRange | None = Field(None, alias="validRange")
+
+
 class DeviceCapacity(_Model):
     value: str
+    request_policy: CapacityRequestPolicy | None = Field(None, alias="requestPolicy")
 
     @model_validator(mode="after")
     def _valid_quantity(self) -> DeviceCapacity:
-        try:
-            parse_quantity(self.value)
-        except QuantityError as exc:
-            raise ValueError(f"value {self.value!r}: {exc}") from None
+        _check_quantity(self.value)
         return self
 
     @property
     def quantity(self) -> Quantity:
         return parse_quantity(self.value)
+
+
+class Counter(_Model):
+    value: str
+
+    @model_validator(mode="after")
+    def _valid_quantity(self) -> Counter:
+        _check_quantity(self.value)
+        return self
+
+
+class CounterSet(_Model):
+    name: str = Field(min_length=1)
+    counters: dict[str, Counter] = Field(default_factory=dict)
+
+
+class DeviceCounterConsumption(_Model):
+    counter_set: str = Field(alias="counterSet", min_length=1)
+    counters: dict[str, Counter] = Field(default_factory=dict)
+
+
+class DeviceTaint(_Model):
+    key: str
+    value: str = ""
+    effect: str
+
+
+# Taint effects that keep a device from being allocated; others (None, future ones) do not.
+BLOCKING_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
 class Device(_Model):
@@ -284,6 +375,11 @@ class Device(_Model):
     node_selector: NodeSelector | None = Field(None, alias="nodeSelector")
     all_nodes: bool | None = Field(None, alias="allNodes")
     allow_multiple_allocations: bool | None = Field(None, alias="allowMultipleAllocations")
+    consumes_counters: list[DeviceCounterConsumption] = Field(default_factory=list, alias="consumesCounters")
+    taints: list[DeviceTaint] = Field(default_factory=list)
+    binds_to_node: bool | None = Field(None, alias="bindsToNode")
+    binding_conditions: list[str] = Field(default_factory=list, alias="bindingConditions")
+    binding_failure_conditions: list[str] = Field(default_factory=list, alias="bindingFailureConditions")
 
 
 class ResourcePool(_Model):
@@ -300,6 +396,7 @@ class ResourceSliceSpec(_Model):
     all_nodes: bool | None = Field(None, alias="allNodes")
     per_device_node_selection: bool | None = Field(None, alias="perDeviceNodeSelection")
     devices: list[Device] = Field(default_factory=list)
+    shared_counters: list[CounterSet] = Field(default_factory=list, alias="sharedCounters")
 
     @model_validator(mode="after")
     def _exactly_one_node_scope(self) -> ResourceSliceSpec:

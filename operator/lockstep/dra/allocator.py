@@ -8,6 +8,13 @@ sub-requests are tried in order (results named ``<request>/<subrequest>``). Devi
 claim's allocation or in flight, as told by ``in_use``) are skipped unless the request has admin
 access.
 
+With the 1.36 features (upstream's incubating allocator): a device with a ``NoSchedule`` or
+``NoExecute`` taint is skipped unless the request or sub-request tolerates it; a device consuming a
+pool's shared counters is taken only while every counter it consumes stays covered, counting the
+devices of every allocated and in-flight claim plus the search's own choices (:class:`_CounterLedger`);
+devices with binding conditions are skipped when DeviceBindingAndStatus is off, and devices consuming
+counters when PartitionableDevices is off, as upstream does.
+
 Errors in the claim itself (unknown DeviceClass, a disabled feature, a CEL compile or runtime error)
 raise :class:`AllocationError`; "no devices left on this node" is a ``None`` result, and
 :meth:`Allocator.explain` then says which claim, request, selector or constraint could not be met.
@@ -17,9 +24,10 @@ The explanation is computed only after a failed search, so the successful path p
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from lockstep.api.resource import (
@@ -29,12 +37,14 @@ from lockstep.api.resource import (
     DeviceClass,
     DeviceRequestAllocationResult,
     DeviceSelector,
+    DeviceTaint,
+    DeviceToleration,
     NodeSelector,
     ResourceClaim,
 )
 from lockstep.dra.cel import CELError, Selector, compile_selector
-from lockstep.dra.features import Features, require_supported
-from lockstep.dra.inventory import AttributeSet, DeviceEntry, DeviceID, DeviceInventory
+from lockstep.dra.features import Features
+from lockstep.dra.inventory import AttributeSet, CounterID, DeviceEntry, DeviceID, DeviceInventory, PoolID
 from lockstep.dra.node_selector import node_name_selector
 
 DEFAULT_MAX_STEPS = 200_000
@@ -65,9 +75,13 @@ class RequestAlternative:
     all_devices: bool
     count: int
     admin_access: bool
-    # Requests with the same selectors (class ones included) match the same devices: the candidate
-    # cache key.
+    # Requests with the same selectors (class ones included) and tolerations match the same devices:
+    # the candidate cache key.
     signature: tuple[Any, ...]
+    tolerations: tuple[DeviceToleration, ...] = ()
+
+    def tolerates(self, taint: DeviceTaint) -> bool:
+        return any(toleration.tolerates(taint) for toleration in self.tolerations)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,12 +142,13 @@ class Allocator:
         in_use: Callable[[DeviceID], bool],
         max_steps: int = DEFAULT_MAX_STEPS,
     ) -> None:
-        require_supported(features)
         self.features = features
         self._inventory = inventory
         self._classes = classes
         self.in_use = in_use
-        self.max_steps = max_steps
+        # kube-scheduler's DRASchedulerFilterTimeout gives up on a node after a while; lockstep bounds
+        # the search by steps instead (deterministic, and it runs on the event loop).
+        self.max_steps: float = max_steps if features.filter_timeout else float("inf")
         self._compiled: dict[tuple[str, str], CompiledClaim] = {}
         self._candidates: dict[tuple[tuple[Any, ...], str | None], list[DeviceEntry] | CELError] = {}
         self._candidates_version = -1
@@ -172,7 +187,14 @@ class Allocator:
             f"DeviceClass {device_class.metadata.name} spec",
         )
         request_selectors = _selectors(request.selectors, self.features, claim_key, where)
+        if request.capacity is not None:
+            if not self.features.consumable_capacity:
+                raise AllocationError(
+                    claim_key, f"{where}.capacity: has capacity requests, but DRAConsumableCapacity is off"
+                )
+            raise AllocationError(claim_key, f"{where}.capacity: capacity requests are not supported yet")
         selectors = tuple(class_selectors + request_selectors)
+        tolerations = tuple(request.tolerations)
         return RequestAlternative(
             result_name=result_name,
             device_class=device_class,
@@ -180,7 +202,12 @@ class Allocator:
             all_devices=request.allocation_mode == ALLOCATION_MODE_ALL,
             count=request.count,
             admin_access=admin_access,
-            signature=(device_class.metadata.name, tuple(s.expression for s in selectors)),
+            signature=(
+                device_class.metadata.name,
+                tuple(s.expression for s in selectors),
+                tuple((t.key, t.operator, t.value, t.effect) for t in tolerations),
+            ),
+            tolerations=tolerations,
         )
 
     def _compile(self, claim: ResourceClaim) -> CompiledClaim:
@@ -263,7 +290,11 @@ class Allocator:
                 else self._inventory.node_local_devices(node_name)
             )
             try:
-                cached = [device for device in devices if self._matches(device, alternative.selectors)]
+                cached = [
+                    device
+                    for device in devices
+                    if self._usable(device, alternative) and self._matches(device, alternative.selectors)
+                ]
             except CELError as exc:
                 cached = exc
             if len(self._candidates) >= MAX_CACHED_CANDIDATE_LISTS:
@@ -300,6 +331,23 @@ class Allocator:
         list_types = self.features.list_type_attributes
         return all(device.matches(selector, list_types) for selector in selectors)
 
+    def _usable(self, device: DeviceEntry, alternative: RequestAlternative) -> bool:
+        """What the features and the request's tolerations allow, whatever else is allocated."""
+        if device.binding_conditions:
+            return False  # PreBind does not wait for binding conditions yet
+        if device.consumes and not self.features.partitionable_devices:
+            return False
+        return not (self.untolerated_taint(device, alternative))
+
+    def untolerated_taint(self, device: DeviceEntry, alternative: RequestAlternative) -> DeviceTaint | None:
+        """The first taint of the device that keeps it from this request (None with DeviceTaints off)."""
+        if not self.features.device_taints:
+            return None
+        return next((taint for taint in device.taints if not alternative.tolerates(taint)), None)
+
+    def counter_ledger(self, busy: Collection[DeviceID] = ()) -> _CounterLedger:
+        return _CounterLedger(self._inventory, self.in_use, busy)
+
     # --- the search ----------------------------------------------------------------------------------
 
     def find(
@@ -333,16 +381,37 @@ class Allocator:
         """The common case (one request, no constraints) without the search machinery: [] if
         impossible, None if the request needs the general search (allocation mode All)."""
         in_use = self.in_use
+        ledger: _CounterLedger | None = None
         for alternative in claim.requests[0].alternatives:
             if alternative.all_devices:
                 return None
             picks: Picks = []
             for device in self.candidates(alternative, node_name, labels, claim.key):
                 if alternative.admin_access or not (in_use(device.id) or device.id in busy):
+                    if device.consumes:
+                        ledger = ledger or self.counter_ledger(busy)
+                        if not ledger.take(device):
+                            continue
                     picks.append((alternative, device))
                     if len(picks) == alternative.count:
                         return [picks]
+            if ledger is not None:
+                for _, device in picks:
+                    ledger.release(device)
         return []
+
+    def still_available(self, found: Sequence[Picks]) -> bool:
+        """Whether the devices a search chose are still free, counters included (Reserve after Filter)."""
+        ledger: _CounterLedger | None = None
+        for picks in found:
+            for alternative, device in picks:
+                if not alternative.admin_access and self.in_use(device.id):
+                    return False
+                if device.consumes:
+                    ledger = ledger or self.counter_ledger()
+                    if not ledger.take(device):
+                        return False
+        return True
 
     def allocate(
         self, claims: Sequence[CompiledClaim], node_name: str, labels: Mapping[str, str]
@@ -389,7 +458,16 @@ class Allocator:
                     for device in candidates
                     if alternative.admin_access or not (self.in_use(device.id) or device.id in busy)
                 ]
+                ledger = self.counter_ledger(busy)
+                short = [device for device in free if device.consumes and not ledger.fits(device)]
+                free = [device for device in free if device not in short]
                 problem = self._explain_request(alternative, candidates, free, node_name, labels)
+                if problem is not None and short:
+                    problem += f"; {ledger.explain(short[0])}"
+                if problem is not None:
+                    excluded = self._explain_excluded(alternative, node_name, labels)
+                    if excluded:
+                        problem += f"; {excluded}"
                 if problem is None:
                     usable[request.name] = (alternative, free)
                     break
@@ -429,6 +507,38 @@ class Allocator:
             f'needs {alternative.count} devices of class "{class_name}", {len(free)} match its selectors '
             f"on this node and are free ({len(candidates)} match, {len(candidates) - len(free)} allocated)"
         )
+
+    def _explain_excluded(
+        self, alternative: RequestAlternative, node_name: str, labels: Mapping[str, str]
+    ) -> str:
+        """The devices matching the selectors that a taint or a disabled feature keeps from the request."""
+        devices = self._inventory.node_local_devices(node_name) + [
+            device for device in self._inventory.shared_devices() if device.available_on(node_name, labels)
+        ]
+        reasons = []
+        for device in devices:
+            if self._usable(device, alternative):
+                continue
+            try:
+                if not self._matches(device, alternative.selectors):
+                    continue
+            except CELError:
+                continue
+            taint = self.untolerated_taint(device, alternative)
+            if taint is not None:
+                reasons.append(f"device {device.name} tainted {taint.key}:{taint.effect}")
+            elif device.binding_conditions:
+                reasons.append(
+                    f"device {device.name} has bindingConditions, which lockstep does not wait for yet"
+                )
+            else:
+                reasons.append(
+                    f"device {device.name} consumes shared counters, used only with the "
+                    "DRAPartitionableDevices feature gate"
+                )
+        if len(reasons) > 3:
+            reasons = [*reasons[:3], f"{len(reasons) - 3} more"]
+        return ", ".join(reasons)
 
     def _explain_selectors(
         self, alternative: RequestAlternative, node_name: str, labels: Mapping[str, str]
@@ -512,11 +622,14 @@ class Allocator:
                 pool=device.pool,
                 device=device.name,
                 admin_access=True if alternative.admin_access else None,
+                tolerations=list(alternative.tolerations) or None,
+                binding_conditions=list(device.binding_conditions) or None,
+                binding_failure_conditions=list(device.binding_failure_conditions) or None,
             )
             for alternative, device in picks
         ]
         node_selector: NodeSelector | None = None
-        if any(device.node_name is not None for _, device in picks):
+        if any(device.node_name is not None or device.binds_to_node for _, device in picks):
             node_selector = node_name_selector(node_name)
         else:
             node_selector = next((d.node_selector for _, d in picks if d.node_selector is not None), None)
@@ -585,6 +698,7 @@ class _Search:
         self.intersections: list[list[AttributeSet | None]] = [[None] * len(c.constraints) for c in claims]
         self.steps = 0
         self.list_types = allocator.features.list_type_attributes
+        self.ledger = allocator.counter_ledger(busy)
 
     def place(self, slot_index: int) -> bool:
         if slot_index == len(self.slots):
@@ -628,8 +742,14 @@ class _Search:
             if not self._constrain(claim_index, request.name, alternative, device):
                 self.intersections[claim_index] = saved[0]
                 return False
+        taken: list[DeviceEntry] = []
         for device in devices:
-            self._push(claim_index, alternative, device)
+            if not self._push(claim_index, alternative, device):
+                for pushed in reversed(taken):
+                    self._pop(claim_index, pushed)
+                self.intersections[claim_index] = saved[0]
+                return False
+            taken.append(device)
         if self.place(slot_index + 1):
             return True
         for device in devices:
@@ -655,10 +775,11 @@ class _Search:
                 raise _BudgetExceeded
             device = free[position]
             saved = list(self.intersections[claim_index])
-            if not self._constrain(claim_index, request.name, alternative, device):
+            if not self._constrain(claim_index, request.name, alternative, device) or not self._push(
+                claim_index, alternative, device
+            ):
                 self.intersections[claim_index] = saved
                 continue
-            self._push(claim_index, alternative, device)
             if self._choose(claim_index, request, alternative, free, position + 1, remaining - 1, slot_index):
                 return True
             self._pop(claim_index, device)
@@ -683,10 +804,94 @@ class _Search:
             intersections[index] = narrowed
         return True
 
-    def _push(self, claim_index: int, alternative: RequestAlternative, device: DeviceEntry) -> None:
+    def _push(self, claim_index: int, alternative: RequestAlternative, device: DeviceEntry) -> bool:
+        """Take the device; False (nothing taken) when the counters it consumes are used up."""
+        if device.consumes and not self.ledger.take(device):
+            return False
         self.picks[claim_index].append((alternative, device))
         self.chosen.add(device.id)
+        return True
 
     def _pop(self, claim_index: int, device: DeviceEntry) -> None:
         self.picks[claim_index].pop()
         self.chosen.discard(device.id)
+        if device.consumes:
+            self.ledger.release(device)
+
+
+class _CounterLedger:
+    """What the devices in use leave of each pool's shared counters, while a search takes devices.
+
+    A pool's consumption is summed once per ledger, the first time a device of that pool is looked at,
+    over the pool's counter-consuming devices that are in use (allocated or in flight) or ``busy``."""
+
+    __slots__ = ("_busy", "_consumed", "_in_use", "_inventory")
+
+    def __init__(
+        self, inventory: DeviceInventory, in_use: Callable[[DeviceID], bool], busy: Collection[DeviceID]
+    ) -> None:
+        self._inventory = inventory
+        self._in_use = in_use
+        self._busy = busy
+        self._consumed: dict[PoolID, dict[CounterID, Fraction]] = {}
+
+    def _pool(self, pool_id: PoolID) -> dict[CounterID, Fraction]:
+        consumed = self._consumed.get(pool_id)
+        if consumed is None:
+            consumed = defaultdict(Fraction)
+            for user in self._inventory.pool_counters(pool_id)[1]:
+                if self._in_use(user.id) or user.id in self._busy:
+                    for counter, amount in user.consumes:
+                        consumed[counter] += amount
+            self._consumed[pool_id] = consumed
+        return consumed
+
+    def fits(self, device: DeviceEntry) -> bool:
+        available = self._inventory.pool_counters(device.pool_id)[0]
+        consumed = self._pool(device.pool_id)
+        return all(
+            counter in available and consumed[counter] + amount <= available[counter]
+            for counter, amount in device.consumes
+        )
+
+    def take(self, device: DeviceEntry) -> bool:
+        if not self.fits(device):
+            return False
+        consumed = self._pool(device.pool_id)
+        for counter, amount in device.consumes:
+            consumed[counter] += amount
+        return True
+
+    def release(self, device: DeviceEntry) -> None:
+        consumed = self._pool(device.pool_id)
+        for counter, amount in device.consumes:
+            consumed[counter] -= amount
+
+    def left(self, pool_id: PoolID) -> dict[CounterID, Fraction]:
+        """Each counter of the pool minus what is consumed (for tests and explanations)."""
+        available = self._inventory.pool_counters(pool_id)[0]
+        consumed = self._pool(pool_id)
+        return {counter: amount - consumed[counter] for counter, amount in available.items()}
+
+    def explain(self, device: DeviceEntry) -> str:
+        left = self.left(device.pool_id)
+        for (counter_set, name), amount in device.consumes:
+            remaining = left.get((counter_set, name), Fraction(0))
+            if amount > remaining:
+                left_text = format_amount(max(remaining, Fraction(0)))
+                return (
+                    f'device {device.name} needs {format_amount(amount)} of counter "{name}" in counter set '
+                    f'"{counter_set}", {left_text} left by the devices in use'
+                )
+        return f"device {device.name}: its shared counters are used up"
+
+
+def format_amount(amount: Fraction) -> str:
+    """A quantity as Kubernetes would print it: binary suffix when exact, else the plain number."""
+    if amount.denominator == 1 and amount:
+        value = int(amount)
+        for suffix, power in (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)):
+            if value % (1 << power) == 0:
+                return f"{value >> power}{suffix}"
+        return str(value)
+    return str(float(amount)) if amount.denominator != 1 else "0"

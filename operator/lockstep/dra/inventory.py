@@ -2,7 +2,9 @@
 
 Only complete pools of their newest generation count: a pool whose slices of the newest generation are
 fewer than ``resourceSliceCount`` is skipped until the driver has published the rest, and slices of
-older generations are ignored. Every device is a :class:`DeviceEntry` built once per slice
+older generations are ignored. A pool's ``sharedCounters`` (in slices of their own) are gathered per
+pool; a device that consumes a counter set or counter its pool does not define is never usable, as
+upstream treats such a pool as invalid. Every device is a :class:`DeviceEntry` built once per slice
 resourceVersion; it carries its CEL activation and the memoized results of the selectors evaluated
 against it, so a selector runs once per (expression, device, slice version) however many pods ask.
 """
@@ -11,14 +13,25 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
-from lockstep.api.resource import Device, DeviceAttribute, NodeSelector, ResourceSlice
+from lockstep.api.resource import (
+    BLOCKING_TAINT_EFFECTS,
+    Device,
+    DeviceAttribute,
+    DeviceCapacity,
+    DeviceTaint,
+    NodeSelector,
+    ResourceSlice,
+)
 from lockstep.dra.cel import CELError, Selector, device_activation, qualify
-from lockstep.dra.k8s_types import Quantity, SemverError, parse_semver
+from lockstep.dra.k8s_types import Quantity, SemverError, parse_quantity, parse_semver
 from lockstep.dra.node_selector import node_selector_matches
 
 DeviceID = tuple[str, str, str]  # (driver, pool, device)
+PoolID = tuple[str, str]  # (driver, pool)
+CounterID = tuple[str, str]  # (counter set, counter)
 AttributeSet = frozenset[tuple[str, Any]]
 
 _SCALAR_KINDS = (("int_value", "int"), ("bool_value", "bool"), ("string_value", "string"))
@@ -61,13 +74,20 @@ class DeviceEntry:
         "all_nodes",
         "allow_multiple_allocations",
         "attributes",
+        "binding_conditions",
+        "binding_failure_conditions",
+        "binds_to_node",
         "capacity",
+        "capacity_policies",
+        "consumes",
         "driver",
         "id",
         "name",
         "node_name",
         "node_selector",
         "pool",
+        "pool_id",
+        "taints",
     )
 
     def __init__(
@@ -92,6 +112,14 @@ class DeviceEntry:
         self.node_selector = node_selector
         self.all_nodes = all_nodes
         self.allow_multiple_allocations = allow_multiple_allocations
+        self.pool_id: PoolID = (driver, pool)
+        # Set by _slice_entries from the published device (kept out of the constructor's hot path).
+        self.taints: tuple[DeviceTaint, ...] = ()  # only the effects that block allocation
+        self.consumes: tuple[tuple[CounterID, Fraction], ...] = ()
+        self.binding_conditions: tuple[str, ...] = ()
+        self.binding_failure_conditions: tuple[str, ...] = ()
+        self.binds_to_node = False
+        self.capacity_policies: Mapping[str, DeviceCapacity] = {}
         self._activations: dict[bool, dict[str, Any] | CELError] = {}
         # Selector verdicts; devices with identical content may share one dict (see content_key).
         self._results: dict[tuple[str, bool], bool | CELError] = (
@@ -166,6 +194,14 @@ def content_key(driver: str, device: Device) -> tuple[Any, ...]:
     return (driver, attributes, capacity, bool(device.allow_multiple_allocations))
 
 
+def _consumption(device: Device) -> tuple[tuple[CounterID, Fraction], ...]:
+    totals: dict[CounterID, Fraction] = defaultdict(Fraction)
+    for consumption in device.consumes_counters:
+        for name, counter in consumption.counters.items():
+            totals[(consumption.counter_set, name)] += parse_quantity(counter.value).value
+    return tuple(totals.items())
+
+
 SharedResults = dict[tuple[Any, ...], dict[tuple[str, bool], "bool | CELError"]]
 
 
@@ -181,20 +217,29 @@ def _slice_entries(resource_slice: ResourceSlice, shared: SharedResults) -> list
             )
         else:
             node_name, node_selector, all_nodes = spec.node_name, spec.node_selector, bool(spec.all_nodes)
-        entries.append(
-            DeviceEntry(
-                spec.driver,
-                spec.pool.name,
-                device.name,
-                device.attributes,
-                {key: value.quantity for key, value in device.capacity.items()},
-                node_name or None,
-                node_selector,
-                all_nodes,
-                bool(device.allow_multiple_allocations),
-                shared.setdefault(content_key(spec.driver, device), {}),
-            )
+        entry = DeviceEntry(
+            spec.driver,
+            spec.pool.name,
+            device.name,
+            device.attributes,
+            {key: value.quantity for key, value in device.capacity.items()},
+            node_name or None,
+            node_selector,
+            all_nodes,
+            bool(device.allow_multiple_allocations),
+            shared.setdefault(content_key(spec.driver, device), {}),
         )
+        if device.taints:
+            entry.taints = tuple(t for t in device.taints if t.effect in BLOCKING_TAINT_EFFECTS)
+        if device.consumes_counters:
+            entry.consumes = _consumption(device)
+        if device.binding_conditions:
+            entry.binding_conditions = tuple(device.binding_conditions)
+            entry.binding_failure_conditions = tuple(device.binding_failure_conditions)
+        entry.binds_to_node = bool(device.binds_to_node)
+        if device.capacity:
+            entry.capacity_policies = device.capacity
+        entries.append(entry)
     return entries
 
 
@@ -202,7 +247,10 @@ class DeviceInventory:
     """All usable devices; ``version`` changes whenever the set of usable devices may have changed."""
 
     __slots__ = (
+        "_by_id",
         "_by_node",
+        "_counter_users",
+        "_counters",
         "_dirty",
         "_entries",
         "_node_of",
@@ -218,6 +266,10 @@ class DeviceInventory:
         self._by_node: dict[str, list[DeviceEntry]] = {}
         self._non_local: list[DeviceEntry] = []
         self._node_of: dict[DeviceID, str] = {}
+        self._by_id: dict[DeviceID, DeviceEntry] = {}
+        # Per complete pool with shared counters: counter -> what the pool has, and the devices consuming.
+        self._counters: dict[PoolID, dict[CounterID, Fraction]] = {}
+        self._counter_users: dict[PoolID, list[DeviceEntry]] = {}
         # Selector verdicts by device content: 4,000 devices of a few models are evaluated a few times.
         self._shared_results: SharedResults = {}
         self._dirty = False
@@ -256,19 +308,37 @@ class DeviceInventory:
             pools[(resource_slice.spec.driver, resource_slice.spec.pool.name)].append(resource_slice)
         by_node: dict[str, list[DeviceEntry]] = defaultdict(list)
         non_local: list[DeviceEntry] = []
-        for slices in pools.values():
+        counters: dict[PoolID, dict[CounterID, Fraction]] = {}
+        counter_users: dict[PoolID, list[DeviceEntry]] = {}
+        for pool_id, slices in pools.items():
             newest = max(s.spec.pool.generation for s in slices)
             current = [s for s in slices if s.spec.pool.generation == newest]
             if len(current) < max(s.spec.pool.resource_slice_count for s in current):
                 continue  # incomplete pool: the driver has not published all slices yet
+            available = {
+                (counter_set.name, name): parse_quantity(counter.value).value
+                for resource_slice in current
+                for counter_set in resource_slice.spec.shared_counters
+                for name, counter in counter_set.counters.items()
+            }
+            users: list[DeviceEntry] = []
             for resource_slice in sorted(current, key=lambda s: s.metadata.name):
                 for entry in self._entries_of(resource_slice):
+                    if entry.consumes:
+                        if any(counter not in available for counter, _ in entry.consumes):
+                            continue  # consumes what the pool does not have: unusable
+                        users.append(entry)
                     if entry.node_name is not None:
                         by_node[entry.node_name].append(entry)
                     else:
                         non_local.append(entry)
+            if users:
+                counters[pool_id], counter_users[pool_id] = available, users
         self._by_node, self._non_local = dict(by_node), non_local
+        self._counters, self._counter_users = counters, counter_users
         self._node_of = {entry.id: node for node, entries in self._by_node.items() for entry in entries}
+        self._by_id = {entry.id: entry for entries in self._by_node.values() for entry in entries}
+        self._by_id.update((entry.id, entry) for entry in non_local)
         self._dirty = False
 
     def node_local_devices(self, node_name: str) -> list[DeviceEntry]:
@@ -298,3 +368,15 @@ class DeviceInventory:
         if self._dirty:
             self._rebuild()
         return [entry for entries in self._by_node.values() for entry in entries] + self._non_local
+
+    def device(self, device_id: DeviceID) -> DeviceEntry | None:
+        """A usable device by its ID."""
+        if self._dirty:
+            self._rebuild()
+        return self._by_id.get(device_id)
+
+    def pool_counters(self, pool_id: PoolID) -> tuple[Mapping[CounterID, Fraction], list[DeviceEntry]]:
+        """A pool's shared counters and the devices consuming them (empty for pools without)."""
+        if self._dirty:
+            self._rebuild()
+        return self._counters.get(pool_id, {}), self._counter_users.get(pool_id, [])

@@ -21,6 +21,7 @@ from lockstep.state.assume_cache import AssumeCache
 from lockstep.state.inflight import InFlightClaims
 
 GroupRef = tuple[str, str]  # (namespace, PodGroup name)
+IMPLICIT_EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
 
 
 def _allocated_devices(claim: ResourceClaim | None) -> list[DeviceID]:
@@ -179,6 +180,13 @@ class ResourceStore:
 
     def delete_class(self, name: str) -> None:
         self.classes.pop(name, None)
+
+    def extended_resource_class(self, resource: str) -> DeviceClass | None:
+        """The DeviceClass that provides an extended resource (its spec.extendedResourceName, or the
+        implicit ``deviceclass.resource.kubernetes.io/<class>``), None if none does."""
+        if resource.startswith(IMPLICIT_EXTENDED_RESOURCE_PREFIX):
+            return self.classes.get(resource.removeprefix(IMPLICIT_EXTENDED_RESOURCE_PREFIX))
+        return next((c for c in self.classes.values() if c.spec.extended_resource_name == resource), None)
 
     def upsert_template(self, template: ResourceClaimTemplate) -> None:
         self.templates[f"{template.metadata.namespace}/{template.metadata.name}"] = template

@@ -43,12 +43,19 @@ def resource_slice(
     all_nodes: bool = False,
     driver: str = DRIVER,
     rv: str = "1",
+    shared_counters: dict[str, dict[str, str]] | None = None,
 ) -> ResourceSlice:
+    """``shared_counters``: counter set -> counter -> quantity (a counters slice: pass no devices)."""
     spec: dict[str, Any] = {
         "driver": driver,
         "pool": {"name": pool or node or name, "generation": generation, "resourceSliceCount": slice_count},
         "devices": devices,
     }
+    if shared_counters is not None:
+        spec["sharedCounters"] = [
+            {"name": set_name, "counters": {k: {"value": v} for k, v in counters.items()}}
+            for set_name, counters in shared_counters.items()
+        ]
     if node is not None:
         spec["nodeName"] = node
     if node_selector is not None:
@@ -56,6 +63,16 @@ def resource_slice(
     if all_nodes:
         spec["allNodes"] = True
     return parse_resource(ResourceSlice, {"metadata": {"name": name, "resourceVersion": rv}, "spec": spec})
+
+
+def partition(name: str, counter_set: str = "gpu0", **counters: str) -> dict[str, Any]:
+    """A device consuming shared counters (memory="40Gi")."""
+    consumed = {k: {"value": v} for k, v in counters.items()}
+    return {"name": name, "consumesCounters": [{"counterSet": counter_set, "counters": consumed}]}
+
+
+def taint(key: str, effect: str = "NoSchedule", value: str = "") -> dict[str, str]:
+    return {"key": key, "value": value, "effect": effect} if value else {"key": key, "effect": effect}
 
 
 def device_class(name: str = CLASS, *expressions: str, rv: str = "1") -> DeviceClass:
@@ -72,10 +89,13 @@ def exactly(
     device_class_name: str = CLASS,
     all_devices: bool = False,
     admin_access: bool = False,
+    tolerations: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     request: dict[str, Any] = {"deviceClassName": device_class_name, "count": count}
     if all_devices:
         request = {"deviceClassName": device_class_name, "allocationMode": "All"}
+    if tolerations:
+        request["tolerations"] = tolerations
     if selectors:
         request["selectors"] = [{"cel": {"expression": e}} for e in selectors]
     if admin_access:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import fields, replace
 
 import pytest
 from dra_builders import (
@@ -22,9 +23,9 @@ from lockstep.config import KNOWN_FEATURE_GATES
 from lockstep.dra.allocator import AllocationError, Allocator
 from lockstep.dra.cel import Selector
 from lockstep.dra.features import (
+    FEATURE_GATES,
     GATE_FEATURES,
     Features,
-    UnsupportedFeaturesError,
     allocator_features,
 )
 from lockstep.dra.inventory import DeviceID, DeviceInventory
@@ -333,22 +334,24 @@ def test_search_budget_bounds_pathological_claims() -> None:
     devices = [device(f"d{i}", numa=i) for i in range(30)]
     inventory = DeviceInventory()
     inventory.update_slice(resource_slice("s", devices, "node-a"))
-    allocator = Allocator(ALL_ON, inventory, {CLASS: device_class()}, lambda _: False, max_steps=1000)
+    bounded = replace(ALL_ON, filter_timeout=True)
+    allocator = Allocator(bounded, inventory, {CLASS: device_class()}, lambda _: False, max_steps=1000)
     c = claim("c", exactly("x", 5), constraints=[match(f"{DRIVER}/numa")])
     assert allocate(allocator, [c]) is None
+    assert Allocator(ALL_ON, inventory, {}, lambda _: False, max_steps=1000).max_steps == float("inf")
 
 
 # --- features (behaviour 5) -------------------------------------------------------------------------
 
 
 def test_every_gate_mapped_feature_is_populated_by_the_derivation() -> None:
-    for gate, feature in GATE_FEATURES.items():
-        assert gate in KNOWN_FEATURE_GATES, gate
-        only_this = {name: name == gate for name in KNOWN_FEATURE_GATES}
-        assert allocator_features(only_this).enabled() == {feature}
-        assert (
-            feature not in allocator_features({name: name != gate for name in KNOWN_FEATURE_GATES}).enabled()
-        )
+    for feature, gates in FEATURE_GATES.items():
+        assert all(gate in KNOWN_FEATURE_GATES for gate in gates), gates
+        only_these = {name: name in gates for name in KNOWN_FEATURE_GATES}
+        assert allocator_features(only_these).enabled() == {feature}
+        for gate in gates:  # every one of its gates is needed
+            assert feature not in allocator_features({**only_these, gate: False}).enabled()
+    assert set(FEATURE_GATES) == {f.name for f in fields(Features)}
 
 
 def test_every_known_gate_reaches_the_allocator() -> None:
@@ -357,13 +360,9 @@ def test_every_known_gate_reaches_the_allocator() -> None:
 
 def test_defaults_follow_the_known_gate_defaults() -> None:
     features = allocator_features(KNOWN_FEATURE_GATES)
-    assert features.admin_access and features.prioritized_list
-    assert not features.list_type_attributes
-
-
-def test_allocator_refuses_a_feature_set_it_does_not_support() -> None:
-    with pytest.raises(UnsupportedFeaturesError, match="unsupported device_taints"):
-        Allocator(Features(device_taints=True), DeviceInventory(), {}, lambda _: False)
+    assert features.enabled() == {f.name for f in fields(Features)} - {"list_type_attributes"}
+    binding_without_status = {**KNOWN_FEATURE_GATES, "DRAResourceClaimDeviceStatus": False}
+    assert not allocator_features(binding_without_status).device_binding_and_status
 
 
 def test_a_changed_device_class_applies_to_claims_compiled_before() -> None:

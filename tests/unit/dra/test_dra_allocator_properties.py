@@ -110,3 +110,91 @@ def test_allocations_are_exclusive_valid_and_complete(
             chosen[int(entry.request.removeprefix("r"))].append(entry.device)
         assert _satisfies(chosen, requests, constrained, attrs)
         taken.update((DRIVER, node, name) for names in chosen for name in names)
+
+
+# --- 1.36 invariants: shared counters never over-committed, untolerated taints never allocated -------
+
+TAINT_KEYS = ("k0", "k1")
+partition_spec = st.fixed_dictionaries(
+    {
+        "memory": st.integers(1, 4),
+        "sm": st.integers(0, 3),
+        "taint": st.sampled_from(
+            [None, *[(key, effect) for key in TAINT_KEYS for effect in ("NoSchedule", "NoExecute", "None")]]
+        ),
+    }
+)
+counters_claim = st.tuples(
+    st.integers(1, 2),  # count
+    st.lists(st.sampled_from(TAINT_KEYS), max_size=2, unique=True),  # tolerated keys (Exists)
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    partitions=st.lists(partition_spec, min_size=1, max_size=6),
+    capacity=st.fixed_dictionaries({"memory": st.integers(2, 8), "sm": st.integers(1, 6)}),
+    claims=st.lists(counters_claim, min_size=1, max_size=6),
+    gang=st.booleans(),
+)
+def test_counters_never_go_negative_and_untolerated_taints_are_never_allocated(
+    partitions: list[dict[str, Any]],
+    capacity: dict[str, int],
+    claims: list[tuple[int, list[str]]],
+    gang: bool,
+) -> None:
+    devices = []
+    for i, spec in enumerate(partitions):
+        entry: dict[str, Any] = {
+            "name": f"p{i}",
+            "consumesCounters": [
+                {"counterSet": "gpu0", "counters": {k: {"value": str(spec[k])} for k in ("memory", "sm")}}
+            ],
+        }
+        if spec["taint"] is not None:
+            entry["taints"] = [{"key": spec["taint"][0], "effect": spec["taint"][1]}]
+        devices.append(entry)
+    inventory = DeviceInventory()
+    counters = {"gpu0": {k: str(v) for k, v in capacity.items()}}
+    inventory.update_slice(
+        resource_slice("c", [], "node-0", pool="p", slice_count=2, shared_counters=counters)
+    )
+    inventory.update_slice(resource_slice("d", devices, "node-0", pool="p", slice_count=2))
+    taken: set[DeviceID] = set()
+    allocator = Allocator(
+        Features(device_taints=True, partitionable_devices=True),
+        inventory,
+        {CLASS: device_class()},
+        taken.__contains__,
+    )
+    compiled = [
+        allocator.compile(
+            claim(
+                f"c{n}",
+                exactly("r", count, tolerations=[{"key": key, "operator": "Exists"} for key in tolerated]),
+            )
+        )
+        for n, (count, tolerated) in enumerate(claims)
+    ]
+    # One pod with every claim (a gang's claims reserved in one cycle), or one claim after the other.
+    batches = [compiled] if gang else [[c] for c in compiled]
+    for batch in batches:
+        result = allocator.allocate(batch, "node-0", {})
+        if result is None:
+            continue
+        for (count, tolerated), allocation in zip(
+            [claims[int(c.key.rsplit("/c", 1)[1])] for c in batch], result, strict=True
+        ):
+            assert len(allocation.devices.results) == count
+            for entry in allocation.devices.results:
+                spec = partitions[int(entry.device.removeprefix("p"))]
+                if spec["taint"] is not None and spec["taint"][1] != "None":
+                    assert spec["taint"][0] in tolerated, "an untolerated taint was allocated"
+                device_id = (entry.driver, entry.pool, entry.device)
+                assert device_id not in taken, "device allocated twice"
+                taken.add(device_id)
+        for counter in ("memory", "sm"):
+            used = sum(partitions[int(name.removeprefix("p"))][counter] for _, _, name in taken)
+            assert used <= capacity[counter], (
+                f"counter {counter} over-committed: {used} > {capacity[counter]}"
+            )

@@ -173,6 +173,10 @@ class DynamicResources:
     # --- PreFilter / Filter ------------------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        if self.store.features.extended_resource:
+            refused = self._extended_resources(pod)
+            if refused is not None:
+                return refused
         if not pod.claims and (state.group is None or not state.group.claims):
             return SKIP
         group_names = (
@@ -239,6 +243,24 @@ class DynamicResources:
                 )
         state.write(self._state_key(pod), pod_claims)
         return SUCCESS
+
+    def _extended_resources(self, pod: PodInfo) -> Status | None:
+        """Refuse a pod asking for an extended resource a DeviceClass provides (DRAExtendedResource):
+        kube-scheduler would allocate it through a special claim, which lockstep does not create."""
+        for resource in pod.requests:
+            if "/" not in resource:
+                continue
+            device_class = self.store.extended_resource_class(resource)
+            if device_class is not None:
+                return Status.unresolvable(
+                    self.name,
+                    "ExtendedResourceClaim",
+                    f"spec.containers[].resources.requests[{resource}]: DeviceClass "
+                    f"{device_class.metadata.name} provides {resource} through spec.extendedResourceName "
+                    "(DRAExtendedResource); lockstep does not allocate DRA extended resources, ask for the "
+                    "device with a ResourceClaim instead",
+                )
+        return None
 
     @staticmethod
     def _may_use_busy_devices(pod_claims: _PodClaims) -> bool:
@@ -466,14 +488,11 @@ class DynamicResources:
     # --- Reserve / Unreserve -----------------------------------------------------------------------
 
     def _allocations_for(self, pod_claims: _PodClaims, node: str) -> list[AllocationResult] | None:
-        """Filter's choice for ``node`` if all its devices are still free, else a fresh search."""
+        """Filter's choice for ``node`` if all its devices (and the shared counters they consume) are
+        still free, else a fresh search."""
         allocator = self.store.allocator
         found = pod_claims.found.get(node)
-        if found is None or any(
-            not alternative.admin_access and allocator.in_use(device.id)
-            for picks in found
-            for alternative, device in picks
-        ):
+        if found is None or not allocator.still_available(found):
             found = allocator.find(pod_claims.compiled, node, pod_claims.node_labels.get(node, {}))
         return None if found is None else allocator.results(pod_claims.compiled, found, node)
 
