@@ -14,7 +14,7 @@ import asyncio
 import base64
 import contextlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -36,7 +36,7 @@ from lockstep.sim.objectmeta import (
     validate_object_meta,
 )
 from lockstep.sim.patch import JsonPatchError, json_patch, merge_patch, strategic_merge
-from lockstep.sim.registry import served_types
+from lockstep.sim.registry import policy, served_types
 from lockstep.sim.resources import ResourceType, WriteContext
 from lockstep.sim.selectors import parse_field_selector, parse_label_selector
 from lockstep.sim.store import ObjectKey, ResourceStore, Stored, View, Watcher, WatchEvent
@@ -62,7 +62,7 @@ VERSION_INFO = {
 JSON = "application/json"
 META_RENDERINGS = ("Table", "PartialObjectMetadata", "PartialObjectMetadataList")
 AGGREGATED_DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
-BINDING_CREATED = b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}'
+CREATED_STATUS = b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}'
 PATCH_REJECTED = ApiError(
     422, "Invalid", "the server rejected our request due to an error in our request", {}
 )
@@ -493,6 +493,8 @@ class ApiServer:
                 return await self._create(request, req)
             if req.subresource == "binding":
                 return await self._bind(request, req)
+            if req.subresource == "eviction":
+                return await self._evict(request, req)
             raise fe.method_not_allowed()
         if req.name is None:
             if verb == "deletecollection":
@@ -514,6 +516,10 @@ class ApiServer:
         if stored is None:
             raise fe.not_found(rt.plural, rt.group, name)
         return stored
+
+    def _objects_of(self, storage: str) -> Iterable[JsonObject]:
+        store = self.stores.get(storage)
+        return (stored.obj for stored in store.objects.values()) if store is not None else ()
 
     def _render(self, rt: ResourceType, stored: Stored) -> bytes:
         if rt.view is not None:
@@ -629,6 +635,8 @@ class ApiServer:
         for field in (*SYSTEM_METADATA, "managedFields", "selfLink"):
             meta.pop(field, None)
         rt.strategy.decode(rt, obj, ctx)
+        ctx.objects_of = self._objects_of
+        rt.strategy.admit(rt, obj, None, ctx)
         rt.strategy.default(rt, obj, None)
         rt.strategy.normalize(rt, obj)
         name = meta.get("name") or ""
@@ -1066,6 +1074,8 @@ class ApiServer:
                 errors.extend([fe.forbidden("metadata.finalizers", detail)] * repeat)
         if not result_meta.get("finalizers"):
             result_meta.pop("finalizers", None)
+        ctx.objects_of = self._objects_of
+        rt.strategy.admit(rt, result, old, ctx)
         rt.strategy.default(rt, result, old)
         rt.strategy.normalize(rt, result)
         if not errors:
@@ -1177,7 +1187,38 @@ class ApiServer:
         else:
             conditions.append(condition)
         self._commit(rt, self._key(rt, req.namespace, name), bound, "MODIFIED", current)
-        return web.Response(status=201, body=BINDING_CREATED, headers={"Content-Type": JSON})
+        return web.Response(status=201, body=CREATED_STATUS, headers={"Content-Type": JSON})
+
+    # ------------------------------------------------------------------ eviction
+
+    async def _evict(self, request: web.Request, req: ResourceRequest) -> web.Response:
+        assert req.name is not None and req.namespace is not None
+        name, namespace = req.name, req.namespace
+        body = await self._body(request)
+        rt = req.rt
+        pod = self._current(rt, namespace, name).obj
+        pdb_rt = self.types[(policy.GROUP, "v1", "poddisruptionbudgets")]
+        budgets = [
+            b for b in self._objects_of(policy.PDB_STORAGE) if b["metadata"].get("namespace") == namespace
+        ]
+
+        def write_budget_status(budget: JsonObject, status: JsonObject) -> None:
+            current = self._current(pdb_rt, namespace, budget["metadata"]["name"])
+            updated = {**current.copy(), "status": status}
+            updated["metadata"]["resourceVersion"] = budget["metadata"]["resourceVersion"]
+            self.update_object(pdb_rt, current, updated, WriteContext(subresource="status"))
+
+        def mark_and_delete(condition: JsonObject, options: JsonObject) -> None:
+            current = self._current(rt, namespace, name)
+            marked = current.copy()
+            conditions = marked.setdefault("status", {}).setdefault("conditions", [])
+            conditions[:] = [c for c in conditions if c.get("type") != condition["type"]]
+            conditions.insert(0, dict(condition))
+            self.update_object(rt, current, marked, WriteContext(subresource="status"))
+            self.delete_object(rt, namespace, name, options)
+
+        policy.evict(pod, body, budgets, write_budget_status, mark_and_delete)
+        return web.Response(status=201, body=CREATED_STATUS, headers={"Content-Type": JSON})
 
     # ------------------------------------------------------------------ delete
 

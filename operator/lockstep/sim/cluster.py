@@ -21,6 +21,7 @@ import structlog
 import yaml
 
 from lockstep.sim.apiserver import ApiServer
+from lockstep.sim.controllers.disruption import DisruptionController
 from lockstep.sim.controllers.dra_driver import DraDriver
 from lockstep.sim.controllers.kubelet import Kubelets, now_rfc3339
 from lockstep.sim.controllers.persistentvolume import PersistentVolumeController
@@ -201,7 +202,7 @@ class SimCluster:
         rack_size: int = 8,
         taint_every: int = 0,
         kubelet_start_delay: float = 0.1,
-        kubelet_delete_delay: float = 0.1,
+        kubelet_delete_delay: float | None = 0.1,
         pod_run_seconds: float | None = None,
         install_crd: bool = True,
         start_timeout: float = 60.0,
@@ -228,6 +229,7 @@ class SimCluster:
         self._tasks: list[asyncio.Task[None]] = []
         self._kubelets: Kubelets | None = None
         self._claim_controller: ClaimController | None = None
+        self._disruption_controller: DisruptionController | None = None
         self._dra_driver: DraDriver | None = None
         self._pv_controller: PersistentVolumeController | None = None
         self._provisioner: Provisioner | None = None
@@ -278,9 +280,25 @@ class SimCluster:
         self._claim_controller = ClaimController(http, pods, claims)
         self._pv_controller = PersistentVolumeController(http, pvs, pvcs, pods)
         self._provisioner = Provisioner(http, pvcs, classes)
-        for component in (self._kubelets, self._claim_controller, self._pv_controller, self._provisioner):
+        budgets = Informer(http, "/apis/policy/v1/poddisruptionbudgets")
+        self._disruption_controller = DisruptionController(http, pods, budgets)
+        components = (
+            self._kubelets,
+            self._claim_controller,
+            self._pv_controller,
+            self._provisioner,
+            self._disruption_controller,
+        )
+        for component in components:
             component.start()
-        informers = {"pods": pods, "claims": claims, "pvs": pvs, "pvcs": pvcs, "classes": classes}
+        informers = {
+            "pods": pods,
+            "claims": claims,
+            "pvs": pvs,
+            "pvcs": pvcs,
+            "classes": classes,
+            "pdbs": budgets,
+        }
         for name, informer in informers.items():
             self._tasks.append(asyncio.create_task(informer.run(), name=f"sim-{name}-watch"))
         for informer in informers.values():
@@ -328,7 +346,13 @@ class SimCluster:
     async def stop(self) -> None:
         if self._dra_driver is not None:
             await self._dra_driver.stop()
-        for component in (self._provisioner, self._pv_controller, self._claim_controller):
+        stopping = (
+            self._disruption_controller,
+            self._provisioner,
+            self._pv_controller,
+            self._claim_controller,
+        )
+        for component in stopping:
             if component is not None:
                 await component.stop()
         if self._kubelets is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from base64 import b64encode
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,8 @@ JsonObject = dict[str, Any]
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 STATUS_VERBS = ("get", "patch", "update")
+# Subresources created by a POST of another kind (kind, group, version); the rest serve their parent kind.
+CREATE_SUBRESOURCES = {"binding": ("Binding", "", ""), "eviction": ("Eviction", "policy", "v1")}
 METADATA_FIELDS = {"metadata.name": "metadata.name", "metadata.namespace": "metadata.namespace"}
 
 
@@ -26,6 +29,9 @@ class WriteContext:
     subresource: str = ""
     dry_run: bool = False
     warnings: list[str] = field(default_factory=list)
+    # The stored objects of a storage (``"scheduling.k8s.io/priorityclasses"``), for admission steps
+    # that read other objects; the server sets it.
+    objects_of: Callable[[str], Iterable[JsonObject]] = lambda storage: ()
 
 
 class Strategy:
@@ -33,6 +39,10 @@ class Strategy:
 
     def decode(self, rt: ResourceType, obj: JsonObject, ctx: WriteContext) -> None:
         """Reject what the real decoder would (400) and prune unknown fields; may mutate ``obj``."""
+
+    def admit(self, rt: ResourceType, obj: JsonObject, old: JsonObject | None, ctx: WriteContext) -> None:
+        """Admission plugins of this kind (mutating, then validating; 403 as ``ApiError``), run on the
+        decoded object before defaulting and validation."""
 
     def default(self, rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> None:
         """Apply defaults (create, and again on update like the real decoder)."""
@@ -115,16 +125,19 @@ class ResourceType:
         main["storageVersionHash"] = self.storage_hash
         entries = [main]
         for sub in self.subresources:
-            kind, verbs = ("Binding", ["create"]) if sub == "binding" else (self.kind, list(STATUS_VERBS))
-            entries.append(
-                {
-                    "name": f"{self.plural}/{sub}",
-                    "singularName": "",
-                    "namespaced": self.namespaced,
-                    "kind": kind,
-                    "verbs": verbs,
-                }
-            )
+            entry: JsonObject = {
+                "name": f"{self.plural}/{sub}",
+                "singularName": "",
+                "namespaced": self.namespaced,
+            }
+            if sub in CREATE_SUBRESOURCES:
+                kind, group, version = CREATE_SUBRESOURCES[sub]
+                if group:
+                    entry.update(group=group, version=version)
+                entry.update(kind=kind, verbs=["create"])
+            else:
+                entry.update(kind=self.kind, verbs=list(STATUS_VERBS))
+            entries.append(entry)
         return entries
 
     def aggregated_discovery(self) -> JsonObject:
@@ -141,11 +154,15 @@ class ResourceType:
             entry["categories"] = list(self.categories)
         subs = []
         for sub in self.subresources:
-            kind, verbs = ("Binding", ["create"]) if sub == "binding" else (self.kind, list(STATUS_VERBS))
+            if sub in CREATE_SUBRESOURCES:
+                kind, group, version = CREATE_SUBRESOURCES[sub]
+                verbs = ["create"]
+            else:
+                kind, group, version, verbs = self.kind, "", "", list(STATUS_VERBS)
             subs.append(
                 {
                     "subresource": sub,
-                    "responseKind": {"group": "", "version": "", "kind": kind},
+                    "responseKind": {"group": group, "version": version, "kind": kind},
                     "verbs": verbs,
                 }
             )

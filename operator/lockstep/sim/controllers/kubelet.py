@@ -10,8 +10,11 @@
   Its PersistentVolumeClaims must be Bound too (the volume manager cannot mount an unbound claim):
   until then the pod stays Pending, gets one ``FailedMount`` Warning event, and is checked again
   when one of those claims changes.
-- A bound pod with a deletionTimestamp is removed after ``delete_delay`` seconds with a DELETE
-  ``gracePeriodSeconds=0`` guarded by the pod's uid, as the kubelet does once its containers stopped.
+- A bound pod with a deletionTimestamp is removed with a DELETE ``gracePeriodSeconds=0`` guarded by
+  the pod's uid once its containers stopped: ``delete_delay`` seconds after the deletion (how long the
+  simulated containers take to exit on SIGTERM), or at the end of its grace period
+  (``deletionGracePeriodSeconds``) if that comes first. ``delete_delay=None`` simulates containers
+  that ignore SIGTERM: the pod stays, terminating, for its whole grace period.
 - With ``run_seconds`` set, a Running pod is marked Succeeded that long after it started.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import time
 from collections.abc import Sequence
 
 import structlog
@@ -225,7 +229,7 @@ class Kubelets:
         node_ips: Sequence[str],
         *,
         start_delay: float = 0.1,
-        delete_delay: float = 0.1,
+        delete_delay: float | None = 0.1,
         run_seconds: float | None = None,
         workers: int = 32,
         pvcs: Informer | None = None,
@@ -243,6 +247,7 @@ class Kubelets:
         }
         self._next_host: dict[str, int] = {}
         self._scheduled: set[str] = set()
+        self._removal_due: dict[str, float] = {}  # pod key -> monotonic time its containers are gone
         # claim key -> keys of pods that could not start until it changes
         self._waiting_for_claim: dict[str, set[str]] = {}
         # PersistentVolumeClaim key -> keys of pods waiting for it to be bound
@@ -268,19 +273,29 @@ class Kubelets:
         return str(network[1 + host % (network.num_addresses - 2)])
 
     def _on_pod_event(self, event_type: str, pod: JsonObject) -> None:
+        key = f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"
         if event_type == "DELETED":
+            self._removal_due.pop(key, None)
             return
         node_name = pod.get("spec", {}).get("nodeName")
         if node_name not in self._node_ips:
             return
-        key = f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"
         phase = pod.get("status", {}).get("phase")
         if pod["metadata"].get("deletionTimestamp"):
-            self._after(key, "delete", self.delete_delay)
+            self._terminate(key, float(pod["metadata"].get("deletionGracePeriodSeconds") or 0))
         elif phase == "Pending":
             self._after(key, "start", self.start_delay)
         elif phase == "Running" and self.run_seconds is not None:
             self._after(key, "finish", self.run_seconds)
+
+    def _terminate(self, key: str, grace: float) -> None:
+        """Plan the removal of a terminating pod; a later, shorter grace period brings it forward."""
+        delay = grace if self.delete_delay is None else min(grace, self.delete_delay)
+        due = time.monotonic() + delay
+        if due >= self._removal_due.get(key, float("inf")):
+            return
+        self._removal_due[key] = due
+        self._queue.add_after(f"delete@{due}:{key}", delay)
 
     def _on_claim_event(self, event_type: str, claim: JsonObject) -> None:
         metadata = claim.get("metadata") or {}
@@ -328,6 +343,10 @@ class Kubelets:
         phase = pod.get("status", {}).get("phase")
         try:
             if pod["metadata"].get("deletionTimestamp"):
+                if not action.startswith("delete@") or time.monotonic() + 0.001 < self._removal_due.get(
+                    key, 0.0
+                ):
+                    return  # still stopping: the planned visit removes it
                 await self.http.delete(
                     pod_path(namespace, name),
                     {

@@ -12,8 +12,9 @@ from lockstep.sim.registry.coordination import coordination_types
 from lockstep.sim.registry.core import core_types
 from lockstep.sim.registry.core_storage import core_storage_types
 from lockstep.sim.registry.events import event_types
+from lockstep.sim.registry.policy import policy_types
 from lockstep.sim.registry.resource import dra_types
-from lockstep.sim.registry.scheduling import scheduling_alpha_types
+from lockstep.sim.registry.scheduling import scheduling_alpha_types, scheduling_types
 from lockstep.sim.registry.storage import storage_types
 from lockstep.sim.resources import ResourceType
 
@@ -27,6 +28,8 @@ def served_types(*, scheduling_alpha_api: bool = False) -> list[ResourceType]:
         *coordination_types(),
         *storage_types(),
         *dra_types(),
+        *scheduling_types(),
+        *policy_types(),
         crd.crd_type(),
     ]
     if scheduling_alpha_api:

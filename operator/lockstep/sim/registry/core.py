@@ -14,6 +14,7 @@ from lockstep.sim.objectmeta import (
     random_suffix,
     validate_name,
 )
+from lockstep.sim.registry.scheduling import admit_pod_priority
 from lockstep.sim.resources import METADATA_FIELDS, ResourceType, Strategy, WriteContext
 
 JsonObject = dict[str, Any]
@@ -149,6 +150,10 @@ def check_pod_quantities(rt: ResourceType, pod: JsonObject) -> None:
 class PodStrategy(Strategy):
     def decode(self, rt: ResourceType, obj: JsonObject, ctx: WriteContext) -> None:
         check_pod_quantities(rt, obj)
+
+    def admit(self, rt: ResourceType, obj: JsonObject, old: JsonObject | None, ctx: WriteContext) -> None:
+        if old is None:
+            admit_pod_priority(obj, ctx)
 
     def default(self, rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> None:
         spec = obj.setdefault("spec", {})
@@ -393,7 +398,7 @@ def core_types() -> list[ResourceType]:
             PodStrategy(),
             short_names=("po",),
             categories=("all",),
-            subresources=("binding", "status"),
+            subresources=("binding", "eviction", "status"),
             has_generation=True,
             returns_deleted_object=True,
             status_updates_metadata=True,
