@@ -65,11 +65,6 @@ PENDING: dict[str, Pending] = {
         "the pod's spec.schedulingGroup",
         frozenset({4, 5, 6, 7, 8, 9, 12, 14, 18, 24}),
     ),
-    "priority-preemption": Pending(
-        17,
-        "PriorityClass strategy, priority admission, PodDisruptionBudgets and the eviction subresource",
-        frozenset({3, 4, 5, 6, 8, 10, 21, 22, 23}),
-    ),
 }
 
 
