@@ -9,7 +9,10 @@ As in k8s.io/dynamic-resource-allocation/cel plus k8s.io/apiserver/pkg/cel/libra
   methods, ``compareTo``/``isGreaterThan``/``isLessThan``;
 * with list-type attributes on (KEP-5491): list-valued attributes and ``<dyn>.includes(x)``;
 * ``cel.bind``, two-variable comprehensions, cel-go's heterogeneous equality and cross-type numeric
-  ordering, and a subset of the ext.Strings / lists / regex libraries.
+  ordering, and a subset of the ext.Strings / lists / regex libraries;
+* optional types (``cel.OptionalTypes``): ``x.?f``, ``x[?k]``, ``[?x]``, ``{?k: v}``, ``optional.of``,
+  ``optional.ofNonZeroValue``, ``optional.none``, ``hasValue``, ``value``, ``or``, ``orValue``,
+  ``optMap``, ``optFlatMap``; the syntax comes from :mod:`lockstep.dra.cel_syntax`.
 
 Each expression is compiled once per feature set (:func:`compile_selector`). A compile or runtime error
 becomes :class:`CELError`, whose message quotes the expression; it never escapes as anything else.
@@ -29,6 +32,22 @@ import lark
 import re2
 from celpy.evaluation import CELEvalError, Evaluator
 
+from lockstep.dra.cel_syntax import OptionalSyntaxParser
+from lockstep.dra.cel_values import (
+    OPTIONAL_NONE,
+    CELOptional,
+    NoOverload,
+    Value,
+    cel_equal,
+    compare,
+    equal_is_true,
+    eval_error,
+    first_error,
+    is_number,
+    is_zero_value,
+    no_overload,
+    type_name,
+)
 from lockstep.dra.k8s_types import (
     MAX_ATTRIBUTE_VALUES_PER_DEVICE,
     Quantity,
@@ -41,7 +60,6 @@ from lockstep.dra.k8s_types import (
     parse_semver,
 )
 
-Value = Any  # a celpy value, a Quantity, a Semver or a CELEvalError
 Activation = Mapping[str, Any]
 
 
@@ -54,141 +72,33 @@ class CELError(ValueError):
         self.problem = problem
 
 
-def _error(message: str) -> CELEvalError:
-    return CELEvalError(message, TypeError, (message,))
+class CELSyntaxError(CELError):
+    """The expression does not parse; ``column`` (1-based) is where the parser stopped, if known."""
 
-
-def _type_name(value: Value) -> str:
-    if isinstance(value, Quantity):
-        return "Quantity"
-    if isinstance(value, Semver):
-        return "Semver"
-    return type(value).__name__.replace("Type", "").lower()
-
-
-def _no_overload(name: str, *args: Value) -> CELEvalError:
-    return _error(f"no such overload: {name}({', '.join(_type_name(a) for a in args)})")
-
-
-# --- equality and ordering as in cel-go (heterogeneous equality, cross-type numbers) ---------------
-
-_NUMBERS = (ct.IntType, ct.UintType, ct.DoubleType)
-
-
-class _NoOverload(Exception):
-    pass
-
-
-def _is_number(value: Value) -> bool:
-    return isinstance(value, _NUMBERS) or type(value) in (int, float)
-
-
-def _as_python_number(value: Value) -> int | float:
-    """celpy numbers refuse mixed-type operators; compare them as exact builtin int/float."""
-    return float(value) if isinstance(value, ct.DoubleType | float) else int(value)
-
-
-def _is_null(value: Value) -> bool:
-    return value is None or isinstance(value, ct.NullType)
-
-
-def _cel_equal(a: Value, b: Value) -> bool:
-    """types.Equal(a, b): a bool, or _NoOverload for Quantity/Semver against another type."""
-    if _is_null(a) or _is_null(b):
-        return _is_null(a) and _is_null(b)
-    if isinstance(a, Quantity | Semver):
-        if type(b) is type(a):
-            return bool(a == b)
-        raise _NoOverload
-    if isinstance(a, ct.BoolType) or type(a) is bool:
-        return (isinstance(b, ct.BoolType) or type(b) is bool) and bool(a) == bool(b)
-    if _is_number(a):
-        if not _is_number(b) or isinstance(b, ct.BoolType):
-            return False
-        return _as_python_number(a) == _as_python_number(b)
-    if isinstance(a, str):
-        return isinstance(b, str) and str(a) == str(b)
-    if isinstance(a, list):
-        if not isinstance(b, list) or len(a) != len(b):
-            return False
-        for x, y in zip(a, b, strict=True):
-            try:
-                if not _cel_equal(x, y):
-                    return False
-            except _NoOverload:  # cel-go: only an explicit False ends list equality
-                continue
-        return True
-    if isinstance(a, dict):
-        if not isinstance(b, dict) or len(a) != len(b):
-            return False
-        for key, value in a.items():
-            if key not in b:
-                return False
-            try:
-                if not _cel_equal(value, b[key]):
-                    return False
-            except _NoOverload:
-                continue
-        return True
-    return type(a) is type(b) and bool(a == b)
-
-
-def _equal_is_true(a: Value, b: Value) -> bool:
-    try:
-        return _cel_equal(a, b)
-    except _NoOverload:
-        return False
-
-
-def _first_error(*args: Value) -> CELEvalError | None:
-    for arg in args:
-        if isinstance(arg, CELEvalError):
-            return arg
-    return None
+    def __init__(self, expression: str, problem: str, column: int | None) -> None:
+        super().__init__(expression, f"compilation failed: {problem}")
+        self.detail = problem
+        self.column = column
 
 
 def _op_equal(a: Value, b: Value) -> Value:
-    if error := _first_error(a, b):
+    if error := first_error(a, b):
         return error
     try:
-        return ct.BoolType(_cel_equal(a, b))
-    except _NoOverload:
-        return _no_overload("_==_", a, b)
+        return ct.BoolType(cel_equal(a, b))
+    except NoOverload:
+        return no_overload("_==_", a, b)
 
 
 def _op_not_equal(a: Value, b: Value) -> Value:
-    if error := _first_error(a, b):
+    if error := first_error(a, b):
         return error
-    return ct.BoolType(not _equal_is_true(a, b))  # cel-go: Equal(l, r) != True
-
-
-def _compare(a: Value, b: Value, name: str) -> int | CELEvalError | None:
-    """-1/0/1, None when either side is NaN, or an error when the types do not order."""
-    if error := _first_error(a, b):
-        return error
-    if _is_number(a) and _is_number(b) and not isinstance(a, ct.BoolType) and not isinstance(b, ct.BoolType):
-        x, y = _as_python_number(a), _as_python_number(b)
-        if x != x or y != y:
-            return None
-        return (x > y) - (x < y)
-    orderable: tuple[tuple[type, Callable[[Any], Any] | None], ...] = (
-        (ct.StringType, str),
-        (ct.BoolType, int),
-        (ct.BytesType, bytes),
-        (ct.TimestampType, None),
-        (ct.DurationType, None),
-    )
-    for cel_type, convert in orderable:
-        if isinstance(a, cel_type) and isinstance(b, cel_type):
-            if convert is not None:
-                a, b = convert(a), convert(b)
-            return int((a > b) - (a < b))
-    return _no_overload(name, a, b)
+    return ct.BoolType(not equal_is_true(a, b))  # cel-go: Equal(l, r) != True
 
 
 def _ordering(name: str, accept: Callable[[int], bool]) -> Callable[[Value, Value], Value]:
     def operator(a: Value, b: Value) -> Value:
-        result = _compare(a, b, name)
+        result = compare(a, b, name)
         if isinstance(result, CELEvalError):
             return result
         return ct.BoolType(result is not None and accept(result))
@@ -197,115 +107,115 @@ def _ordering(name: str, accept: Callable[[int], bool]) -> Callable[[Value, Valu
 
 
 def _op_in(item: Value, container: Value) -> Value:
-    if error := _first_error(item, container):
+    if error := first_error(item, container):
         return error
     if isinstance(container, list):
-        return ct.BoolType(any(_equal_is_true(item, x) for x in container))
+        return ct.BoolType(any(equal_is_true(item, x) for x in container))
     if isinstance(container, dict):
         if isinstance(item, str):
             return ct.BoolType(dict.__contains__(container, item))
-        return ct.BoolType(any(_equal_is_true(item, key) for key in container))
-    return _no_overload("@in", item, container)
+        return ct.BoolType(any(equal_is_true(item, key) for key in container))
+    return no_overload("@in", item, container)
 
 
 # --- Kubernetes library functions ------------------------------------------------------------------
 
 
 def _fn_quantity(text: Value) -> Value:
-    if error := _first_error(text):
+    if error := first_error(text):
         return error
     if not isinstance(text, str):
-        return _no_overload("quantity", text)
+        return no_overload("quantity", text)
     try:
         return parse_quantity(str(text))
     except QuantityError as exc:
-        return _error(str(exc))
+        return eval_error(str(exc))
 
 
 def _fn_is_quantity(text: Value) -> Value:
-    if error := _first_error(text):
+    if error := first_error(text):
         return error
     if not isinstance(text, str):
-        return _no_overload("isQuantity", text)
+        return no_overload("isQuantity", text)
     return ct.BoolType(is_quantity(str(text)))
 
 
 def _fn_semver(text: Value, normalize: Value = None) -> Value:
-    if error := _first_error(text, normalize):
+    if error := first_error(text, normalize):
         return error
     if not isinstance(text, str) or (normalize is not None and not isinstance(normalize, ct.BoolType)):
-        return _no_overload("semver", text)
+        return no_overload("semver", text)
     try:
         return Semver.parse_normalized(str(text)) if normalize else parse_semver(str(text))
     except SemverError as exc:
-        return _error(str(exc))
+        return eval_error(str(exc))
 
 
 def _fn_is_semver(text: Value, normalize: Value = None) -> Value:
-    if error := _first_error(text, normalize):
+    if error := first_error(text, normalize):
         return error
     if not isinstance(text, str):
-        return _no_overload("isSemver", text)
+        return no_overload("isSemver", text)
     return ct.BoolType(is_semver(str(text), bool(normalize)))
 
 
 def _same_type_binary(name: str, impl: Callable[[Any, Any], Value]) -> Callable[[Value, Value], Value]:
     def function(a: Value, b: Value) -> Value:
-        if error := _first_error(a, b):
+        if error := first_error(a, b):
             return error
         if isinstance(a, Quantity | Semver) and type(b) is type(a):
             return impl(a, b)
-        return _no_overload(name, a, b)
+        return no_overload(name, a, b)
 
     return function
 
 
 def _unary(name: str, operand_type: type, impl: Callable[[Any], Value]) -> Callable[[Value], Value]:
     def function(a: Value) -> Value:
-        if error := _first_error(a):
+        if error := first_error(a):
             return error
         if type(a) is not operand_type:
-            return _no_overload(name, a)
+            return no_overload(name, a)
         try:
             return impl(a)
         except (QuantityError, SemverError) as exc:
-            return _error(str(exc))
+            return eval_error(str(exc))
 
     return function
 
 
 def _quantity_arithmetic(name: str) -> Callable[[Value, Value], Value]:
     def function(a: Value, b: Value) -> Value:
-        if error := _first_error(a, b):
+        if error := first_error(a, b):
             return error
         if type(a) is Quantity and (type(b) is Quantity or isinstance(b, ct.IntType)):
             return a.add(b) if name == "add" else a.sub(b)
-        return _no_overload(name, a, b)
+        return no_overload(name, a, b)
 
     return function
 
 
 def _fn_includes(target: Value, item: Value) -> Value:
-    if error := _first_error(target, item):
+    if error := first_error(target, item):
         return error
     if isinstance(target, list):
         if len(target) > MAX_ATTRIBUTE_VALUES_PER_DEVICE:
-            return _error(
+            return eval_error(
                 "'includes' function cannot be applied to lists longer than "
                 f"{MAX_ATTRIBUTE_VALUES_PER_DEVICE} values"
             )
-        return ct.BoolType(any(_equal_is_true(element, item) for element in target))
-    return ct.BoolType(_equal_is_true(target, item))
+        return ct.BoolType(any(equal_is_true(element, item) for element in target))
+    return ct.BoolType(equal_is_true(target, item))
 
 
 def _string_function(name: str, impl: Callable[..., Value]) -> Callable[..., Value]:
     def function(*args: Value) -> Value:
-        if error := _first_error(*args):
+        if error := first_error(*args):
             return error
         try:
             return impl(*args)
         except (TypeError, AttributeError, IndexError, ValueError):
-            return _no_overload(name, *args)
+            return no_overload(name, *args)
 
     return function
 
@@ -313,7 +223,7 @@ def _string_function(name: str, impl: Callable[..., Value]) -> Callable[..., Val
 def _index_of(target: Value, item: Value, start: Value = 0) -> Value:
     if isinstance(target, list):  # Kubernetes lists library
         for i, element in enumerate(target):
-            if _equal_is_true(element, item):
+            if equal_is_true(element, item):
                 return ct.IntType(i)
         return ct.IntType(-1)
     return ct.IntType(str(target).find(str(item), int(start)))
@@ -322,7 +232,7 @@ def _index_of(target: Value, item: Value, start: Value = 0) -> Value:
 def _last_index_of(target: Value, item: Value) -> Value:
     if isinstance(target, list):
         for i in range(len(target) - 1, -1, -1):
-            if _equal_is_true(target[i], item):
+            if equal_is_true(target[i], item):
                 return ct.IntType(i)
         return ct.IntType(-1)
     return ct.IntType(str(target).rfind(str(item)))
@@ -375,6 +285,28 @@ _STRING_IMPLEMENTATIONS: dict[str, Callable[..., Value]] = {
 }
 _STRING_FUNCTIONS = {name: _string_function(name, impl) for name, impl in _STRING_IMPLEMENTATIONS.items()}
 
+
+def _optional_method(name: str, impl: Callable[[CELOptional], Value]) -> Callable[[Value], Value]:
+    def method(target: Value) -> Value:
+        if isinstance(target, CELOptional):
+            return impl(target)
+        return no_overload(name, target)
+
+    return method
+
+
+def _optional_value(target: CELOptional) -> Value:
+    return target.value if target.has_value else eval_error("optional.none() dereference")
+
+
+_OPTIONAL_FUNCTIONS: dict[str, Callable[..., Value]] = {
+    "optional.of": CELOptional,
+    "optional.ofNonZeroValue": lambda value: OPTIONAL_NONE if is_zero_value(value) else CELOptional(value),
+    "optional.none": lambda: OPTIONAL_NONE,
+    "hasValue": _optional_method("hasValue", lambda target: ct.BoolType(target.has_value)),
+    "value": _optional_method("value", _optional_value),
+}
+
 _BASE_FUNCTIONS: dict[str, Callable[..., Value]] = {
     "_==_": _op_equal,
     "_!=_": _op_not_equal,
@@ -402,6 +334,7 @@ _BASE_FUNCTIONS: dict[str, Callable[..., Value]] = {
     "isGreaterThan": _same_type_binary("isGreaterThan", lambda a, b: ct.BoolType(a.compare_to(b) == 1)),
     "isLessThan": _same_type_binary("isLessThan", lambda a, b: ct.BoolType(a.compare_to(b) == -1)),
     **_STRING_FUNCTIONS,
+    **_OPTIONAL_FUNCTIONS,
 }
 _LIST_TYPE_FUNCTIONS: dict[str, Callable[..., Value]] = {**_BASE_FUNCTIONS, "includes": _fn_includes}
 
@@ -420,6 +353,9 @@ def _single_identifier(tree: Any) -> str | None:
 
 _MISSING = object()
 _TWO_VARIABLE_MACROS = ("all", "exists", "existsOne", "exists_one")
+_OPTIONAL_SHORT_CIRCUITS = frozenset({"or", "orValue", "optMap", "optFlatMap"})
+# Receivers that name a function namespace (``optional.of(x)``), not a variable.
+NAMESPACES = frozenset({"optional"})
 
 
 class _DRAEvaluator(Evaluator):
@@ -441,7 +377,7 @@ class _DRAEvaluator(Evaluator):
             args = tree.children[2].children
             name = _single_identifier(args[0]) if len(args) == 3 else None
             if name is None:
-                return _error("cel.bind() requires (identifier, init, result)")
+                return eval_error("cel.bind() requires (identifier, init, result)")
             initial = self.visit(args[1])
             try:
                 return self.sub_evaluator(args[2]).evaluate({name: initial})
@@ -449,13 +385,50 @@ class _DRAEvaluator(Evaluator):
                 return exc
         if method in _TWO_VARIABLE_MACROS and len(tree.children) == 3 and len(tree.children[2].children) == 3:
             return self._two_variable_comprehension(str(method), member_tree, tree.children[2].children)
+        args = tree.children[2].children if len(tree.children) == 3 else []
+        namespace = _single_identifier(member_tree)
+        if namespace in NAMESPACES:
+            return self._call(f"{namespace}.{method}", [self.visit(arg) for arg in args])
+        if method in _OPTIONAL_SHORT_CIRCUITS:
+            return self._optional_short_circuit(str(method), self.visit(member_tree), args)
         return super().member_dot_arg(tree)
+
+    def _call(self, name: str, args: list[Value]) -> Value:
+        if error := first_error(*args):
+            return error
+        try:
+            return self.activation.resolve_function(name)(*args)
+        except KeyError:
+            return eval_error(f"undeclared reference to '{name}'")
+
+    def _optional_short_circuit(self, method: str, target: Value, args: list[Any]) -> Value:
+        """or/orValue evaluate their argument only for an empty optional; optMap/optFlatMap are macros."""
+        if isinstance(target, CELEvalError):
+            return target
+        if not isinstance(target, CELOptional):
+            return no_overload(method, target)
+        if method == "or" and len(args) == 1:
+            return target if target.has_value else self.visit(args[0])
+        if method == "orValue" and len(args) == 1:
+            return target.value if target.has_value else self.visit(args[0])
+        name = _single_identifier(args[0]) if len(args) == 2 else None
+        if name is None:
+            return eval_error(f"{method}() requires (identifier, expression)")
+        if not target.has_value:
+            return OPTIONAL_NONE
+        try:
+            result = self.sub_evaluator(args[1]).evaluate({name: target.value})
+        except CELEvalError as exc:
+            return exc
+        if method == "optMap":
+            return CELOptional(result)
+        return result if isinstance(result, CELOptional) else no_overload(method, result)
 
     def _two_variable_comprehension(self, macro: str, member_tree: Any, args: list[Any]) -> Value:
         """cel-go ext.TwoVarComprehensions: all/exists/existsOne(k, v, predicate)."""
         key_name, value_name = _single_identifier(args[0]), _single_identifier(args[1])
         if key_name is None or value_name is None:
-            return _error(f"{macro}() requires identifiers")
+            return eval_error(f"{macro}() requires identifiers")
         target = self.visit(member_tree)
         if isinstance(target, CELEvalError):
             return target
@@ -465,7 +438,7 @@ class _DRAEvaluator(Evaluator):
         elif isinstance(target, dict):
             pairs = list(target.items())
         else:
-            return _no_overload(macro, target)
+            return no_overload(macro, target)
         body = self.sub_evaluator(args[2])
         found, error = 0, None
         for key, value in pairs:
@@ -475,7 +448,7 @@ class _DRAEvaluator(Evaluator):
             except CELEvalError as exc:
                 result = exc
             if isinstance(result, CELEvalError) or not isinstance(result, ct.BoolType):
-                error = error or (result if isinstance(result, CELEvalError) else _no_overload(macro, result))
+                error = error or (result if isinstance(result, CELEvalError) else no_overload(macro, result))
                 if macro in ("existsOne", "exists_one"):
                     return error
                 continue
@@ -493,21 +466,137 @@ class _DRAEvaluator(Evaluator):
         return ct.BoolType(found == 1)
 
     def member_dot(self, tree: Any) -> Value:
-        value = super().member_dot(tree)
-        if (
-            isinstance(value, CELEvalError)
-            and value.args
-            and str(value.args[0]).startswith("no such member in mapping")
-        ):
-            return _error(f"no such key: {tree.children[1]}")
-        return value
+        target = self.visit(tree.children[0])
+        name = ct.StringType(tree.children[1])
+        if isinstance(target, CELOptional):  # cel-go: selection on an optional is optional selection
+            return _optional_select(target, name)
+        if isinstance(target, ct.MapType):
+            try:
+                return target[name]
+            except KeyError:
+                return eval_error(f"no such key: {name}")
+        if isinstance(target, CELEvalError):
+            return target
+        return super().member_dot(tree)
 
     def member_index(self, tree: Any) -> Value:
-        value = super().member_index(tree)
-        if isinstance(value, CELEvalError) and value.args and value.args[0] == "no such key":
-            key = value.args[2][0] if len(value.args) > 2 and value.args[2] else "?"
-            return _error(f"no such key: {key}")
-        return value
+        target = self.visit(tree.children[0])
+        if isinstance(target, CELOptional):
+            return _optional_index(target, self.visit(tree.children[1]))
+        if isinstance(target, CELEvalError):
+            return target
+        key = self.visit(tree.children[1])
+        if isinstance(key, CELEvalError):
+            return key
+        try:
+            return self.activation.resolve_function("_[_]")(target, key)
+        except KeyError:
+            return eval_error(f"no such key: {key}")
+        except IndexError:
+            return eval_error(f"index out of bounds: {key}")
+        except TypeError:
+            return no_overload("_[_]", target, key)
+
+    def member_dot_opt(self, tree: Any) -> Value:
+        """``x.?f``"""
+        return _optional_select(self.visit(tree.children[0]), ct.StringType(tree.children[1]))
+
+    def member_index_opt(self, tree: Any) -> Value:
+        """``x[?k]``"""
+        return _optional_index(self.visit(tree.children[0]), self.visit(tree.children[1]))
+
+    def optional_exprlist(self, tree: Any) -> Value:
+        """A list literal with ``?x`` elements: each is added only when the optional has a value."""
+        items: list[Value] = []
+        for child in tree.children:
+            optional = isinstance(child, lark.Tree) and child.data == "opt_elem"
+            value = self.visit(child.children[0] if optional else child)
+            if isinstance(value, CELEvalError):
+                return value
+            if not optional:
+                items.append(value)
+            elif not isinstance(value, CELOptional):
+                return no_overload("optional list element", value)
+            elif value.has_value:
+                items.append(value.value)
+        return ct.ListType(items)
+
+    def optional_mapinits(self, tree: Any) -> Value:
+        """A map literal with ``?k: v`` entries: each is added only when the optional ``v`` has a value."""
+        result = ct.MapType()
+        children = tree.children
+        for key_tree, value_tree in zip(children[0::2], children[1::2], strict=True):
+            optional = isinstance(key_tree, lark.Tree) and key_tree.data == "opt_key"
+            key = self.visit(key_tree.children[0] if optional else key_tree)
+            value = self.visit(value_tree)
+            if error := first_error(key, value):
+                return error
+            if optional:
+                if not isinstance(value, CELOptional):
+                    return no_overload("optional map entry", value)
+                if not value.has_value:
+                    continue
+                value = value.value
+            if key in result:
+                return eval_error(f"Failed with repeated key: {key}")
+            result[key] = value
+        return result
+
+    def macro_has_eval(self, exprlist: Any) -> Value:
+        """has(e.f): presence of key f in map e (an optional e: false when empty)."""
+        argument = exprlist.children[0] if exprlist.children else None
+        if not isinstance(argument, lark.Tree) or argument.data != "member_dot":
+            return eval_error("invalid argument to has() macro")
+        target = self.visit(argument.children[0])
+        if isinstance(target, CELOptional):
+            if not target.has_value:
+                return ct.BoolType(False)
+            target = target.value
+        if isinstance(target, CELEvalError):
+            return target
+        if not isinstance(target, ct.MapType):
+            return no_overload("has", target)
+        try:
+            target[ct.StringType(str(argument.children[1]))]
+        except KeyError:
+            return ct.BoolType(False)
+        return ct.BoolType(True)
+
+
+def _optional_select(target: Value, key: Value) -> Value:
+    """``target.?key`` / ``target[?key]`` on a map, also through an optional target."""
+    if isinstance(target, CELOptional):
+        if not target.has_value:
+            return OPTIONAL_NONE
+        target = target.value
+    if isinstance(target, CELEvalError):
+        return target
+    if not isinstance(target, ct.MapType):
+        return eval_error(f"no such key: {key}")
+    if isinstance(key, str):
+        try:  # __getitem__, so that an unknown device.attributes domain is present (and empty)
+            return CELOptional(target[key])
+        except KeyError:
+            return OPTIONAL_NONE
+    for candidate, value in target.items():
+        if equal_is_true(candidate, key):
+            return CELOptional(value)
+    return OPTIONAL_NONE
+
+
+def _optional_index(target: Value, index: Value) -> Value:
+    if isinstance(target, CELOptional):
+        if not target.has_value:
+            return OPTIONAL_NONE
+        target = target.value
+    if error := first_error(target, index):
+        return error
+    if isinstance(target, list):
+        if not is_number(index) or isinstance(index, ct.BoolType) or int(index) != index:
+            return no_overload("_[?_]", target, index)
+        position = int(index)
+        return CELOptional(target[position]) if 0 <= position < len(target) else OPTIONAL_NONE
+    return _optional_select(target, index)
 
 
 class _DRARunner(celpy.InterpretedRunner):
@@ -519,6 +608,72 @@ class _DRARunner(celpy.InterpretedRunner):
 
     def evaluate(self, context: Activation) -> Value:
         return _DRAEvaluator(ast=self.ast, activation=self._base_activation).evaluate(context)
+
+
+# --- compile-time check: every function is declared in the DRA environment -------------------------
+
+# celpy's standard functions that CEL declares (celpy also has ``reduce``, which CEL does not).
+_STANDARD_FUNCTIONS = frozenset(
+    {"bool", "bytes", "double", "duration", "int", "string", "timestamp", "type", "uint", "size"}
+    | {"dyn", "has"}
+)
+_STANDARD_METHODS = frozenset(
+    {"contains", "endsWith", "startsWith", "matches", "size"}
+    | {
+        f"get{part}"
+        for part in (
+            "Date",
+            "DayOfMonth",
+            "DayOfWeek",
+            "DayOfYear",
+            "FullYear",
+            "Hours",
+            "Milliseconds",
+            "Minutes",
+            "Month",
+            "Seconds",
+        )
+    }
+)
+# Namespaces of the functions of cel-go's and Kubernetes' libraries, declared here or not.
+_LIBRARY_NAMESPACES = NAMESPACES | {"cel", "math", "base64", "strings", "lists", "sets", "format", "regex"}
+_MACROS = frozenset({"all", "exists", "exists_one", "existsOne", "map", "filter"} | _OPTIONAL_SHORT_CIRCUITS)
+
+
+def _undeclared(expression: str, token: Any, name: str) -> CELError:
+    line, column = getattr(token, "line", 1) or 1, getattr(token, "column", 1) or 1
+    return CELError(
+        expression,
+        f"compilation failed: ERROR: <input>:{line}:{column}: "
+        f"undeclared reference to '{name}' (in container '')",
+    )
+
+
+def _check_declarations(expression: str, tree: Any, functions: Mapping[str, Any]) -> None:
+    """Refuse, naming it, a function the DRA environment does not declare (cel-go's checker does)."""
+    stack: list[tuple[Any, tuple[str, ...]]] = [(tree, ())]
+    while stack:
+        node, ancestors = stack.pop()
+        if not isinstance(node, lark.Tree):
+            continue
+        if node.data == "ident_arg":
+            token = node.children[0]
+            name = str(token)
+            if name not in _STANDARD_FUNCTIONS and (name not in functions or "." in name):
+                raise _undeclared(expression, token, name)
+        elif node.data == "member_dot_arg":
+            method = node.children[1]
+            namespace = _single_identifier(node.children[0])
+            if namespace in _LIBRARY_NAMESPACES:
+                qualified = f"{namespace}.{method}"
+                if qualified not in functions and qualified != "cel.bind":
+                    raise _undeclared(expression, method, qualified)
+            elif method not in functions and method not in _STANDARD_METHODS and method not in _MACROS:
+                raise _undeclared(expression, method, str(method))
+        elif node.data == "opt_elem" and ancestors[-2:-1] != ("list_lit",):
+            raise CELError(expression, "compilation failed: optional element '?' outside a list literal")
+        child_ancestors = (*ancestors, str(node.data))
+        stack.extend((child, child_ancestors) for child in node.children)
 
 
 # Collapsing single-child pass-through nodes halves the depth of the tree walk.
@@ -537,10 +692,18 @@ def _collapse(tree: Any) -> Any:
         tree = tree.children[0]
     if isinstance(tree, lark.Tree):
         tree.children = [_collapse(child) for child in tree.children]
+        if tree.data in _OPTIONAL_ENTRY_NODES and any(
+            isinstance(child, lark.Tree) and child.data in ("opt_elem", "opt_key") for child in tree.children
+        ):
+            tree.data = _OPTIONAL_ENTRY_NODES[tree.data]
     return tree
 
 
+# A list or map literal with optional entries gets its own node, evaluated by _DRAEvaluator.
+_OPTIONAL_ENTRY_NODES = {"exprlist": "optional_exprlist", "mapinits": "optional_mapinits"}
+
 _ENVIRONMENT = celpy.Environment(runner_class=_DRARunner)
+_ENVIRONMENT.cel_parser = OptionalSyntaxParser(tree_class=_DRARunner.tree_node_class)
 
 
 class Selector:
@@ -554,11 +717,15 @@ class Selector:
             ast = _ENVIRONMENT.compile(expression)
         except Exception as exc:  # celpy.CELParseError and lark errors
             first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise CELError(expression, f"compilation failed: {first_line}") from None
+            raise CELSyntaxError(expression, first_line, getattr(exc, "column", None)) from None
         functions = _LIST_TYPE_FUNCTIONS if list_type_attributes else _BASE_FUNCTIONS
+        # Declarations as in the stored-expressions environment, which declares includes() whatever
+        # the gate; without list types it fails at run time, where the allocator explains the gate.
+        _check_declarations(expression, ast, _LIST_TYPE_FUNCTIONS)
         self._runner = _DRARunner(_ENVIRONMENT, _collapse(ast), functions)
 
-    def matches(self, activation: Activation) -> bool:
+    def evaluate(self, activation: Activation) -> Value:
+        """The expression's value (of any type); raises CELError."""
         try:
             result = self._runner.evaluate(activation)
         except CELEvalError as exc:
@@ -567,9 +734,13 @@ class Selector:
             raise CELError(self.expression, f"evaluation failed: {type(exc).__name__}: {exc}") from None
         if isinstance(result, CELEvalError):
             raise CELError(self.expression, str(result.args[0]) if result.args else repr(result))
+        return result
+
+    def matches(self, activation: Activation) -> bool:
+        result = self.evaluate(activation)
         if not isinstance(result, ct.BoolType):
             raise CELError(
-                self.expression, f"CEL result of type {_type_name(result)} could not be converted to bool"
+                self.expression, f"CEL result of type {type_name(result)} could not be converted to bool"
             )
         return bool(result)
 

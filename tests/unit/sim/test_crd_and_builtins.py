@@ -351,6 +351,27 @@ async def test_claim_selectors_must_compile(client: Client) -> None:
     assert "Syntax error" in body["details"]["causes"][0]["message"]
 
 
+async def test_device_class_selectors_compile_in_the_dra_environment(client: Client) -> None:
+    """Optional syntax is in Kubernetes' CEL environment; an undeclared function is refused by name."""
+    classes = "/apis/resource.k8s.io/v1/deviceclasses"
+    optional = 'device.attributes["gpu.example.com"].?model.orValue("") == "h100"'
+    status, body, _ = await client.call(
+        "POST",
+        classes,
+        {"metadata": {"name": "opt"}, "spec": {"selectors": [{"cel": {"expression": optional}}]}},
+    )
+    assert status == 201, body
+    undeclared = "math.greatest(1, 2) > 0"
+    status, body, _ = await client.call(
+        "POST",
+        classes,
+        {"metadata": {"name": "math"}, "spec": {"selectors": [{"cel": {"expression": undeclared}}]}},
+    )
+    assert status == 422
+    assert body["details"]["causes"][0]["field"] == "spec.selectors[0].cel.expression"
+    assert "undeclared reference to 'math.greatest'" in body["details"]["causes"][0]["message"]
+
+
 async def test_root_required_fields_of_a_crd_schema(client: Client) -> None:
     crd = orjson.loads(orjson.dumps(PODGROUP_CRD))
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["required"] = ["spec"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import celpy
 import orjson
 
+from lockstep.dra.cel import CELError, CELSyntaxError, compile_selector
 from lockstep.sim import errors as fe
 from lockstep.sim.errors import FieldError
 from lockstep.sim.objectmeta import validate_name
@@ -311,14 +311,14 @@ class ResourceSliceStrategy(Strategy):
 
 @functools.lru_cache(maxsize=1024)
 def cel_compile_error(expression: str) -> str | None:
-    """cel-go's message for an expression that does not parse, or None when it parses.
+    """cel-go's message for an expression that does not compile in the DRA environment, or None.
 
     Cached: every claim made from a template carries the template's selectors, and parsing one costs
     about a millisecond."""
     try:
-        celpy.Environment().compile(expression)
-    except celpy.CELParseError as error:
-        column = getattr(error, "column", None) or len(expression)
+        compile_selector(expression, list_type_attributes=True)
+    except CELSyntaxError as error:
+        column = error.column or len(expression)
         if column >= len(expression.rstrip()):
             position = len(expression)
             return (
@@ -327,9 +327,11 @@ def cel_compile_error(expression: str) -> str | None:
                 f"expecting {CEL_EOF_EXPECTING}\n | {expression}\n | {'.' * position}^"
             )
         return (
-            f"compilation failed: ERROR: <input>:1:{column}: Syntax error: {str(error).splitlines()[0]}\n"
+            f"compilation failed: ERROR: <input>:1:{column}: Syntax error: {error.detail}\n"
             f" | {expression}\n | {'.' * (column - 1)}^"
         )
+    except CELError as error:
+        return error.problem
     return None
 
 
