@@ -48,12 +48,6 @@ class Pending:
 
 
 PENDING: dict[str, Pending] = {
-    "dra-136": Pending(
-        18,
-        "ResourceSlice validation of the 1.36 DRA fields: sharedCounters with devices, taint timeAdded, "
-        "binding conditions without bindsToNode",
-        frozenset({6, 7, 8}),
-    ),
     "volumes-jobs": Pending(
         19,
         "StorageClasses, PersistentVolumes, PersistentVolumeClaims (issue 19) and batch/v1 Jobs (issue 16)",

@@ -10,7 +10,15 @@ import orjson
 from lockstep.dra.cel import CELError, CELSyntaxError, compile_selector
 from lockstep.sim import errors as fe
 from lockstep.sim.errors import FieldError
-from lockstep.sim.objectmeta import validate_name
+from lockstep.sim.objectmeta import (
+    DNS1123_LABEL,
+    LABEL_MESSAGE,
+    LABEL_VALUE,
+    LABEL_VALUE_MESSAGE,
+    now_rfc3339,
+    qualified_name_errors,
+    validate_name,
+)
 from lockstep.sim.resources import METADATA_FIELDS, ResourceType, Strategy, WriteContext
 
 JsonObject = dict[str, Any]
@@ -27,6 +35,9 @@ ATTRIBUTE_VALUE_FIELDS = (
     ("strings", "StringValues"),
     ("versions", "VersionValues"),
 )
+# validDeviceTaintEffects, as sets.List sorts them.
+TAINT_EFFECTS = ["NoExecute", "NoSchedule", "None"]
+TOLERATION_OPERATORS = ["Equal", "Exists"]
 CEL_EOF_EXPECTING = (
     "{'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', "
     "NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}"
@@ -170,11 +181,44 @@ def validate_claim_spec(spec: Any, path: str) -> list[FieldError]:
             errors.extend(
                 validate_selectors(request["exactly"].get("selectors"), f"{rpath}.exactly.selectors")
             )
+            errors.extend(_validate_tolerations(request["exactly"].get("tolerations"), f"{rpath}.exactly"))
         for j, sub in enumerate(request.get("firstAvailable") or []):
             if isinstance(sub, dict):
                 errors.extend(
                     validate_selectors(sub.get("selectors"), f"{rpath}.firstAvailable[{j}].selectors")
                 )
+                errors.extend(_validate_tolerations(sub.get("tolerations"), f"{rpath}.firstAvailable[{j}]"))
+    return errors
+
+
+def _label_value_errors(field: str, value: Any) -> list[FieldError]:
+    if not isinstance(value, str) or len(value) > 63:
+        return [fe.invalid(field, value, "must be no more than 63 characters")]
+    return [] if LABEL_VALUE.match(value) else [fe.invalid(field, value, LABEL_VALUE_MESSAGE)]
+
+
+def _validate_tolerations(tolerations: Any, path: str) -> list[FieldError]:
+    """Upstream validateDeviceToleration."""
+    errors: list[FieldError] = []
+    for i, toleration in enumerate(tolerations or []):
+        tpath = f"{path}.tolerations[{i}]"
+        toleration = toleration if isinstance(toleration, dict) else {}
+        key, value = toleration.get("key") or "", toleration.get("value") or ""
+        if key:
+            errors.extend(qualified_name_errors(f"{tpath}.key", key))
+        operator = toleration.get("operator") or ""
+        if operator == "Exists":
+            if value:
+                errors.append(fe.invalid(f"{tpath}.value", value, "must be empty for operator `Exists`"))
+        elif operator == "Equal":
+            errors.extend(_label_value_errors(f"{tpath}.value", value))
+        elif not operator:
+            errors.append(fe.required(f"{tpath}.operator"))
+        else:
+            errors.append(fe.not_supported(f"{tpath}.operator", operator, TOLERATION_OPERATORS))
+        effect = toleration.get("effect") or ""
+        if effect and effect not in TAINT_EFFECTS:
+            errors.append(fe.not_supported(f"{tpath}.effect", effect, TAINT_EFFECTS))
     return errors
 
 
@@ -260,7 +304,127 @@ class ResourceClaimTemplateStrategy(Strategy):
         return False
 
 
+def _counter_name_errors(field: str, name: Any) -> list[FieldError]:
+    if not isinstance(name, str) or len(name) > 63 or not DNS1123_LABEL.match(name):
+        return [fe.invalid(field, name, LABEL_MESSAGE)]
+    return []
+
+
+def _validate_counters(counters: Any, path: str) -> list[FieldError]:
+    if not counters:
+        return [fe.required(path)]
+    errors: list[FieldError] = []
+    for name in counters:
+        errors.extend(_counter_name_errors(path, name))
+    return errors
+
+
+def _validate_counter_holder(holder: Any, name_key: str, path: str) -> list[FieldError]:
+    """A CounterSet (``name``) or a DeviceCounterConsumption (``counterSet``) with its counters."""
+    holder = holder if isinstance(holder, dict) else {}
+    name = holder.get(name_key)
+    errors = (
+        [fe.required(f"{path}.{name_key}")] if not name else _counter_name_errors(f"{path}.{name_key}", name)
+    )
+    return errors + _validate_counters(holder.get("counters"), f"{path}.counters")
+
+
+def _validate_taint(taint: Any, path: str) -> list[FieldError]:
+    taint = taint if isinstance(taint, dict) else {}
+    key = taint.get("key")
+    errors = [fe.required(f"{path}.key")] if not key else qualified_name_errors(f"{path}.key", key)
+    if taint.get("value"):
+        errors.extend(_label_value_errors(f"{path}.value", taint["value"]))
+    effect = taint.get("effect")
+    if not effect:
+        errors.append(fe.required(f"{path}.effect"))
+    elif effect not in TAINT_EFFECTS:
+        errors.append(fe.not_supported(f"{path}.effect", effect, TAINT_EFFECTS))
+    return errors
+
+
+def _validate_binding_conditions(device: JsonObject, path: str) -> list[FieldError]:
+    """Upstream validateDeviceBindingParameters."""
+    conditions = device.get("bindingConditions") or []
+    failures = device.get("bindingFailureConditions") or []
+    errors: list[FieldError] = []
+    for kind, values in (("bindingConditions", conditions), ("bindingFailureConditions", failures)):
+        seen: set[str] = set()
+        for i, condition in enumerate(values):
+            errors.extend(qualified_name_errors(f"{path}.{kind}[{i}]", condition))
+            if condition in seen:
+                errors.append(fe.duplicate(f"{path}.{kind}[{i}]", condition))
+            seen.add(condition)
+    for i, condition in enumerate(failures):
+        if condition in conditions:
+            errors.append(
+                fe.invalid(
+                    f"{path}.bindingFailureConditions[{i}]",
+                    condition,
+                    "bindingFailureConditions must not overlap with bindingConditions",
+                )
+            )
+    if not conditions and failures:
+        errors.append(
+            fe.invalid(
+                f"{path}.bindingConditions",
+                None,
+                "bindingConditions are required to use bindingFailureConditions",
+            )
+        )
+    if conditions and not failures:
+        errors.append(
+            fe.invalid(
+                f"{path}.bindingFailureConditions",
+                None,
+                "bindingFailureConditions are required to use bindingConditions",
+            )
+        )
+    return errors
+
+
+def _validate_device_136(device: JsonObject, path: str) -> list[FieldError]:
+    """What validateDevice checks of the fields 1.36 serves: capacity request policies, taints,
+    counter consumption, binding conditions."""
+    errors: list[FieldError] = []
+    if not device.get("allowMultipleAllocations"):
+        for name, capacity in (device.get("capacity") or {}).items():
+            if isinstance(capacity, dict) and capacity.get("requestPolicy") is not None:
+                errors.append(
+                    fe.forbidden(
+                        f"{path}.capacity[{name}].requestPolicy", "allowMultipleAllocations must be true"
+                    )
+                )
+    for i, taint in enumerate(device.get("taints") or []):
+        errors.extend(_validate_taint(taint, f"{path}.taints[{i}]"))
+    for i, consumption in enumerate(device.get("consumesCounters") or []):
+        errors.extend(_validate_counter_holder(consumption, "counterSet", f"{path}.consumesCounters[{i}]"))
+    return errors + _validate_binding_conditions(device, path)
+
+
+def _stamp_taints(spec: Any, old_spec: Any) -> None:
+    """The server sets a device taint's timeAdded when the writer left it out; an unchanged taint keeps
+    the time it had."""
+    old_times: dict[tuple[Any, ...], str] = {}
+    for device in (old_spec or {}).get("devices") or []:
+        for taint in (device or {}).get("taints") or []:
+            if isinstance(taint, dict) and taint.get("timeAdded"):
+                old_times[(device.get("name"), taint.get("key"), taint.get("value"), taint.get("effect"))] = (
+                    taint["timeAdded"]
+                )
+    for device in (spec or {}).get("devices") or []:
+        if not isinstance(device, dict):
+            continue
+        for taint in device.get("taints") or []:
+            if isinstance(taint, dict) and not taint.get("timeAdded"):
+                key = (device.get("name"), taint.get("key"), taint.get("value"), taint.get("effect"))
+                taint["timeAdded"] = old_times.get(key) or now_rfc3339()
+
+
 class ResourceSliceStrategy(Strategy):
+    def default(self, rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> None:
+        _stamp_taints(obj.get("spec"), (old or {}).get("spec"))
+
     def validate(
         self, rt: ResourceType, obj: JsonObject, old: JsonObject | None, ctx: WriteContext
     ) -> list[FieldError]:
@@ -281,6 +445,10 @@ class ResourceSliceStrategy(Strategy):
                     "is required",
                 )
             )
+        if spec.get("sharedCounters") is not None and spec.get("devices") is not None:
+            errors.append(fe.invalid("spec", "", "only one of `sharedCounters` or `devices` is allowed"))
+        for i, counter_set in enumerate(spec.get("sharedCounters") or []):
+            errors.extend(_validate_counter_holder(counter_set, "name", f"spec.sharedCounters[{i}]"))
         for i, device in enumerate(spec.get("devices") or []):
             attributes = (device or {}).get("attributes") or {}
             for name, attribute in attributes.items():
@@ -306,6 +474,8 @@ class ResourceSliceStrategy(Strategy):
                         errors.append(
                             fe.invalid(f"{apath}.{list_name}", values, "must not be empty if specified")
                         )
+            if isinstance(device, dict):
+                errors.extend(_validate_device_136(device, f"spec.devices[{i}]"))
         return errors
 
 

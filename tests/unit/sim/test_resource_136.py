@@ -1,0 +1,109 @@
+"""The emulator's validation of the DRA fields Kubernetes 1.36 serves, beyond the dra-136 transcript:
+tolerations, request policies, counter names, binding condition overlap, and a taint's timeAdded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sim_helpers import Client
+
+SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
+
+
+def slice_body(name: str, devices: list[dict[str, Any]] | None = None, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": "d.example.com",
+            "nodeName": "n",
+            "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+            **spec,
+        },
+    }
+    if devices is not None:
+        body["spec"]["devices"] = devices
+    return body
+
+
+def causes(body: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(c["field"], c["message"]) for c in body["details"]["causes"]]
+
+
+async def test_a_taint_keeps_its_time_added_while_unchanged(client: Client) -> None:
+    tainted = slice_body("s", [{"name": "d", "taints": [{"key": "k", "effect": "NoSchedule"}]}])
+    status, created, _ = await client.call("POST", SLICES, tainted)
+    assert status == 201, created
+    stamp = created["spec"]["devices"][0]["taints"][0]["timeAdded"]
+    created["spec"]["devices"][0]["taints"][0].pop("timeAdded")
+    created["spec"]["devices"][0]["attributes"] = {"a": {"int": 1}}
+    status, updated, _ = await client.call("PUT", f"{SLICES}/s", created)
+    assert status == 200, updated
+    assert updated["spec"]["devices"][0]["taints"][0]["timeAdded"] == stamp
+
+
+async def test_bad_counters_policies_and_conditions_are_refused_naming_the_field(client: Client) -> None:
+    status, body, _ = await client.call(
+        "POST",
+        SLICES,
+        slice_body(
+            "bad",
+            [
+                {
+                    "name": "c",
+                    "consumesCounters": [{"counterSet": "Bad_Name", "counters": {"m": {"value": "1"}}}],
+                },
+                {"name": "p", "capacity": {"bw": {"value": "1", "requestPolicy": {"default": "1"}}}},
+                {"name": "b", "bindingConditions": ["x.io/a"], "bindingFailureConditions": ["x.io/a"]},
+            ],
+        ),
+    )
+    assert status == 422
+    fields = [field for field, _ in causes(body)]
+    assert fields == [
+        "spec.devices[0].consumesCounters[0].counterSet",
+        "spec.devices[1].capacity[bw].requestPolicy",
+        "spec.devices[2].bindingFailureConditions[0]",
+    ]
+    status, body, _ = await client.call(
+        "POST", SLICES, slice_body("empty", sharedCounters=[{"name": "gpu0"}])
+    )
+    assert status == 422 and causes(body) == [("spec.sharedCounters[0].counters", "Required value")]
+
+
+async def test_claim_tolerations_are_validated(client: Client) -> None:
+    request = {
+        "name": "r",
+        "exactly": {
+            "deviceClassName": "c",
+            "tolerations": [
+                {"key": "k", "operator": "Exists", "value": "v"},
+                {"key": "k", "operator": "Sometimes"},
+                {"key": "k", "operator": "Equal", "effect": "PreferNoSchedule"},
+            ],
+        },
+    }
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c"},
+        "spec": {"devices": {"requests": [request]}},
+    }
+    status, body, _ = await client.call("POST", CLAIMS, claim)
+    assert status == 422
+    assert causes(body) == [
+        (
+            "spec.devices.requests[0].exactly.tolerations[0].value",
+            'Invalid value: "v": must be empty for operator `Exists`',
+        ),
+        (
+            "spec.devices.requests[0].exactly.tolerations[1].operator",
+            'Unsupported value: "Sometimes": supported values: "Equal", "Exists"',
+        ),
+        (
+            "spec.devices.requests[0].exactly.tolerations[2].effect",
+            'Unsupported value: "PreferNoSchedule": supported values: "NoExecute", "NoSchedule", "None"',
+        ),
+    ]
