@@ -5,8 +5,8 @@ version, memory capacity), a DeviceClass and a ResourceClaimTemplate whose reque
 selector using an attribute, a quantity and a semver. For each pod the claim generated from the
 template is added, owned by the pod and named in its ``status.resourceClaimStatuses``, as the
 resourceclaim controller would. Then the real ``Scheduler`` (default profile with DynamicResources)
-places every pod, allocating its claim; bindings and claim status writes succeed at once and are
-echoed to the caches as watch events would be.
+places every pod, allocating its claim; bindings, claim finalizer and status writes succeed at once
+and are echoed to the caches as watch events would be.
 
 Reports pods placed per second including allocation (from the first cycle until every pod is bound
 and its claim written), the group-cycle median, and checks that no device was allocated twice and
@@ -60,23 +60,49 @@ SELECTOR = (
 
 
 class InstantClaimAPI:
-    """Strict status writes succeed at once (resourceVersion checked) and are echoed to the store."""
+    """Strict status and finalizer writes succeed at once (resourceVersion checked) and are echoed to
+    the store."""
 
     def __init__(self, store: ResourceStore) -> None:
         self.store = store
-        self.writes = 0
+        self.writes = 0  # status writes
+        self.finalizer_writes = 0
         self.version = 10_000
+        self.written: dict[str, str] = {}  # claim key -> resourceVersion of the last write (echo pending)
+
+    def _stale(self, claim: ResourceClaim) -> bool:
+        current = self.store.claims.get_api_obj(claim.key)
+        if current is None:
+            return True
+        version = self.written.get(claim.key, current.metadata.resource_version)
+        return version != claim.metadata.resource_version
 
     async def write_claim_status(self, claim: ResourceClaim, status: dict[str, Any]) -> ClaimWriteOutcome:
-        current = self.store.claims.get_api_obj(claim.key)
-        if current is None or current.metadata.resource_version != claim.metadata.resource_version:
+        if self._stale(claim):
             return ClaimWriteOutcome(WriteResult.CONFLICT)
         self.writes += 1
         self.version += 1
+        self.written[claim.key] = str(self.version)
         written = claim.model_copy(
             update={
                 "metadata": claim.metadata.model_copy(update={"resource_version": str(self.version)}),
                 "status": ResourceClaimStatus.model_validate(status),
+            }
+        )
+        asyncio.get_running_loop().call_soon(self.store.upsert_claim, written)
+        return ClaimWriteOutcome(WriteResult.WRITTEN, written)
+
+    async def write_claim_finalizers(self, claim: ResourceClaim, finalizers: list[str]) -> ClaimWriteOutcome:
+        if self._stale(claim):
+            return ClaimWriteOutcome(WriteResult.CONFLICT)
+        self.finalizer_writes += 1
+        self.version += 1
+        self.written[claim.key] = str(self.version)
+        written = claim.model_copy(
+            update={
+                "metadata": claim.metadata.model_copy(
+                    update={"resource_version": str(self.version), "finalizers": finalizers}
+                )
             }
         )
         asyncio.get_running_loop().call_soon(self.store.upsert_claim, written)
@@ -267,6 +293,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "gang_size": args.gang_size,
         "devices_allocated": len(seen),
         "claim_writes": claim_api.writes,
+        "claim_finalizer_writes": claim_api.finalizer_writes,
         "devices_allocated_twice": double,
         "allocations_on_another_node": off_node,
         "median_cycle_ms": round(statistics.median(cycle_ms), 3) if cycle_ms else None,

@@ -21,6 +21,8 @@ API_VERSION = f"{API_GROUP}/v1"
 
 # resourceapi.ResourceClaimReservedForMaxSize
 RESERVED_FOR_MAX_SIZE = 256
+# resourceapi.Finalizer: set by the scheduler before it writes an allocation, removed on deallocation.
+DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
 ALLOCATION_MODE_EXACT_COUNT = "ExactCount"
 ALLOCATION_MODE_ALL = "All"
 
@@ -56,6 +58,7 @@ class ObjectMeta(_Model):
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     owner_references: list[OwnerReference] = Field(default_factory=list, alias="ownerReferences")
+    finalizers: list[str] = Field(default_factory=list)
     deletion_timestamp: datetime | None = Field(None, alias="deletionTimestamp")
 
 

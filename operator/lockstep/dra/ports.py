@@ -38,6 +38,12 @@ class ClaimStatusAPI(Protocol):
         write, ``allocation``. The API answers 409 if the claim changed since it was read."""
         ...
 
+    async def write_claim_finalizers(self, claim: ResourceClaim, finalizers: list[str]) -> ClaimWriteOutcome:
+        """ONE strict patch of the claim itself (not its status) setting ``metadata.finalizers`` to the
+        complete list ``finalizers``, guarded by ``claim.metadata.resource_version`` like the status
+        write (kube-scheduler adds its delete-protection finalizer with an Update before the status)."""
+        ...
+
 
 @runtime_checkable
 class GroupClaimAPI(Protocol):

@@ -93,7 +93,8 @@ def _claim_outcome(raw: dict[str, Any]) -> ClaimWriteOutcome:
 
 
 class KubeClaimAPI:
-    """``ClaimStatusAPI`` and ``GroupClaimAPI``: strict claim-status writes, group claim creation."""
+    """``ClaimStatusAPI`` and ``GroupClaimAPI``: strict claim writes (status, finalizers), group claim
+    creation."""
 
     def __init__(self, client: KubeClient) -> None:
         self.client = client
@@ -116,6 +117,23 @@ class KubeClaimAPI:
             return ClaimWriteOutcome(
                 WriteResult.ERROR, None, f"PATCH resourceclaims/status {claim.key}: {exc!r}"
             )
+        return _claim_outcome(raw)
+
+    async def write_claim_finalizers(self, claim: ResourceClaim, finalizers: list[str]) -> ClaimWriteOutcome:
+        meta = claim.metadata
+        try:
+            raw = await strict_merge_patch(
+                self.client,
+                RESOURCE_CLAIMS,
+                meta.namespace,
+                meta.name,
+                meta.resource_version,
+                {"metadata": {"finalizers": finalizers or None}},
+            )
+        except ApiError as exc:
+            return ClaimWriteOutcome(_write_failure(exc), None, str(exc))
+        except TRANSPORT_ERRORS as exc:
+            return ClaimWriteOutcome(WriteResult.ERROR, None, f"PATCH resourceclaims {claim.key}: {exc!r}")
         return _claim_outcome(raw)
 
     async def create_claim(self, claim: dict[str, Any]) -> ClaimWriteOutcome:

@@ -26,7 +26,7 @@ CLUSTER_NEEDS: set[Permission] = (
     | _grants("", "events", "create patch")
     | _grants("scheduling.lockstep.dev", "podgroups", "get list watch")
     | _grants("scheduling.lockstep.dev", "podgroups/status", "patch")
-    | _grants("resource.k8s.io", "resourceclaims", "get list watch create")
+    | _grants("resource.k8s.io", "resourceclaims", "get list watch create patch")
     | _grants("resource.k8s.io", "resourceclaims/status", "patch")
     | _grants("resource.k8s.io", "resourceclaimtemplates resourceslices deviceclasses", "list watch")
 )

@@ -1,11 +1,12 @@
-"""In-memory implementations of the DRA ports, behaving like the API server where lockstep relies on it.
+"""In-memory implementations of the DRA ports, behaving like the API server where lockstep relies on
+it.
 
-Every write bumps ``metadata.resourceVersion``; a status patch with a stale resourceVersion answers
-CONFLICT; more than 256 ``reservedFor`` entries answer INVALID (as the API server's 422); a create of
-an existing name answers CONFLICT with the existing object. Failures are injected per call with
-``fail_next`` or as a whole schedule in ``failures``. Writes are echoed to the store's informer side
-only when ``echo`` is set, so tests can also check that the scheduler works from its own assumed
-objects.
+Every write bumps ``metadata.resourceVersion``; a status or finalizer patch with a stale
+resourceVersion answers CONFLICT; more than 256 ``reservedFor`` entries answer INVALID (as the API
+server's 422); a create of an existing name answers CONFLICT with the existing object. Failures are
+injected per call with ``fail_next`` or as a whole schedule in ``failures``. Writes are echoed to
+the store's informer side only when ``echo`` is set, so tests can also check that the scheduler
+works from its own assumed objects.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class MemoryClaimAPI:
         self.store = store
         self.objects: dict[str, dict[str, Any]] = {}
         self.status_writes: list[tuple[str, dict[str, Any]]] = []
+        self.finalizer_writes: list[tuple[str, list[str]]] = []
         self.creates: list[dict[str, Any]] = []
         self.group_records: list[tuple[str, list[dict[str, str]]]] = []
         # Outcomes for the next writes, in order: a WriteResult is injected, None lets the write through.
@@ -65,6 +67,28 @@ class MemoryClaimAPI:
         self._version += 1
         updated = {**current, "status": {**current.get("status", {}), **status}}
         updated["metadata"] = {**current["metadata"], "resourceVersion": str(self._version)}
+        self.objects[claim.key] = updated
+        written = parse_resource(ResourceClaim, updated)
+        if self.echo:
+            self.store.upsert_claim(written)
+        return ClaimWriteOutcome(WriteResult.WRITTEN, written)
+
+    async def write_claim_finalizers(self, claim: ResourceClaim, finalizers: list[str]) -> ClaimWriteOutcome:
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        self.finalizer_writes.append((claim.key, finalizers))
+        if injected := self._injected():
+            return injected
+        current = self.objects.get(claim.key)
+        if current is None:
+            return ClaimWriteOutcome(WriteResult.NOT_FOUND)
+        if current["metadata"]["resourceVersion"] != claim.metadata.resource_version:
+            return ClaimWriteOutcome(WriteResult.CONFLICT, message="the object has been modified")
+        self._version += 1
+        metadata = {**current["metadata"], "resourceVersion": str(self._version), "finalizers": finalizers}
+        if not finalizers:
+            del metadata["finalizers"]
+        updated = {**current, "metadata": metadata}
         self.objects[claim.key] = updated
         written = parse_resource(ResourceClaim, updated)
         if self.echo:

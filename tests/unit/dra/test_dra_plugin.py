@@ -10,7 +10,12 @@ from dra_builders import DRIVER, claim, device, device_class, exactly, resource_
 from dra_memory_api import MemoryClaimAPI
 
 from lockstep.api.podgroup import PodGroup
-from lockstep.api.resource import ResourceClaim, ResourceClaimTemplate, parse_resource
+from lockstep.api.resource import (
+    DELETE_PROTECTION_FINALIZER,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    parse_resource,
+)
 from lockstep.dra.features import Features
 from lockstep.dra.ports import WriteResult
 from lockstep.dra.store import ResourceStore
@@ -146,6 +151,8 @@ async def test_gang_sharing_a_claim_writes_it_once() -> None:
     statuses = await pre_bind_all(plugin, placements)
     assert all(s.ok for s in statuses)
     assert len(api.status_writes) == 1
+    # The delete-protection finalizer went on once, in a write of the claim before its status.
+    assert api.finalizer_writes == [("ns/shared", [DELETE_PROTECTION_FINALIZER])]
     assert reserved(api, "ns/shared") == [f"m{i}" for i in range(5)]
     assert "uid-shared" not in store.in_flight
     for p in placements:  # binding failures later: no double release, no restore of the written claim
@@ -161,6 +168,34 @@ async def test_gang_sharing_a_claim_writes_it_once() -> None:
     assert not latest.allocated and not api.objects["ns/shared"]["status"].get("allocation")
     assert latest.status.reserved_for == [] and reserved(api, "ns/shared") == []
     assert len(api.status_writes) == 1 + len(placements)
+    # ... and lockstep, having deallocated it, took its finalizer off again.
+    assert api.finalizer_writes[1:] == [("ns/shared", [])]
+    assert latest.metadata.finalizers == [] and "finalizers" not in api.objects["ns/shared"]["metadata"]
+
+
+async def test_a_failed_finalizer_write_writes_no_allocation_and_unreserve_releases_once() -> None:
+    store, api, plugin = setup()
+    api.add(claim("c", exactly("gpu", 1), uid="uid-c"))
+    [p] = placed(place(plugin, [pod("p", by_name("c"))]))
+    api.fail_next(WriteResult.CONFLICT)
+    status = await plugin.pre_bind(p.state, p.pod, p.node)
+    assert status.code is Code.UNSCHEDULABLE and "delete-protection finalizer" in status.message
+    assert api.status_writes == [] and store.in_flight.sharers("uid-c") == 1
+    plugin.unreserve(p.state, p.pod, p.node)
+    assert "uid-c" not in store.in_flight
+
+
+async def test_a_claim_deleted_before_pre_bind_gets_no_allocation() -> None:
+    store, api, plugin = setup()
+    api.add(claim("c", exactly("gpu", 1), uid="uid-c"))
+    [p] = placed(place(plugin, [pod("p", by_name("c"))]))
+    deleting = api.objects["ns/c"]
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    deleting["metadata"]["resourceVersion"] = "999"
+    store.upsert_claim(parse_resource(ResourceClaim, deleting))
+    status = await plugin.pre_bind(p.state, p.pod, p.node)
+    assert status.code is Code.UNSCHEDULABLE and "being deleted" in status.message
+    assert api.status_writes == [] and api.finalizer_writes == []
 
 
 async def test_reusing_a_pending_allocation_still_checks_the_node() -> None:

@@ -125,6 +125,35 @@ def test_reservation_of_a_deleted_pod_is_dropped_and_the_claim_deallocated() -> 
     assert plan == ClaimPlan(reserved_for=[], deallocate=True, remove_finalizer=True, delete=False)
 
 
+def test_a_claim_without_the_finalizer_keeps_its_allocation_like_upstream() -> None:
+    gone = pod("gone", "uid-gone")
+    claim = {
+        "metadata": {"name": "shared", "namespace": "ns", "uid": "c"},
+        "status": {"allocation": ALLOCATION, "reservedFor": [ref(gone)]},
+    }
+    assert plan_claim(claim, {"gone": None}, set()) == ClaimPlan(reserved_for=[])
+
+
+def test_a_deleted_claim_keeps_its_finalizer_while_a_pod_uses_it_then_loses_it() -> None:
+    running = pod("a", "uid-a", status={"phase": "Running"})
+    claim = {
+        "metadata": {
+            "name": "shared",
+            "namespace": "ns",
+            "uid": "c",
+            "finalizers": [DELETE_PROTECTION_FINALIZER],
+            "deletionTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "status": {"allocation": ALLOCATION, "reservedFor": [ref(running)]},
+    }
+    assert plan_claim(claim, {"a": running}, set()) == ClaimPlan()
+    assert plan_claim(claim, {"a": None}, set()) == ClaimPlan(
+        reserved_for=[], deallocate=True, remove_finalizer=True
+    )
+    unreserved = {**claim, "status": {"allocation": ALLOCATION}}
+    assert plan_claim(unreserved, {}, set()) == ClaimPlan(deallocate=True, remove_finalizer=True)
+
+
 def test_only_stale_entries_are_dropped_and_allocation_kept_while_others_reserve() -> None:
     running = pod("a", "uid-a", status={"phase": "Running"})
     done = pod("b", "uid-b", status={"phase": "Succeeded"})

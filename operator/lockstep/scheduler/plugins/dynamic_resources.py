@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lockstep.api.resource import (
+    DELETE_PROTECTION_FINALIZER,
     RESERVED_FOR_MAX_SIZE,
     AllocationResult,
     ResourceClaim,
@@ -50,7 +51,7 @@ from lockstep.dra.claims import (
 )
 from lockstep.dra.features import allocator_features
 from lockstep.dra.node_selector import node_selector_matches
-from lockstep.dra.ports import ClaimStatusAPI, WriteResult
+from lockstep.dra.ports import ClaimStatusAPI, ClaimWriteOutcome, WriteResult
 from lockstep.dra.store import ResourceStore
 from lockstep.scheduler.framework import (
     CYCLE_PODS,
@@ -605,30 +606,48 @@ class DynamicResources:
     async def _remove_reservation(self, key: str, consumer_uid: str, consumer: str) -> None:
         """Take a consumer out of ``reservedFor`` (a pod that will not bind, as kube-scheduler's Unreserve
         does, or a deleted PodGroup), so the claim is not held for it. When it was the last consumer the
-        allocation is cleared in the same write: the resourceclaim controller deallocates only when it
+        allocation is cleared in the same write (the resourceclaim controller deallocates only when it
         removes the last reservation itself, so a claim emptied here would otherwise hold its devices
-        forever."""
+        forever), then the delete-protection finalizer is removed."""
+        deallocated = False
         for attempt in range(1, RESERVATION_REMOVAL_ATTEMPTS + 1):
             async with self._claim_lock(key):
                 latest = self.store.claims.get(key)
-                if latest is None or not latest.is_reserved_for(consumer_uid) or self.claim_api is None:
+                if latest is None or self.claim_api is None:
                     return
-                remaining = [ref for ref in latest.status.reserved_for if ref.uid != consumer_uid]
-                status = claim_status_patch(None, remaining)
-                if not remaining:
-                    status["allocation"] = None
-                outcome = await self.claim_api.write_claim_status(latest, status)
-                if outcome.result is WriteResult.WRITTEN and outcome.claim is not None:
-                    with contextlib.suppress(AssumeCacheError):
-                        self.store.claims.assume(outcome.claim)
-                    return
-                if outcome.result is WriteResult.NOT_FOUND:
-                    return
+                if latest.is_reserved_for(consumer_uid):
+                    remaining = [ref for ref in latest.status.reserved_for if ref.uid != consumer_uid]
+                    status = claim_status_patch(None, remaining)
+                    if not remaining:
+                        status["allocation"] = None
+                    outcome = await self.claim_api.write_claim_status(latest, status)
+                    if outcome.result is WriteResult.NOT_FOUND:
+                        return
+                    latest = outcome.claim if outcome.result is WriteResult.WRITTEN else None
+                    if latest is not None:
+                        deallocated = not remaining
+                        with contextlib.suppress(AssumeCacheError):
+                            self.store.claims.assume(latest)
+                if latest is not None:
+                    # Deallocated here: drop the delete-protection finalizer too, as the resourceclaim
+                    # controller does after its own deallocation (a deleted claim then goes away).
+                    if not deallocated or latest.allocated:
+                        return
+                    if DELETE_PROTECTION_FINALIZER not in latest.metadata.finalizers:
+                        return
+                    kept = [f for f in latest.metadata.finalizers if f != DELETE_PROTECTION_FINALIZER]
+                    outcome = await self.claim_api.write_claim_finalizers(latest, kept)
+                    if outcome.result is WriteResult.NOT_FOUND:
+                        return
+                    if outcome.result is WriteResult.WRITTEN and outcome.claim is not None:
+                        with contextlib.suppress(AssumeCacheError):
+                            self.store.claims.assume(outcome.claim)
+                        return
             await asyncio.sleep(0.05 * attempt)  # a conflict: wait for the informer's newer copy
         log.warning(
-            "could not remove %s from status.reservedFor of ResourceClaim %s after %d attempts: %s %s",
-            consumer,
+            "could not release ResourceClaim %s for %s after %d attempts: %s %s",
             key,
+            consumer,
             RESERVATION_REMOVAL_ATTEMPTS,
             outcome.result.value,
             outcome.message,
@@ -697,17 +716,24 @@ class DynamicResources:
             )
         if self.claim_api is None:
             return Status.error(self.name, f"ResourceClaim {key}: no claim API is configured to write it")
+        if allocation is not None and latest.metadata.deletion_timestamp is not None:
+            self._unplan(key, pod.uid)
+            return Status.unschedulable(self.name, "ClaimDeleting", f"ResourceClaim {key} is being deleted")
+        if allocation is not None and DELETE_PROTECTION_FINALIZER not in latest.metadata.finalizers:
+            # As kube-scheduler's bindClaim: the finalizer goes on in a write of the claim itself before
+            # the allocation is written, so a claim whose devices are in use cannot vanish; the
+            # resourceclaim controller (or lockstep's own deallocation) removes it again.
+            finalizers = [*latest.metadata.finalizers, DELETE_PROTECTION_FINALIZER]
+            outcome = await self.claim_api.write_claim_finalizers(latest, finalizers)
+            if outcome.result is not WriteResult.WRITTEN or outcome.claim is None:
+                return self._write_failed(key, pod, "adding its delete-protection finalizer", outcome)
+            latest = outcome.claim
+            with contextlib.suppress(AssumeCacheError):
+                self.store.claims.assume(latest)
         outcome = await self.claim_api.write_claim_status(latest, claim_status_patch(allocation, consumers))
         if outcome.result is not WriteResult.WRITTEN or outcome.claim is None:
-            # This pod will be unreserved; later members must not write its reservation.
-            self._unplan(key, pod.uid)
-            message = (
-                f"ResourceClaim {key}: writing {'allocation and ' if allocation else ''}reservedFor failed"
-            )
-            detail = f"{outcome.result.value}{': ' + outcome.message if outcome.message else ''}"
-            if outcome.result in (WriteResult.CONFLICT, WriteResult.NOT_FOUND):
-                return Status.unschedulable(self.name, "ClaimChanged", f"{message}: {detail}")
-            return Status.error(self.name, f"{message}: {detail}")
+            what = f"writing {'allocation and ' if allocation else ''}reservedFor"
+            return self._write_failed(key, pod, what, outcome)
         # AssumeCacheError: the informer already delivered something at least as new.
         with contextlib.suppress(AssumeCacheError):
             self.store.claims.assume(outcome.claim)
@@ -717,3 +743,12 @@ class DynamicResources:
         for pod_uid in [uid for uid, ref in plan.items() if ref.uid in written]:
             self._unplan(key, pod_uid)
         return SUCCESS
+
+    def _write_failed(self, key: str, pod: PodInfo, what: str, outcome: ClaimWriteOutcome) -> Status:
+        # This pod will be unreserved; later members must not write its reservation.
+        self._unplan(key, pod.uid)
+        detail = f"{outcome.result.value}{': ' + outcome.message if outcome.message else ''}"
+        message = f"ResourceClaim {key}: {what} failed: {detail}"
+        if outcome.result in (WriteResult.CONFLICT, WriteResult.NOT_FOUND):
+            return Status.unschedulable(self.name, "ClaimChanged", message)
+        return Status.error(self.name, message)

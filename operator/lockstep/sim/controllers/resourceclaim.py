@@ -8,10 +8,12 @@ Follows upstream ``pkg/controller/resourceclaim/controller.go``:
   records one or an owned claim with that annotation exists, and records it in the pod's
   ``status.resourceClaimStatuses`` (strategic merge patch on pods/status, keyed by name).
 - It drops ``status.reservedFor`` entries of pods that are gone, were replaced (other uid) or are
-  done (Succeeded/Failed, or deleted while unbound). When that removes the last entry it also clears
-  ``status.allocation`` (upstream deallocates on this transition only, never a claim that was
-  allocated and not yet reserved) and drops the ``resource.kubernetes.io/delete-protection``
-  finalizer.
+  done (Succeeded/Failed, or deleted while unbound). When that removes the last entry of a claim
+  carrying the ``resource.kubernetes.io/delete-protection`` finalizer (which the scheduler adds before
+  it writes an allocation) it also clears ``status.allocation`` (upstream deallocates on this
+  transition only, never a claim that was allocated and not yet reserved), then drops the finalizer
+  in a second write. A deleted claim keeps its ``deletionTimestamp`` until then; one that is deleted
+  while unreserved is deallocated and its finalizer dropped at once.
 - It deletes a claim it generated once no pod reserves it and its owning pod is gone, replaced or
   done. (Upstream leaves the "gone" case to the garbage collector, which the simulation lacks.)
 
@@ -198,9 +200,10 @@ def plan_claim(
     remove_finalizer = False
     if len(valid) < len(reserved):
         reserved_for = valid
-        if not valid:
-            deallocate = allocated
-            remove_finalizer = has_finalizer
+        # Upstream "deallocates" only a claim carrying the finalizer: the scheduler adds it before it
+        # writes an allocation, so one without it was not allocated by a scheduler.
+        deallocate = not valid and allocated and has_finalizer
+        remove_finalizer = has_finalizer and (deallocate or not allocated)
     elif not valid and metadata.get("deletionTimestamp") and has_finalizer:
         deallocate = allocated
         remove_finalizer = True
