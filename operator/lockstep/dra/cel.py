@@ -22,16 +22,15 @@ Cost limits are not enforced.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import celpy
 import celpy.celtypes as ct
 import lark
-import re2
 from celpy.evaluation import CELEvalError, Evaluator
 
+from lockstep.dra.cel_libraries import LIBRARY_FUNCTIONS, library_string, sort_values
 from lockstep.dra.cel_syntax import OptionalSyntaxParser
 from lockstep.dra.cel_values import (
     OPTIONAL_NONE,
@@ -208,82 +207,10 @@ def _fn_includes(target: Value, item: Value) -> Value:
     return ct.BoolType(equal_is_true(target, item))
 
 
-def _string_function(name: str, impl: Callable[..., Value]) -> Callable[..., Value]:
-    def function(*args: Value) -> Value:
-        if error := first_error(*args):
-            return error
-        try:
-            return impl(*args)
-        except (TypeError, AttributeError, IndexError, ValueError):
-            return no_overload(name, *args)
-
-    return function
-
-
-def _index_of(target: Value, item: Value, start: Value = 0) -> Value:
-    if isinstance(target, list):  # Kubernetes lists library
-        for i, element in enumerate(target):
-            if equal_is_true(element, item):
-                return ct.IntType(i)
-        return ct.IntType(-1)
-    return ct.IntType(str(target).find(str(item), int(start)))
-
-
-def _last_index_of(target: Value, item: Value) -> Value:
-    if isinstance(target, list):
-        for i in range(len(target) - 1, -1, -1):
-            if equal_is_true(target[i], item):
-                return ct.IntType(i)
-        return ct.IntType(-1)
-    return ct.IntType(str(target).rfind(str(item)))
-
-
-def _substring(text: Value, start: Value, end: Value = None) -> Value:
-    if not isinstance(text, ct.StringType):
-        raise TypeError("substring needs a string")
-    return ct.StringType(text[int(start) :] if end is None else text[int(start) : int(end)])
-
-
-def _split(text: Value, separator: Value, limit: Value = None) -> Value:
-    if limit is None or int(limit) < 0:
-        parts = text.split(separator)
-    else:
-        parts = [] if int(limit) == 0 else text.split(separator, int(limit) - 1)
-    return ct.ListType([ct.StringType(p) for p in parts])
-
-
-def _find(text: Value, pattern: Value) -> Value:
-    match = re2.search(str(pattern), str(text))
-    return ct.StringType(match.group(0) if match else "")
-
-
-def _find_all(text: Value, pattern: Value, limit: Value = -1) -> Value:
-    found = [ct.StringType(m.group(0)) for m in re2.finditer(str(pattern), str(text))]
-    return ct.ListType(found if int(limit) < 0 else found[: int(limit)])
-
-
-def _ascii_case(pattern: str, convert: Callable[[str], str]) -> Callable[[Value], Value]:
-    compiled = re.compile(pattern)
-    return lambda text: ct.StringType(compiled.sub(lambda m: convert(m.group(0)), text))
-
-
-_STRING_IMPLEMENTATIONS: dict[str, Callable[..., Value]] = {
-    "lowerAscii": _ascii_case("[A-Z]+", str.lower),
-    "upperAscii": _ascii_case("[a-z]+", str.upper),
-    "trim": lambda text: ct.StringType(text.strip()),
-    "split": _split,
-    "join": lambda items, sep="": ct.StringType(str(sep).join(str(x) for x in items)),
-    "replace": lambda text, old, new, n=-1: ct.StringType(text.replace(old, new, int(n))),
-    "charAt": lambda text, i: ct.StringType(text[int(i)] if int(i) < len(text) else ""),
-    "indexOf": _index_of,
-    "lastIndexOf": _last_index_of,
-    "substring": _substring,
-    "find": _find,
-    "findAll": _find_all,
-    "isSorted": lambda items: ct.BoolType(all(items[i] <= items[i + 1] for i in range(len(items) - 1))),
-    "sum": lambda items: sum(items[1:], items[0]) if items else ct.IntType(0),
-}
-_STRING_FUNCTIONS = {name: _string_function(name, impl) for name, impl in _STRING_IMPLEMENTATIONS.items()}
+def _fn_string(value: Value) -> Value:
+    """string(x), also of the library types IP, CIDR and URL."""
+    text = library_string(value)
+    return ct.StringType(text) if text is not None else celpy.evaluation.base_functions["string"](value)
 
 
 def _optional_method(name: str, impl: Callable[[CELOptional], Value]) -> Callable[[Value], Value]:
@@ -333,8 +260,9 @@ _BASE_FUNCTIONS: dict[str, Callable[..., Value]] = {
     "compareTo": _same_type_binary("compareTo", lambda a, b: ct.IntType(a.compare_to(b))),
     "isGreaterThan": _same_type_binary("isGreaterThan", lambda a, b: ct.BoolType(a.compare_to(b) == 1)),
     "isLessThan": _same_type_binary("isLessThan", lambda a, b: ct.BoolType(a.compare_to(b) == -1)),
-    **_STRING_FUNCTIONS,
+    **LIBRARY_FUNCTIONS,
     **_OPTIONAL_FUNCTIONS,
+    "string": _fn_string,
 }
 _LIST_TYPE_FUNCTIONS: dict[str, Callable[..., Value]] = {**_BASE_FUNCTIONS, "includes": _fn_includes}
 
@@ -355,7 +283,7 @@ _MISSING = object()
 _TWO_VARIABLE_MACROS = ("all", "exists", "existsOne", "exists_one")
 _OPTIONAL_SHORT_CIRCUITS = frozenset({"or", "orValue", "optMap", "optFlatMap"})
 # Receivers that name a function namespace (``optional.of(x)``), not a variable.
-NAMESPACES = frozenset({"optional"})
+NAMESPACES = frozenset({"optional", "sets", "lists", "strings", "ip"})
 
 
 class _DRAEvaluator(Evaluator):
@@ -391,7 +319,28 @@ class _DRAEvaluator(Evaluator):
             return self._call(f"{namespace}.{method}", [self.visit(arg) for arg in args])
         if method in _OPTIONAL_SHORT_CIRCUITS:
             return self._optional_short_circuit(str(method), self.visit(member_tree), args)
+        if method == "sortBy" and len(args) == 2:
+            return self._sort_by(self.visit(member_tree), args)
+        if method == "min":  # the Kubernetes lists function, not celpy's macro of that name
+            return self._call("min", [self.visit(member_tree), *(self.visit(arg) for arg in args)])
         return super().member_dot_arg(tree)
+
+    def _sort_by(self, target: Value, args: list[Any]) -> Value:
+        """ext.Lists ``sortBy(x, key)`` macro."""
+        name = _single_identifier(args[0])
+        if isinstance(target, CELEvalError):
+            return target
+        if name is None or not isinstance(target, list):
+            return no_overload("sortBy", target)
+        body = self.sub_evaluator(args[1])
+        keys: list[Value] = []
+        for value in target:
+            try:
+                key = body.evaluate({name: value})
+            except CELEvalError as exc:
+                return exc
+            keys.append(key)
+        return sort_values(list(target), keys)
 
     def _call(self, name: str, args: list[Value]) -> Value:
         if error := first_error(*args):
@@ -637,7 +586,9 @@ _STANDARD_METHODS = frozenset(
 )
 # Namespaces of the functions of cel-go's and Kubernetes' libraries, declared here or not.
 _LIBRARY_NAMESPACES = NAMESPACES | {"cel", "math", "base64", "strings", "lists", "sets", "format", "regex"}
-_MACROS = frozenset({"all", "exists", "exists_one", "existsOne", "map", "filter"} | _OPTIONAL_SHORT_CIRCUITS)
+_MACROS = frozenset(
+    {"all", "exists", "exists_one", "existsOne", "map", "filter", "sortBy"} | _OPTIONAL_SHORT_CIRCUITS
+)
 
 
 def _undeclared(expression: str, token: Any, name: str) -> CELError:

@@ -1,4 +1,4 @@
-"""The 85 Kubernetes-derived CEL conformance cases for DRA device selectors.
+"""The 93 Kubernetes-derived CEL conformance cases for DRA device selectors.
 
 Expected results are what k8s.io/dynamic-resource-allocation/cel (with KEP-5491 list attributes and
 ``includes``) returns for the fixture device below. Expected: True / False, ("error", substring) for a
@@ -146,6 +146,15 @@ CASES: list[tuple[str, str, Any]] = [
         True,
     ),
     ("optional-chain-select", f"{A}.?numaNodes[?1].orValue(-1) == 1", True),
+    # --- a selector per library of the Kubernetes 1.36 environment ---
+    ("lib-strings", f'{A}.model.upperAscii() == "H100"', True),
+    ("lib-format", f'"%s-%d".format([{A}.model, {A}.memory]) == "h100-80"', True),
+    ("lib-regex", f'{A}.model.find("[0-9]+") == "100"', True),
+    ("lib-sets", f"sets.contains({A}.numaNodes, [1])", True),
+    ("lib-lists", f"{A}.numaNodes.max() == 1 && {A}.numaNodes.isSorted()", True),
+    ("lib-cidr", 'cidr("10.0.0.0/8").containsIP("10.1.2.3") && device.driver.startsWith("gpu")', True),
+    ("lib-url", 'url("https://" + device.driver).getHostname() == "gpu.example.com"', True),
+    ("lib-math-undeclared", "math.greatest(1, 2) == 2", ("compile_error", "math.greatest")),
     ("two-var-comprehension", f'{A}.all(k, v, k != "")', True),
     ("syntax-error", "device.driver ==", ("compile_error", "")),
 ]
@@ -185,5 +194,5 @@ def test_conformance(expression: str, expected: Any) -> None:
         assert substring.lower() in message.lower()
 
 
-def test_there_are_85_cases() -> None:
-    assert len(CASES) == 85
+def test_there_are_93_cases() -> None:
+    assert len(CASES) == 93

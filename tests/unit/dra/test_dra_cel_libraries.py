@@ -145,3 +145,224 @@ OPTIONALS: list[Case] = [
 @pytest.mark.parametrize(("expression", "expected"), OPTIONALS)
 def test_optionals(expression: str, expected: Any) -> None:
     _check(expression, expected)
+
+
+# k8s.io/apiserver/pkg/cel/library/ip_test.go TestIP
+IP: list[Case] = [
+    ('ip("192.168.0.1") == ip("192.168.0.1")', True),
+    (
+        'ip("192.168.0.1.0")',
+        (
+            "error",
+            'IP Address "192.168.0.1.0" parse error during conversion from string: '
+            'ParseAddr("192.168.0.1.0"): IPv4 address too long',
+        ),
+    ),
+    ('isIP("192.168.0.1")', True),
+    ('isIP("192.168.0.1.0")', False),
+    ('ip.isCanonical("127.0.0.1")', True),
+    ('ip.isCanonical("127.0.0.1.0")', ("error", 'IP Address "127.0.0.1.0" parse error during conversion')),
+    ('ip("192.168.0.1").family()', 4),
+    ('ip("0.0.0.0").isUnspecified()', True),
+    ('ip("127.0.0.1").isUnspecified()', False),
+    ('ip("127.0.0.1").isLoopback()', True),
+    ('ip("1.2.3.4").isLoopback()', False),
+    ('ip("224.0.0.1").isLinkLocalMulticast()', True),
+    ('ip("224.0.1.1").isLinkLocalMulticast()', False),
+    ('ip("169.254.169.254").isLinkLocalUnicast()', True),
+    ('ip("192.168.0.1").isLinkLocalUnicast()', False),
+    ('ip("192.168.0.1").isGlobalUnicast()', True),
+    ('ip("255.255.255.255").isGlobalUnicast()', False),
+    ('ip("2001:db8::68") == ip("2001:db8::68")', True),
+    (
+        'ip("2001:db8:::68")',
+        ("error", 'IP Address "2001:db8:::68" parse error during conversion from string'),
+    ),
+    ('isIP("2001:db8::68")', True),
+    ('isIP("2001:db8:::68")', False),
+    ('ip.isCanonical("2001:db8::68")', True),
+    ('ip.isCanonical("2001:DB8::68")', False),
+    ('ip("2001:db8::68").family()', 6),
+    ('ip("::").isUnspecified()', True),
+    ('ip("::1").isUnspecified()', False),
+    ('ip("::1").isLoopback()', True),
+    ('ip("2001:db8::abcd").isLoopback()', False),
+    ('ip("ff02::1").isLinkLocalMulticast()', True),
+    ('ip("fd00::1").isLinkLocalMulticast()', False),
+    ('ip("fe80::1").isLinkLocalUnicast()', True),
+    ('ip("fd80::1").isLinkLocalUnicast()', False),
+    ('ip("2001:db8::abcd").isGlobalUnicast()', True),
+    ('ip("ff00::1").isGlobalUnicast()', False),
+    ('string(ip("192.168.0.1"))', "192.168.0.1"),
+    # ip.go: zones and IPv4-mapped IPv6 addresses are refused
+    ('ip("::ffff:1.2.3.4")', ("error", 'IPv4-mapped IPv6 address "::ffff:1.2.3.4" is not allowed')),
+    ('ip("fe80::1%eth0")', ("error", "with zone value is not allowed")),
+]
+
+# k8s.io/apiserver/pkg/cel/library/cidr_test.go TestCIDR
+CIDRS: list[Case] = [
+    ('cidr("192.168.0.0/24") == cidr("192.168.0.0/24")', True),
+    ('cidr("192.168.0.0/33")', ("error", 'network address "192.168.0.0/33" parse error during conversion')),
+    ('isCIDR("192.168.0.0/24")', True),
+    ('isCIDR("192.168.0.0/33")', False),
+    ('cidr("192.168.0.0/24").containsIP(ip("192.168.0.1"))', True),
+    ('cidr("192.168.0.0/24").containsIP(ip("192.168.1.1"))', False),
+    ('cidr("192.168.0.0/24").containsIP("192.168.0.1")', True),
+    ('cidr("192.168.0.0/24").containsCIDR(cidr("192.168.0.0/25"))', True),
+    ('cidr("192.168.0.0/24").containsCIDR(cidr("192.168.0.0/23"))', False),
+    ('cidr("192.168.0.0/24").containsCIDR("192.168.0.0/25")', True),
+    ('cidr("192.168.0.0/24").ip() == ip("192.168.0.0")', True),
+    ('cidr("192.168.0.1/24").ip() == ip("192.168.0.1")', True),
+    ('cidr("192.168.0.1/24").masked() == cidr("192.168.0.0/24")', True),
+    ('cidr("192.168.0.0/24").prefixLength()', 24),
+    ('cidr("2001:db8::/32").containsIP(ip("2001:db8::1"))', True),
+    ('cidr("2001:db8::/32").containsIP(ip("2001:db9::1"))', False),
+    ('cidr("2001:db8::/32").containsCIDR(cidr("2001:db8::/33"))', True),
+    ('cidr("2001:db8::/32").prefixLength()', 32),
+    ('string(cidr("192.168.0.0/24"))', "192.168.0.0/24"),
+]
+
+# k8s.io/apiserver/pkg/cel/library/library_compatibility / urls.go documented examples
+URLS: list[Case] = [
+    ('url("https://example.com/path").getScheme()', "https"),
+    ('url("https://example.com:80/path").getHost()', "example.com:80"),
+    ('url("https://[::1]:80/path").getHost()', "[::1]:80"),
+    ('url("https://example.com:80/path").getHostname()', "example.com"),
+    ('url("https://[::1]:80/path").getHostname()', "::1"),
+    ('url("https://example.com:80/path").getPort()', "80"),
+    ('url("https://example.com/path").getPort()', ""),
+    ('url("https://example.com/path with spaces/").getEscapedPath()', "/path%20with%20spaces/"),
+    ('url("https://example.com/path?k1=a&k2=b&k2=c").getQuery()', {"k1": ["a"], "k2": ["b", "c"]}),
+    ('url("/absolute-path").getScheme()', ""),
+    ('isURL("https://user:pass@example.com:80/path?query=val#fragment")', True),
+    ('isURL("example.com")', False),
+    ('url("example.com")', ("error", "URL parse error during conversion from string")),
+]
+
+# cel-go ext/strings_test.go (version 2)
+STRINGS: list[Case] = [
+    ("'tacocat'.charAt(3) == 'o'", True),
+    ("'tacocat'.charAt(7) == ''", True),
+    ("'tacocat'.charAt(30)", ("error", "index out of range: 30")),
+    ("'tacocat'.indexOf('') == 0", True),
+    ("'tacocat'.indexOf('ac') == 1", True),
+    ("'tacocat'.indexOf('none') == -1", True),
+    ("'tacocat'.indexOf('a', 3) == 5", True),
+    ("'hello mellow'.indexOf('ello', 2) == 7", True),
+    ("'tacocat'.indexOf('a', 30)", ("error", "index out of range: 30")),
+    ("'tacocat'.lastIndexOf('at') == 5", True),
+    ("'tacocat'.lastIndexOf('none') == -1", True),
+    ("'hello mellow'.lastIndexOf('ello', 6) == 1", True),
+    ("'tacocat'.lastIndexOf('a', -1)", ("error", "index out of range: -1")),
+    ("'TacoCat'.lowerAscii() == 'tacocat'", True),
+    ("'TacoCÆt'.lowerAscii() == 'tacocÆt'", True),
+    ("'tacoCat'.upperAscii() == 'TACOCAT'", True),
+    ("'12 days 12 hours'.replace('{0}', '2') == '12 days 12 hours'", True),
+    ("'{0} days {0} hours'.replace('{0}', '2') == '2 days 2 hours'", True),
+    ("'{0} days {0} hours'.replace('{0}', '2', 1).replace('{0}', '23') == '2 days 23 hours'", True),
+    ("'hello world'.split(' ') == ['hello', 'world']", True),
+    ("'hello world events!'.split(' ', 0) == []", True),
+    ("'hello world events!'.split(' ', 1) == ['hello world events!']", True),
+    ("'o n e t w o'.split(' ', -1) == ['o', 'n', 'e', 't', 'w', 'o']", True),
+    ("'tacocat'.substring(4) == 'cat'", True),
+    ("'tacocat'.substring(0, 4) == 'taco'", True),
+    ("'tacocat'.substring(40)", ("error", "index out of range: 40")),
+    ("'tacocat'.substring(1, 0)", ("error", "invalid substring range. start: 1, end: 0")),
+    ("' \\ttrim\\n    '.trim() == 'trim'", True),
+    ("['x', 'y'].join() == 'xy'", True),
+    ("['x', 'y'].join('-') == 'x-y'", True),
+    ("[].join() == ''", True),
+    ('strings.quote("first\\nsecond") == "\\"first\\\\nsecond\\""', True),
+    ('strings.quote("bell\\a") == "\\"bell\\\\a\\""', True),
+    ("'%s %s'.format(['hello', 'world'])", "hello world"),
+    ("'%d'.format([42])", "42"),
+    ("'%.3f'.format([1.2345])", "1.234"),
+    ("'%x'.format([255])", "ff"),
+    ("'%b'.format([5])", "101"),
+    ("'%s'.format([true])", "true"),
+    ("'%s'.format([[1, 2]])", "[1, 2]"),
+    # reverse() on strings is ext.Strings version 3, which Kubernetes does not enable
+    ("'abc'.reverse()", ("error", "no such overload")),
+]
+
+# cel-go ext/sets_test.go
+SETS: list[Case] = [
+    ("sets.contains([], [])", True),
+    ("sets.contains([1, 2, 3, 4], [2, 3])", True),
+    ("sets.contains([1, 2, 3], [4])", False),
+    ("sets.contains([1, 2.0, 3u], [1.0, 2u, 3])", True),
+    ("sets.equivalent([1, 2, 3], [3u, 2.0, 1])", True),
+    ("sets.equivalent([1, 2], [2, 2, 2, 1])", True),
+    ("sets.equivalent([1, 2, 3], [1, 2])", False),
+    ("sets.intersects([1], [1.0, 2])", True),
+    ("sets.intersects([1, 2], [3])", False),
+    ("sets.intersects([], [])", False),
+]
+
+# k8s.io/apiserver/pkg/cel/library lists (isSorted, sum, min, max, indexOf, lastIndexOf) and
+# cel-go ext/lists_test.go (version 3: slice, flatten, lists.range, distinct, reverse, sort, sortBy,
+# first, last)
+LISTS: list[Case] = [
+    ("[1, 2, 3].isSorted()", True),
+    ("[1, 3, 2].isSorted()", False),
+    ("['a', 'b'].isSorted()", True),
+    ("[].sum()", 0),
+    ("[1, 2, 3].sum()", 6),
+    ("[1.5, 2.5].sum()", 4.0),
+    ("[1, 5, 3].min()", 1),
+    ("[1, 5, 3].max()", 5),
+    ("[].min()", ("error", "min called on empty list")),
+    ("[].max()", ("error", "max called on empty list")),
+    ("[1, 2, 2, 3].indexOf(2)", 1),
+    ("[1, 2, 2, 3].lastIndexOf(2)", 2),
+    ("['a', 'b'].indexOf('c')", -1),
+    ("[1, 2, 3, 4].slice(0, 2) == [1, 2]", True),
+    ("[1, 2, 3, 4].slice(1, 3) == [2, 3]", True),
+    ("[1, 2, 3, 4].slice(3, 0)", ("error", "start index must be less than or equal to end index")),
+    ("[1, 2, 3, 4].slice(0, 10)", ("error", "cannot slice(0, 10), list is length 4")),
+    ("[1, 2, 3, 4].slice(-5, 10)", ("error", "negative indexes not supported")),
+    ("[1, [2, [3, 4]]].flatten() == [1, 2, [3, 4]]", True),
+    ("[1, [2, [3, 4]]].flatten(2) == [1, 2, 3, 4]", True),
+    ("[1, [2, [3, 4]]].flatten(-1)", ("error", "level must be non-negative")),
+    ("lists.range(4) == [0, 1, 2, 3]", True),
+    ("lists.range(0) == []", True),
+    ("[1, 2, 2, 3, 1].distinct() == [1, 2, 3]", True),
+    ("[1, 2, 3].reverse() == [3, 2, 1]", True),
+    ("[3, 1, 2].sort() == [1, 2, 3]", True),
+    ("['b', 'c', 'a'].sort() == ['a', 'b', 'c']", True),
+    ("[1, 'a'].sort()", ("error", "list elements must have the same type")),
+    ("['aa', 'b', 'ccc'].sortBy(s, s.size()) == ['b', 'aa', 'ccc']", True),
+    ("[1, 2, 3].first().value()", 1),
+    ("[1, 2, 3].last().value()", 3),
+    ("[].first().hasValue()", False),
+]
+
+# Libraries that Kubernetes does not put in the DRA environment: refused at compile time, by name.
+UNDECLARED: list[Case] = [
+    ("math.greatest(1, 2) == 2", ("compile_error", "undeclared reference to 'math.greatest'")),
+    ("math.ceil(1.2) == 2.0", ("compile_error", "undeclared reference to 'math.ceil'")),
+    ("math.abs(-1) == 1", ("compile_error", "undeclared reference to 'math.abs'")),
+    ('base64.encode(b"hello") == "aGVsbG8="', ("compile_error", "undeclared reference to 'base64.encode'")),
+    ('base64.decode("aGVsbG8=") == b"hello"', ("compile_error", "undeclared reference to 'base64.decode'")),
+    ("[1, 2].reduce(a, b, 0) == 3", ("compile_error", "undeclared reference to 'reduce'")),
+    ("[1].transformList(i, v, v) == [1]", ("compile_error", "undeclared reference to 'transformList'")),
+    (
+        'format.named("dns1123Label").hasValue()',
+        ("compile_error", "undeclared reference to 'format.named'"),
+    ),
+    ("size(?optional.of([1])) == 1", ("compile_error", "optional element '?' outside a list literal")),
+]
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [pytest.param(e, x, id=f"ip-{i}") for i, (e, x) in enumerate(IP)]
+    + [pytest.param(e, x, id=f"cidr-{i}") for i, (e, x) in enumerate(CIDRS)]
+    + [pytest.param(e, x, id=f"url-{i}") for i, (e, x) in enumerate(URLS)]
+    + [pytest.param(e, x, id=f"strings-{i}") for i, (e, x) in enumerate(STRINGS)]
+    + [pytest.param(e, x, id=f"sets-{i}") for i, (e, x) in enumerate(SETS)]
+    + [pytest.param(e, x, id=f"lists-{i}") for i, (e, x) in enumerate(LISTS)]
+    + [pytest.param(e, x, id=f"undeclared-{i}") for i, (e, x) in enumerate(UNDECLARED)],
+)
+def test_library(expression: str, expected: Any) -> None:
+    _check(expression, expected)

@@ -1,0 +1,652 @@
+"""cel-go's and Kubernetes' CEL libraries that the DRA selector environment declares (Kubernetes 1.36).
+
+From ``k8s.io/apiserver/pkg/cel/environment/base.go``: ext.Strings v2, ext.Sets, ext.Lists v3, and the
+Kubernetes lists, regex, URL, IP and CIDR libraries. Each function is a plain callable over celpy values
+that returns a value or a CELEvalError with cel-go's message. Functions named ``ns.name`` are called as
+``ns.name(...)`` (see ``NAMESPACES`` in ``cel.py``); the others as ``name(...)`` or ``x.name(...)``.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import itertools
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
+
+import celpy.celtypes as ct
+import re2
+
+from lockstep.dra.cel_values import (
+    OPTIONAL_NONE,
+    CELOptional,
+    Value,
+    compare,
+    equal_is_true,
+    eval_error,
+    first_error,
+    no_overload,
+)
+
+
+def _checked(name: str, impl: Callable[..., Value]) -> Callable[..., Value]:
+    """Errors in the arguments propagate; arguments of the wrong kind give "no such overload"."""
+
+    def function(*args: Value) -> Value:
+        if error := first_error(*args):
+            return error
+        try:
+            return impl(*args)
+        except (TypeError, AttributeError, ValueError):
+            return no_overload(name, *args)
+
+    return function
+
+
+def _string(value: Value) -> str:
+    if not isinstance(value, str):
+        raise TypeError("not a string")
+    return str(value)
+
+
+def _int(value: Value) -> int:
+    if not isinstance(value, ct.IntType) or isinstance(value, ct.BoolType):
+        raise TypeError("not an int")
+    return int(value)
+
+
+def _list(value: Value) -> list[Value]:
+    if not isinstance(value, list):
+        raise TypeError("not a list")
+    return value
+
+
+# --- ext.Strings (version 2) -----------------------------------------------------------------------
+
+
+def _char_at(text: Value, index: Value) -> Value:
+    s, i = _string(text), _int(index)
+    if i < 0 or i > len(s):
+        return eval_error(f"index out of range: {i}")
+    return ct.StringType(s[i : i + 1])
+
+
+def _index_of(target: Value, item: Value, offset: Value = None) -> Value:
+    if isinstance(target, list) and offset is None:  # Kubernetes lists library
+        return ct.IntType(next((i for i, x in enumerate(target) if equal_is_true(x, item)), -1))
+    s, sub = _string(target), _string(item)
+    start = 0 if offset is None else _int(offset)
+    if start < 0 or start > len(s):
+        return eval_error(f"index out of range: {start}")
+    return ct.IntType(s.find(sub, start))
+
+
+def _last_index_of(target: Value, item: Value, offset: Value = None) -> Value:
+    if isinstance(target, list) and offset is None:
+        return ct.IntType(
+            next((i for i in range(len(target) - 1, -1, -1) if equal_is_true(target[i], item)), -1)
+        )
+    s, sub = _string(target), _string(item)
+    if offset is None:
+        return ct.IntType(s.rfind(sub))
+    end = _int(offset)
+    if end < 0 or end >= len(s):
+        return eval_error(f"index out of range: {end}")
+    return ct.IntType(s.rfind(sub, 0, end + len(sub)))
+
+
+def _substring(text: Value, start: Value, end: Value = None) -> Value:
+    s, begin = _string(text), _int(start)
+    stop = len(s) if end is None else _int(end)
+    if begin < 0 or begin > len(s):
+        return eval_error(f"index out of range: {begin}")
+    if stop < 0 or stop > len(s):
+        return eval_error(f"index out of range: {stop}")
+    if begin > stop:
+        return eval_error(f"invalid substring range. start: {begin}, end: {stop}")
+    return ct.StringType(s[begin:stop])
+
+
+def _split(text: Value, separator: Value, limit: Value = None) -> Value:
+    s, sep = _string(text), _string(separator)
+    n = -1 if limit is None else _int(limit)
+    if n == 0:
+        return ct.ListType([])
+    if sep == "":  # Go splits into characters, the last one holding the rest
+        chars = list(s) if n < 0 or n >= len(s) else [*s[: n - 1], s[n - 1 :]]
+        return ct.ListType([ct.StringType(c) for c in chars])
+    parts = s.split(sep) if n < 0 else s.split(sep, n - 1)
+    return ct.ListType([ct.StringType(p) for p in parts])
+
+
+def _replace(text: Value, old: Value, new: Value, limit: Value = None) -> Value:
+    n = -1 if limit is None else _int(limit)
+    return ct.StringType(_string(text).replace(_string(old), _string(new), n))
+
+
+def _ascii(convert: Callable[[str], str]) -> Callable[[Value], Value]:
+    return lambda text: ct.StringType("".join(convert(c) if c.isascii() else c for c in _string(text)))
+
+
+def _join(items: Value, separator: Value = None) -> Value:
+    sep = "" if separator is None else _string(separator)
+    return ct.StringType(sep.join(_string(item) for item in _list(items)))
+
+
+_QUOTE_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+
+
+def _quote(text: Value) -> Value:
+    body = "".join(_QUOTE_ESCAPES.get(c, "\\" + c if c in '"\\' else c) for c in _string(text))
+    return ct.StringType(f'"{body}"')
+
+
+def _format_value(value: Value, verb: str, precision: int | None) -> str:
+    if verb == "s":
+        return _format_string(value)
+    if verb == "d":
+        if isinstance(value, ct.IntType | ct.UintType) and not isinstance(value, ct.BoolType):
+            return str(int(value))
+        raise TypeError("d")
+    if verb in "fe":
+        if not isinstance(value, ct.IntType | ct.UintType | ct.DoubleType) or isinstance(value, ct.BoolType):
+            raise TypeError(verb)
+        number = float(value)
+        if number != number:
+            return "NaN"
+        if number in (float("inf"), float("-inf")):
+            return "Infinity" if number > 0 else "-Infinity"
+        return f"{number:.{6 if precision is None else precision}{verb}}"
+    if verb in "boxX":
+        if isinstance(value, ct.IntType | ct.UintType) and not isinstance(value, ct.BoolType):
+            return format(int(value), verb)
+        if verb in "xX" and isinstance(value, str | bytes):
+            data = value.encode() if isinstance(value, str) else bytes(value)
+            return data.hex() if verb == "x" else data.hex().upper()
+        raise TypeError(verb)
+    raise ValueError(verb)
+
+
+def _format_string(value: Value) -> str:
+    if value is None or isinstance(value, ct.NullType):
+        return "null"
+    if isinstance(value, ct.BoolType):
+        return "true" if value else "false"
+    if isinstance(value, ct.DoubleType):
+        return repr(float(value)).replace("inf", "Infinity").replace("nan", "NaN")
+    if isinstance(value, list):
+        return "[" + ", ".join(_format_string(v) for v in value) + "]"
+    if isinstance(value, dict):
+        entries = sorted((_format_string(k), _format_string(v)) for k, v in value.items())
+        return "{" + ", ".join(f"{k}: {v}" for k, v in entries) + "}"
+    return str(value)
+
+
+def _format(template: Value, args: Value) -> Value:
+    text, values = _string(template), _list(args)
+    out, i, used = [], 0, 0
+    while i < len(text):
+        c = text[i]
+        if c != "%":
+            out.append(c)
+            i += 1
+            continue
+        i += 1
+        if i < len(text) and text[i] == "%":
+            out.append("%")
+            i += 1
+            continue
+        precision = None
+        if i < len(text) and text[i] == ".":
+            j = i + 1
+            while j < len(text) and text[j].isdigit():
+                j += 1
+            precision, i = int(text[i + 1 : j] or 0), j
+        if i >= len(text):
+            return eval_error("unexpected end of format string")
+        verb = text[i]
+        i += 1
+        if used >= len(values):
+            return eval_error(f"index {used} out of range")
+        try:
+            out.append(_format_value(values[used], verb, precision))
+        except ValueError:
+            return eval_error(f'could not parse formatting clause: unrecognized formatting clause "{verb}"')
+        except TypeError:
+            return eval_error(f"error during formatting: {verb} clause can't be used with {values[used]!r}")
+        used += 1
+    return ct.StringType("".join(out))
+
+
+# --- ext.Sets ----------------------------------------------------------------------------------------
+
+
+def _contains_all(container: list[Value], items: list[Value]) -> bool:
+    return all(any(equal_is_true(x, y) for x in container) for y in items)
+
+
+_SETS: dict[str, Callable[..., Value]] = {
+    "sets.contains": lambda a, b: ct.BoolType(_contains_all(_list(a), _list(b))),
+    "sets.equivalent": lambda a, b: ct.BoolType(_contains_all(_list(a), _list(b)) and _contains_all(b, a)),
+    "sets.intersects": lambda a, b: ct.BoolType(any(equal_is_true(x, y) for x in _list(a) for y in _list(b))),
+}
+
+
+# --- Kubernetes lists library and ext.Lists (version 3) -----------------------------------------------
+
+
+def _ordered(items: list[Value]) -> Value:
+    for a, b in itertools.pairwise(items):
+        order = compare(a, b, "isSorted")
+        if not isinstance(order, int):
+            return order if order is not None else ct.BoolType(False)
+        if order > 0:
+            return ct.BoolType(False)
+    return ct.BoolType(True)
+
+
+def _extreme(name: str, pick: Callable[[int], bool]) -> Callable[[Value], Value]:
+    def function(items: Value) -> Value:
+        values = _list(items)
+        if not values:
+            return eval_error(f"{name} called on empty list")
+        best = values[0]
+        for value in values[1:]:
+            order = compare(value, best, name)
+            if not isinstance(order, int):
+                return order if order is not None else eval_error(f"{name}: NaN")
+            if pick(order):
+                best = value
+        return best
+
+    return function
+
+
+def _sum(items: Value) -> Value:
+    values = _list(items)
+    if not values:
+        return ct.IntType(0)
+    total = values[0]
+    for value in values[1:]:
+        total = total + value
+    return total
+
+
+def _slice(items: Value, start: Value, end: Value) -> Value:
+    values, begin, stop = _list(items), _int(start), _int(end)
+    if begin < 0 or stop < 0:
+        return eval_error(f"cannot slice({begin}, {stop}), negative indexes not supported")
+    if begin > stop:
+        return eval_error(
+            f"cannot slice({begin}, {stop}), start index must be less than or equal to end index"
+        )
+    if stop > len(values):
+        return eval_error(f"cannot slice({begin}, {stop}), list is length {len(values)}")
+    return ct.ListType(values[begin:stop])
+
+
+def _flatten(items: Value, depth: Value = None) -> Value:
+    levels = 1 if depth is None else _int(depth)
+    if levels < 0:
+        return eval_error("level must be non-negative")
+    result = _list(items)
+    for _ in range(levels):
+        flat: list[Value] = []
+        for value in result:
+            flat.extend(value if isinstance(value, list) else [value])
+        result = flat
+    return ct.ListType(result)
+
+
+def _distinct(items: Value) -> Value:
+    unique: list[Value] = []
+    for value in _list(items):
+        if not any(equal_is_true(value, seen) for seen in unique):
+            unique.append(value)
+    return ct.ListType(unique)
+
+
+def sort_values(values: list[Value], keys: list[Value]) -> Value:
+    """values ordered by keys (cel-go: keys of one orderable type)."""
+    if keys and any(type(k) is not type(keys[0]) for k in keys):
+        return eval_error("list elements must have the same type")
+
+    def order(a: tuple[Value, Value], b: tuple[Value, Value]) -> int:
+        result = compare(a[0], b[0], "sort")
+        if not isinstance(result, int):
+            raise TypeError("unorderable")
+        return result
+
+    try:
+        pairs = sorted(zip(keys, values, strict=True), key=functools.cmp_to_key(order))
+    except TypeError:
+        return no_overload("sort", *keys[:1])
+    return ct.ListType([value for _, value in pairs])
+
+
+_LISTS: dict[str, Callable[..., Value]] = {
+    "isSorted": lambda items: _ordered(_list(items)),
+    "sum": _sum,
+    "min": _extreme("min", lambda order: order < 0),
+    "max": _extreme("max", lambda order: order > 0),
+    "slice": _slice,
+    "flatten": _flatten,
+    "lists.range": lambda n: ct.ListType([ct.IntType(i) for i in range(max(_int(n), 0))]),
+    "distinct": _distinct,
+    "reverse": lambda items: ct.ListType(list(reversed(_list(items)))),
+    "sort": lambda items: sort_values(_list(items), _list(items)),
+    "first": lambda items: CELOptional(_list(items)[0]) if _list(items) else OPTIONAL_NONE,
+    "last": lambda items: CELOptional(_list(items)[-1]) if _list(items) else OPTIONAL_NONE,
+}
+
+
+# --- Kubernetes regex library --------------------------------------------------------------------
+
+
+def _find(text: Value, pattern: Value) -> Value:
+    match = re2.search(_string(pattern), _string(text))
+    return ct.StringType(match.group(0) if match else "")
+
+
+def _find_all(text: Value, pattern: Value, limit: Value = None) -> Value:
+    found = [ct.StringType(m.group(0)) for m in re2.finditer(_string(pattern), _string(text))]
+    n = -1 if limit is None else _int(limit)
+    return ct.ListType(found if n < 0 else found[:n])
+
+
+# --- Kubernetes IP and CIDR libraries (net/netip semantics) --------------------------------------------
+
+
+class IP:
+    """A ``net.IP`` value."""
+
+    __slots__ = ("address",)
+
+    def __init__(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> None:
+        self.address = address
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, IP) and self.address == other.address
+
+    def __hash__(self) -> int:
+        return hash(self.address)
+
+    def __str__(self) -> str:
+        return str(self.address)
+
+
+class CIDR:
+    """A ``net.CIDR`` value: an address (host bits kept) and a prefix length."""
+
+    __slots__ = ("interface",)
+
+    def __init__(self, interface: ipaddress.IPv4Interface | ipaddress.IPv6Interface) -> None:
+        self.interface = interface
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CIDR) and self.interface == other.interface
+
+    def __hash__(self) -> int:
+        return hash(self.interface)
+
+    def __str__(self) -> str:
+        return str(self.interface)
+
+
+def _parse_ip(text: str) -> IP:
+    """net/netip ParseAddr as the Kubernetes library uses it; ValueError with upstream's message."""
+    if "%" in text:
+        raise ValueError(f"IP address {text!r} with zone value is not allowed".replace("'", '"'))
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError as exc:
+        reason = "IPv4 address too long" if text.count(".") > 3 and ":" not in text else str(exc)
+        raise ValueError(
+            f'IP Address "{text}" parse error during conversion from string: ParseAddr("{text}"): {reason}'
+        ) from None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        raise ValueError(f'IPv4-mapped IPv6 address "{text}" is not allowed')
+    return IP(address)
+
+
+def _parse_cidr(text: str) -> CIDR:
+    if "%" in text:
+        raise ValueError(f'CIDR "{text}" with zone value is not allowed')
+    address, slash, bits = text.partition("/")
+    try:
+        if not slash or not bits.isdigit() or (len(bits) > 1 and bits[0] == "0"):
+            raise ValueError("bad prefix length")
+        interface = ipaddress.ip_interface(text)
+    except ValueError as exc:
+        raise ValueError(
+            f'network address "{text}" parse error during conversion from string: '
+            f'netip.ParsePrefix("{text}"): {exc}'
+        ) from None
+    if isinstance(interface, ipaddress.IPv6Interface) and interface.ip.ipv4_mapped is not None:
+        raise ValueError(f'IPv4-mapped IPv6 address "{address}" is not allowed')
+    return CIDR(interface)
+
+
+def _fallible(parse: Callable[[str], Any]) -> Callable[[Value], Value]:
+    def function(text: Value) -> Value:
+        try:
+            return parse(_string(text))
+        except ValueError as exc:
+            if "conversion from string" in str(exc) or "not allowed" in str(exc):
+                return eval_error(str(exc))
+            raise
+
+    return function
+
+
+def _is_valid(parse: Callable[[str], Any]) -> Callable[[Value], Value]:
+    def function(text: Value) -> Value:
+        s = _string(text)
+        try:
+            parse(s)
+        except ValueError:
+            return ct.BoolType(False)
+        return ct.BoolType(True)
+
+    return function
+
+
+def _ip_method(test: Callable[[Any], bool]) -> Callable[[Value], Value]:
+    def method(value: Value) -> Value:
+        if not isinstance(value, IP):
+            raise TypeError("not an IP")
+        return ct.BoolType(test(value.address))
+
+    return method
+
+
+def _go_global_unicast(address: Any) -> bool:
+    """net/netip Addr.IsGlobalUnicast: private ranges count, broadcast does not."""
+    if address.version == 4 and str(address) == "255.255.255.255":
+        return False
+    return not (
+        address.is_unspecified
+        or address.is_loopback
+        or address.is_multicast
+        or address.is_link_local
+        or (address.version == 4 and address in ipaddress.ip_network("169.254.0.0/16"))
+    )
+
+
+def _link_local_multicast(address: Any) -> bool:
+    if address.version == 4:
+        return address in ipaddress.ip_network("224.0.0.0/24")
+    return address in ipaddress.ip_network("ff02::/16")
+
+
+def _ip_is_canonical(text: Value) -> Value:
+    s = _string(text)
+    parsed = _fallible(_parse_ip)(text)
+    if not isinstance(parsed, IP):
+        return parsed
+    return ct.BoolType(str(parsed) == s)
+
+
+def _contains_ip(cidr: Value, other: Value) -> Value:
+    if not isinstance(cidr, CIDR):
+        raise TypeError("not a CIDR")
+    address = other if isinstance(other, IP) else _fallible(_parse_ip)(other)
+    if not isinstance(address, IP):
+        return address
+    return ct.BoolType(address.address in cidr.interface.network)
+
+
+def _contains_cidr(cidr: Value, other: Value) -> Value:
+    if not isinstance(cidr, CIDR):
+        raise TypeError("not a CIDR")
+    inner = other if isinstance(other, CIDR) else _fallible(_parse_cidr)(other)
+    if not isinstance(inner, CIDR):
+        return inner
+    if inner.interface.version != cidr.interface.version:
+        return ct.BoolType(False)
+    network = cidr.interface.network
+    return ct.BoolType(
+        inner.interface.ip in network and network.prefixlen <= inner.interface.network.prefixlen
+    )
+
+
+def _cidr_method(impl: Callable[[Any], Value]) -> Callable[[Value], Value]:
+    def method(value: Value) -> Value:
+        if not isinstance(value, CIDR):
+            raise TypeError("not a CIDR")
+        return impl(value.interface)
+
+    return method
+
+
+def _ip_of(value: Value) -> Value:
+    if isinstance(value, CIDR):
+        return IP(value.interface.ip)
+    return _fallible(_parse_ip)(value)
+
+
+_NETWORK: dict[str, Callable[..., Value]] = {
+    "ip": _ip_of,
+    "isIP": _is_valid(_parse_ip),
+    "ip.isCanonical": _ip_is_canonical,
+    "family": lambda value: ct.IntType(value.address.version if isinstance(value, IP) else _no_family()),
+    "isUnspecified": _ip_method(lambda a: a.is_unspecified),
+    "isLoopback": _ip_method(lambda a: a.is_loopback),
+    "isLinkLocalMulticast": _ip_method(_link_local_multicast),
+    "isLinkLocalUnicast": _ip_method(lambda a: a.is_link_local),
+    "isGlobalUnicast": _ip_method(_go_global_unicast),
+    "cidr": _fallible(_parse_cidr),
+    "isCIDR": _is_valid(_parse_cidr),
+    "containsIP": _contains_ip,
+    "containsCIDR": _contains_cidr,
+    "masked": _cidr_method(lambda i: CIDR(ipaddress.ip_interface(str(i.network)))),
+    "prefixLength": _cidr_method(lambda i: ct.IntType(i.network.prefixlen)),
+}
+
+
+def _no_family() -> int:
+    raise TypeError("not an IP")
+
+
+# --- Kubernetes URL library ------------------------------------------------------------------------
+
+
+class URL:
+    """A ``net.URL`` value (Go url.ParseRequestURI)."""
+
+    __slots__ = ("parts", "text")
+
+    def __init__(self, text: str, parts: urllib.parse.SplitResult) -> None:
+        self.text, self.parts = text, parts
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, URL) and self.text == other.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _parse_url(text: str) -> URL:
+    parts = urllib.parse.urlsplit(text)
+    if not (parts.scheme or text.startswith("/")):
+        raise ValueError(
+            f'URL parse error during conversion from string: parse "{text}": invalid URI for request'
+        )
+    return URL(text, parts)
+
+
+def _url_method(impl: Callable[[urllib.parse.SplitResult], Value]) -> Callable[[Value], Value]:
+    def method(value: Value) -> Value:
+        if not isinstance(value, URL):
+            raise TypeError("not a URL")
+        return impl(value.parts)
+
+    return method
+
+
+def _host(parts: urllib.parse.SplitResult) -> str:
+    return parts.netloc.rpartition("@")[2]
+
+
+def _hostname(parts: urllib.parse.SplitResult) -> str:
+    host = _host(parts)
+    if host.startswith("["):
+        return host[1 : host.find("]")]
+    return host.partition(":")[0]
+
+
+def _port(parts: urllib.parse.SplitResult) -> str:
+    host = _host(parts)
+    tail = host[host.find("]") + 1 :] if host.startswith("[") else host
+    return tail.partition(":")[2]
+
+
+def _query(parts: urllib.parse.SplitResult) -> Value:
+    pairs = urllib.parse.parse_qs(parts.query, keep_blank_values=True)
+    return ct.MapType(
+        {ct.StringType(k): ct.ListType([ct.StringType(v) for v in vs]) for k, vs in pairs.items()}
+    )
+
+
+_URLS: dict[str, Callable[..., Value]] = {
+    "url": _fallible(_parse_url),
+    "isURL": _is_valid(_parse_url),
+    "getScheme": _url_method(lambda p: ct.StringType(p.scheme)),
+    "getHost": _url_method(lambda p: ct.StringType(_host(p))),
+    "getHostname": _url_method(lambda p: ct.StringType(_hostname(p))),
+    "getPort": _url_method(lambda p: ct.StringType(_port(p))),
+    "getEscapedPath": _url_method(lambda p: ct.StringType(urllib.parse.quote(urllib.parse.unquote(p.path)))),
+    "getQuery": _url_method(_query),
+}
+
+
+_STRINGS: dict[str, Callable[..., Value]] = {
+    "charAt": _char_at,
+    "indexOf": _index_of,
+    "lastIndexOf": _last_index_of,
+    "lowerAscii": _ascii(str.lower),
+    "upperAscii": _ascii(str.upper),
+    "replace": _replace,
+    "split": _split,
+    "substring": _substring,
+    "trim": lambda text: ct.StringType(_string(text).strip()),
+    "join": _join,
+    "strings.quote": _quote,
+    "format": _format,
+    "find": _find,
+    "findAll": _find_all,
+}
+
+LIBRARY_FUNCTIONS: dict[str, Callable[..., Value]] = {
+    name: _checked(name.rpartition(".")[2], impl)
+    for name, impl in {**_STRINGS, **_SETS, **_LISTS, **_NETWORK, **_URLS}.items()
+}
+
+
+def library_string(value: Value) -> str | None:
+    """string(x) of the library types (IP, CIDR, URL); None for other values."""
+    return str(value) if isinstance(value, IP | CIDR | URL) else None
