@@ -11,6 +11,7 @@ from typing import Any, get_args, get_origin
 
 from lockstep import __version__
 from lockstep.config import Settings, load_settings
+from lockstep.sim.features import FeatureGates
 
 USAGE_EXIT = 2
 
@@ -90,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--port", type=int, default=0, help="API server port on 127.0.0.1 (default: any free)")
     sim.add_argument(
         "--kubeconfig", default=None, help="where to write the kubeconfig (default: a temporary file)"
+    )
+    sim.add_argument(
+        "--feature-gates",
+        default=None,
+        help="kube-apiserver feature gates of the simulated API server, Name=true|false pairs, "
+        f"comma-separated (default: {FeatureGates()})",
     )
 
     demo = sub.add_parser("demo", help="start a simulated cluster and the operator, apply examples/")

@@ -8,6 +8,7 @@ the configuration reference.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -52,13 +53,16 @@ class ScoreStrategy(StrEnum):
     MOST_ALLOCATED = "most-allocated"
 
 
-def parse_feature_gates(value: str | dict[str, Any] | None) -> dict[str, bool]:
-    """Parse ``Name=true,Other=false`` (the kube-scheduler flag syntax) into known gates."""
-    gates = dict(KNOWN_FEATURE_GATES)
+def parse_feature_gates(
+    value: str | Mapping[str, Any] | None, known: Mapping[str, bool] = KNOWN_FEATURE_GATES
+) -> dict[str, bool]:
+    """Parse ``Name=true,Other=false`` (the kube-scheduler flag syntax) into ``known``'s gates, each
+    starting at its default there."""
+    gates = dict(known)
     if value is None or value == "":
         return gates
     items: list[tuple[str, Any]]
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         items = list(value.items())
     else:
         items = []
@@ -71,9 +75,8 @@ def parse_feature_gates(value: str | dict[str, Any] | None) -> dict[str, bool]:
                 raise ValueError(f"feature gate {name!r} has no value: write {name}=true or {name}=false")
             items.append((name.strip(), raw.strip()))
     for name, raw in items:
-        if name not in KNOWN_FEATURE_GATES:
-            known = ", ".join(sorted(KNOWN_FEATURE_GATES))
-            raise ValueError(f"unknown feature gate {name!r} (known: {known})")
+        if name not in known:
+            raise ValueError(f"unknown feature gate {name!r} (known: {', '.join(sorted(known))})")
         if isinstance(raw, bool):
             gates[name] = raw
         elif str(raw).lower() in ("true", "false"):

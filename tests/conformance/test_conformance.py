@@ -87,7 +87,7 @@ def test_case_replays_green(case: Path, loop: asyncio.AbstractEventLoop) -> None
     if pending is not None and pending.steps is None:
         pytest.skip(f"issue {pending.issue}: {pending.why}")
     # The recording server ran with GenericWorkload and DRAListTypeAttributes on.
-    server = ApiServer(scheduling_alpha_api=True)
+    server = ApiServer(feature_gates={"GenericWorkload": True, "DRAListTypeAttributes": True})
     url = asyncio.run_coroutine_threadsafe(server.start(), loop).result(timeout=10)
     try:
         result = replay.replay_case(replay.load_case(case), replay.HttpSender(url), strict_messages=True)

@@ -14,7 +14,7 @@ import asyncio
 import base64
 import contextlib
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -29,6 +29,7 @@ from lockstep.sim import errors as fe
 from lockstep.sim import openapi, protobuf, tables
 from lockstep.sim.errors import ApiError, FieldError, bad_request, generic_not_found, page_not_found
 from lockstep.sim.faults import FaultRule, Faults, RequestStats
+from lockstep.sim.features import FeatureGates
 from lockstep.sim.objectmeta import (
     ensure_object_shape,
     now_rfc3339,
@@ -171,13 +172,14 @@ class ApiServer:
         watch_buffer: int = 200_000,
         bookmark_interval: float = 1.0,
         watch_linger: float = 0.005,
-        scheduling_alpha_api: bool = False,
+        feature_gates: str | Mapping[str, bool] | None = None,
         initial_resource_version: int = 1000,
     ) -> None:
         if host not in ("127.0.0.1", "localhost"):
             raise ValueError(f"ApiServer listens on loopback only, not {host!r}")
         self.host = host
         self.port = port
+        self.feature_gates = FeatureGates(feature_gates)
         self.watch_window = watch_window
         self.watch_buffer = watch_buffer
         self.bookmark_interval = bookmark_interval
@@ -196,7 +198,7 @@ class ApiServer:
         self.url = ""
         self._runner: web.AppRunner | None = None
         self._drop_task: asyncio.Task[None] | None = None
-        for rt in served_types(scheduling_alpha_api=scheduling_alpha_api):
+        for rt in served_types(self.feature_gates):
             self._register(rt)
         for name in BOOTSTRAP_NAMESPACES:
             self.create_object(self.types[("", "v1", "namespaces")], {"metadata": {"name": name}}, None)

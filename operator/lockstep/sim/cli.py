@@ -15,6 +15,7 @@ import yaml
 from lockstep.logging import configure_logging
 from lockstep.sim.cluster import SimCluster
 from lockstep.sim.controllers.dra_driver import DRIVER_NAME
+from lockstep.sim.features import FeatureGates
 
 CONTEXT_NAME = "lockstep-sim"
 USAGE_EXIT = 2
@@ -63,8 +64,8 @@ async def run_until_stopped(cluster: SimCluster, kubeconfig_path: str | None) ->
         print(f"export KUBECONFIG={written}", flush=True)
         print(
             f"# lockstep sim: API server {url}, {cluster.node_count} nodes, "
-            f"{cluster.devices_per_node} {DRIVER_NAME} devices per node, PodGroup CRD installed. "
-            "Ctrl-C stops it.",
+            f"{cluster.devices_per_node} {DRIVER_NAME} devices per node, PodGroup CRD installed, "
+            f"feature gates {cluster.server.feature_gates}. Ctrl-C stops it.",
             flush=True,
         )
         await stop.wait()
@@ -90,8 +91,15 @@ def sim_command(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         print(f"lockstep sim: --port must be between 0 and 65535, got {args.port}", file=sys.stderr)
         return USAGE_EXIT
+    try:
+        gates = FeatureGates(args.feature_gates)
+    except ValueError as exc:
+        print(f"lockstep sim: --feature-gates: {exc}", file=sys.stderr)
+        return USAGE_EXIT
     configure_logging(fmt="console", level="warning", stream=sys.stderr)
-    cluster = SimCluster(nodes=args.nodes, devices_per_node=args.devices_per_node, port=args.port)
+    cluster = SimCluster(
+        nodes=args.nodes, devices_per_node=args.devices_per_node, port=args.port, feature_gates=gates
+    )
     try:
         return asyncio.run(run_until_stopped(cluster, args.kubeconfig))
     except OSError as exc:

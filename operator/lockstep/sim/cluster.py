@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -206,6 +207,7 @@ class SimCluster:
         pod_run_seconds: float | None = None,
         install_crd: bool = True,
         start_timeout: float = 60.0,
+        feature_gates: str | Mapping[str, bool] | None = None,
     ) -> None:
         if nodes < 1:
             raise ValueError(f"SimCluster nodes: must be at least 1, got {nodes}")
@@ -213,7 +215,7 @@ class SimCluster:
             raise ValueError(f"SimCluster devices_per_node: must not be negative, got {devices_per_node}")
         self.node_count = nodes
         self.devices_per_node = devices_per_node
-        self.server = ApiServer(host=host, port=port)
+        self.server = ApiServer(host=host, port=port, feature_gates=feature_gates)
         self.shape = shape
         self.zones = zones
         self.rack_size = rack_size
@@ -304,7 +306,12 @@ class SimCluster:
         for informer in informers.values():
             await informer.synced.wait()
         if self.devices_per_node > 0:
-            self._dra_driver = DraDriver(http, self.node_names, self.devices_per_node)
+            self._dra_driver = DraDriver(
+                http,
+                self.node_names,
+                self.devices_per_node,
+                list_attributes=self.server.feature_gates["DRAListTypeAttributes"],
+            )
             await self._dra_driver.start()
 
     async def _create_nodes(self, http: KubeHttp) -> None:

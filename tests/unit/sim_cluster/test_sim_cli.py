@@ -20,6 +20,8 @@ from lockstep.sim.cli import write_kubeconfig
         (["--nodes", "0"], "--nodes must be at least 1, got 0"),
         (["--devices-per-node", "-1"], "--devices-per-node must not be negative, got -1"),
         (["--port", "70000"], "--port must be between 0 and 65535, got 70000"),
+        (["--feature-gates", "DRAListTypeAtributes=true"], "unknown feature gate 'DRAListTypeAtributes'"),
+        (["--feature-gates", "GenericWorkload=yes"], "'GenericWorkload' has invalid value 'yes'"),
     ],
 )
 def test_bad_flags_exit_2_naming_the_flag(

@@ -5,7 +5,8 @@ Device ``gpu-i`` of a node with D devices has the scalar attributes ``model``, `
 ``ints``). Its home NUMA node is ``i*2//D`` and the list also holds the home of its right neighbour
 ``(i+1) % D``, so the devices at a NUMA boundary sit on both nodes: with D=8, gpu-0..2 are on [0],
 gpu-3 on [0, 1], gpu-4..6 on [1] and gpu-7 on [0, 1]. A ``matchAttribute`` over ``numaNodes``
-therefore accepts {gpu-3, gpu-4} but not {gpu-0, gpu-4}.
+therefore accepts {gpu-3, gpu-4} but not {gpu-0, gpu-4}. On a cluster without the
+``DRAListTypeAttributes`` gate, which refuses list attributes, the driver leaves ``numaNodes`` out.
 
 Like a kubelet plugin, the driver keeps its slices published: it watches them and re-creates any
 that disappear.
@@ -38,15 +39,17 @@ def numa_nodes(index: int, devices: int) -> list[int]:
     return sorted({home, neighbour})
 
 
-def device(index: int, devices: int) -> JsonObject:
+def device(index: int, devices: int, list_attributes: bool = True) -> JsonObject:
+    attributes: JsonObject = {
+        "model": {"string": DEVICE_MODEL},
+        "index": {"int": index},
+        "driverVersion": {"version": DRIVER_VERSION},
+    }
+    if list_attributes:
+        attributes["numaNodes"] = {"ints": numa_nodes(index, devices)}
     return {
         "name": f"gpu-{index}",
-        "attributes": {
-            "model": {"string": DEVICE_MODEL},
-            "index": {"int": index},
-            "driverVersion": {"version": DRIVER_VERSION},
-            "numaNodes": {"ints": numa_nodes(index, devices)},
-        },
+        "attributes": attributes,
         "capacity": {"memory": {"value": DEVICE_MEMORY}},
     }
 
@@ -55,8 +58,9 @@ def slice_name(node_name: str) -> str:
     return f"{node_name}-{DRIVER_NAME}"
 
 
-def resource_slice(node_name: str, devices: int) -> JsonObject:
-    """The one ResourceSlice of ``node_name``'s pool (pool = node name, generation 1, one slice)."""
+def resource_slice(node_name: str, devices: int, list_attributes: bool = True) -> JsonObject:
+    """The one ResourceSlice of ``node_name``'s pool (pool = node name, generation 1, one slice).
+    Without ``list_attributes`` (a cluster without DRAListTypeAttributes) it has no ``numaNodes``."""
     if devices < 1:
         raise ValueError(
             f"ResourceSlice {slice_name(node_name)}: devices per node must be at least 1, got {devices}"
@@ -69,7 +73,7 @@ def resource_slice(node_name: str, devices: int) -> JsonObject:
             "driver": DRIVER_NAME,
             "nodeName": node_name,
             "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
-            "devices": [device(i, devices) for i in range(devices)],
+            "devices": [device(i, devices, list_attributes) for i in range(devices)],
         },
     }
 
@@ -86,9 +90,12 @@ def device_class() -> JsonObject:
 class DraDriver:
     """Publishes the DeviceClass and one slice per node, and re-publishes slices that go away."""
 
-    def __init__(self, http: KubeHttp, node_names: Sequence[str], devices_per_node: int) -> None:
+    def __init__(
+        self, http: KubeHttp, node_names: Sequence[str], devices_per_node: int, list_attributes: bool = True
+    ) -> None:
         self.http = http
         self.devices_per_node = devices_per_node
+        self.list_attributes = list_attributes
         self._wanted = {slice_name(node): node for node in node_names}
         self._informer = Informer(http, SLICES_PATH, field_selector=f"spec.driver={DRIVER_NAME}")
         self._informer.add_handler(self._on_slice_event)
@@ -133,7 +140,9 @@ class DraDriver:
         if name in self._informer.cache:
             return
         try:
-            await self.http.create(SLICES_PATH, resource_slice(self._wanted[name], self.devices_per_node))
+            await self.http.create(
+                SLICES_PATH, resource_slice(self._wanted[name], self.devices_per_node, self.list_attributes)
+            )
         except ApiError as exc:
             if exc.status != 409:
                 raise

@@ -2,12 +2,14 @@
 (defaulting, validation, status rules) as kube-apiserver's ``pkg/registry/<group>/<kind>`` does.
 
 To serve a new kind, add its ``ResourceType`` to its group's module (a new module for a new group)
-and list the module's types in ``served_types``.
+and list the module's types in ``served_types``. A kind or field behind a kube-apiserver feature gate
+reads the gate from the ``FeatureGates`` passed in (``lockstep.sim.features``).
 """
 
 from __future__ import annotations
 
 from lockstep.sim import crd
+from lockstep.sim.features import FeatureGates
 from lockstep.sim.registry.coordination import coordination_types
 from lockstep.sim.registry.core import core_types
 from lockstep.sim.registry.core_storage import core_storage_types
@@ -19,19 +21,19 @@ from lockstep.sim.registry.storage import storage_types
 from lockstep.sim.resources import ResourceType
 
 
-def served_types(*, scheduling_alpha_api: bool = False) -> list[ResourceType]:
-    """Every built-in kind the emulator serves, in registration order."""
+def served_types(gates: FeatureGates) -> list[ResourceType]:
+    """Every built-in kind the emulator serves with these gates, in registration order."""
     types = [
         *core_types(),
         *core_storage_types(),
         *event_types(),
         *coordination_types(),
         *storage_types(),
-        *dra_types(),
+        *dra_types(gates),
         *scheduling_types(),
         *policy_types(),
         crd.crd_type(),
     ]
-    if scheduling_alpha_api:
+    if gates["GenericWorkload"]:
         types.extend(scheduling_alpha_types())
     return types

@@ -10,6 +10,7 @@ import orjson
 from lockstep.dra.cel import CELError, CELSyntaxError, compile_selector
 from lockstep.sim import errors as fe
 from lockstep.sim.errors import FieldError
+from lockstep.sim.features import FeatureGates
 from lockstep.sim.objectmeta import (
     DNS1123_LABEL,
     LABEL_MESSAGE,
@@ -421,9 +422,32 @@ def _stamp_taints(spec: Any, old_spec: Any) -> None:
                 taint["timeAdded"] = old_times.get(key) or now_rfc3339()
 
 
+LIST_ATTRIBUTE_FIELDS = ("ints", "bools", "strings", "versions")
+
+
+def uses_list_attributes(slice_: JsonObject | None) -> bool:
+    devices = ((slice_ or {}).get("spec") or {}).get("devices") or []
+    return any(
+        isinstance(attribute, dict) and any(attribute.get(f) is not None for f in LIST_ATTRIBUTE_FIELDS)
+        for device in devices
+        if isinstance(device, dict)
+        for attribute in (device.get("attributes") or {}).values()
+    )
+
+
 class ResourceSliceStrategy(Strategy):
+    def __init__(self, gates: FeatureGates) -> None:
+        self.gates = gates
+
     def default(self, rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> None:
         _stamp_taints(obj.get("spec"), (old or {}).get("spec"))
+        # kube-apiserver drops the fields of a disabled gate unless the stored slice already uses them.
+        if not self.gates["DRAListTypeAttributes"] and not uses_list_attributes(old):
+            for device in (obj.get("spec") or {}).get("devices") or []:
+                for attribute in ((device or {}).get("attributes") or {}).values():
+                    for list_name in LIST_ATTRIBUTE_FIELDS:
+                        if isinstance(attribute, dict):
+                            attribute.pop(list_name, None)
 
     def validate(
         self, rt: ResourceType, obj: JsonObject, old: JsonObject | None, ctx: WriteContext
@@ -458,7 +482,9 @@ class ResourceSliceStrategy(Strategy):
                     for json_name, _ in ATTRIBUTE_VALUE_FIELDS
                     if (attribute or {}).get(json_name) is not None
                 ]
-                if len(present) != 1:
+                if not present:
+                    errors.append(fe.required(apath, "exactly one value must be specified"))
+                elif len(present) > 1:
                     dump = {go: (attribute or {}).get(js) for js, go in ATTRIBUTE_VALUE_FIELDS}
                     rendered = orjson.dumps(dump).decode()
                     errors.append(
@@ -468,7 +494,7 @@ class ResourceSliceStrategy(Strategy):
                             f"Invalid value: {rendered}: exactly one value must be specified",
                         )
                     )
-                for list_name in ("ints", "bools", "strings", "versions"):
+                for list_name in LIST_ATTRIBUTE_FIELDS:
                     values = (attribute or {}).get(list_name)
                     if values is not None and len(values) == 0:
                         errors.append(
@@ -513,7 +539,7 @@ class DeviceClassStrategy(Strategy):
         return errors + validate_selectors((obj.get("spec") or {}).get("selectors"), "spec.selectors")
 
 
-def dra_types() -> list[ResourceType]:
+def dra_types(gates: FeatureGates) -> list[ResourceType]:
     slice_fields = {**METADATA_FIELDS, "spec.nodeName": "spec.nodeName", "spec.driver": "spec.driver"}
     claim_lists: dict[tuple[str, ...], str] = {
         ("status", "reservedFor"): "uid",
@@ -559,7 +585,7 @@ def dra_types() -> list[ResourceType]:
             "resourceslice",
             "ResourceSlice",
             False,
-            ResourceSliceStrategy(),
+            ResourceSliceStrategy(gates),
             has_generation=True,
             field_labels=slice_fields,
             smp_lists={},

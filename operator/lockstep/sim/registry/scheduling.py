@@ -1,5 +1,5 @@
 """scheduling.k8s.io: PriorityClasses (v1, always served) and the alpha Workload API (v1alpha2 PodGroups and
-Workloads, with ``scheduling_alpha_api``)."""
+Workloads, with the ``GenericWorkload`` gate)."""
 
 from __future__ import annotations
 
