@@ -48,11 +48,7 @@ class Pending:
 
 
 PENDING: dict[str, Pending] = {
-    "volumes-jobs": Pending(
-        19,
-        "StorageClasses, PersistentVolumes, PersistentVolumeClaims (issue 19) and batch/v1 Jobs (issue 16)",
-        frozenset({3, 4, 5, 6, 7, 8, 12, 13, 14, 15}),
-    ),
+    "volumes-jobs": Pending(16, "batch/v1 Jobs", frozenset({12, 13, 14, 15})),
     "upstream-podgroup": Pending(
         16,
         "scheduling.k8s.io/v1alpha2 Workload and PodGroup strategies (defaults, finalizer, validation) and "
