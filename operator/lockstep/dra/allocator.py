@@ -13,7 +13,10 @@ With the 1.36 features (upstream's incubating allocator): a device with a ``NoSc
 pool's shared counters is taken only while every counter it consumes stays covered, counting the
 devices of every allocated and in-flight claim plus the search's own choices (:class:`_CounterLedger`);
 devices with binding conditions are skipped when DeviceBindingAndStatus is off, and devices consuming
-counters when PartitionableDevices is off, as upstream does.
+counters when PartitionableDevices is off, as upstream does. With ConsumableCapacity a device with
+``allowMultipleAllocations`` is shared: any number of requests may take it while their consumed
+capacity (``lockstep.dra.capacity``), with that of the shares allocated or in flight, fits; each share
+gets a ``shareID`` and its ``consumedCapacity`` in the result.
 
 Errors in the claim itself (unknown DeviceClass, a disabled feature, a CEL compile or runtime error)
 raise :class:`AllocationError`; "no devices left on this node" is a ``None`` result, and
@@ -24,9 +27,11 @@ The explanation is computed only after a failed search, so the successful path p
 from __future__ import annotations
 
 import re
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
@@ -42,9 +47,11 @@ from lockstep.api.resource import (
     NodeSelector,
     ResourceClaim,
 )
+from lockstep.dra import capacity
 from lockstep.dra.cel import CELError, Selector, compile_selector
 from lockstep.dra.features import Features
 from lockstep.dra.inventory import AttributeSet, CounterID, DeviceEntry, DeviceID, DeviceInventory, PoolID
+from lockstep.dra.k8s_types import QuantityError, parse_quantity
 from lockstep.dra.node_selector import node_name_selector
 
 DEFAULT_MAX_STEPS = 200_000
@@ -79,6 +86,8 @@ class RequestAlternative:
     # the candidate cache key.
     signature: tuple[Any, ...]
     tolerations: tuple[DeviceToleration, ...] = ()
+    # capacity.requests: name -> (amount, spelling)
+    capacity_requests: tuple[tuple[str, Fraction, str], ...] = ()
 
     def tolerates(self, taint: DeviceTaint) -> bool:
         return any(toleration.tolerates(taint) for toleration in self.tolerations)
@@ -140,9 +149,13 @@ class Allocator:
         inventory: DeviceInventory,
         classes: Mapping[str, DeviceClass],
         in_use: Callable[[DeviceID], bool],
+        consumed_capacity: Callable[[DeviceID], Mapping[str, Fraction]] = lambda _: {},
         max_steps: int = DEFAULT_MAX_STEPS,
     ) -> None:
+        """``consumed_capacity``: what the allocated and in-flight shares of a multi-allocatable device
+        consume, per capacity."""
         self.features = features
+        self.consumed_capacity = consumed_capacity
         self._inventory = inventory
         self._classes = classes
         self.in_use = in_use
@@ -187,12 +200,17 @@ class Allocator:
             f"DeviceClass {device_class.metadata.name} spec",
         )
         request_selectors = _selectors(request.selectors, self.features, claim_key, where)
+        capacity_requests: list[tuple[str, Fraction, str]] = []
         if request.capacity is not None:
             if not self.features.consumable_capacity:
                 raise AllocationError(
                     claim_key, f"{where}.capacity: has capacity requests, but DRAConsumableCapacity is off"
                 )
-            raise AllocationError(claim_key, f"{where}.capacity: capacity requests are not supported yet")
+            for name, text in request.capacity.requests.items():
+                try:
+                    capacity_requests.append((name, parse_quantity(text).value, text))
+                except QuantityError as exc:
+                    raise AllocationError(claim_key, f"{where}.capacity.requests[{name}]: {exc}") from None
         selectors = tuple(class_selectors + request_selectors)
         tolerations = tuple(request.tolerations)
         return RequestAlternative(
@@ -206,8 +224,10 @@ class Allocator:
                 device_class.metadata.name,
                 tuple(s.expression for s in selectors),
                 tuple((t.key, t.operator, t.value, t.effect) for t in tolerations),
+                tuple(capacity_requests),
             ),
             tolerations=tolerations,
+            capacity_requests=tuple(capacity_requests),
         )
 
     def _compile(self, claim: ResourceClaim) -> CompiledClaim:
@@ -337,7 +357,23 @@ class Allocator:
             return False  # PreBind does not wait for binding conditions yet
         if device.consumes and not self.features.partitionable_devices:
             return False
+        if (
+            self.features.consumable_capacity
+            and (alternative.capacity_requests or device.allow_multiple_allocations)
+            and self.consumption(alternative, device) is None
+        ):
+            return False
         return not (self.untolerated_taint(device, alternative))
+
+    def shared(self, device: DeviceEntry) -> bool:
+        """Whether several requests may take the device, each consuming part of its capacity."""
+        return device.allow_multiple_allocations and self.features.consumable_capacity
+
+    def consumption(
+        self, alternative: RequestAlternative, device: DeviceEntry
+    ) -> capacity.Consumption | None:
+        requests = {name: amount for name, amount, _ in alternative.capacity_requests}
+        return capacity.consumption(requests, device.driver, device.capacity_policies)
 
     def untolerated_taint(self, device: DeviceEntry, alternative: RequestAlternative) -> DeviceTaint | None:
         """The first taint of the device that keeps it from this request (None with DeviceTaints off)."""
@@ -346,7 +382,9 @@ class Allocator:
         return next((taint for taint in device.taints if not alternative.tolerates(taint)), None)
 
     def counter_ledger(self, busy: Collection[DeviceID] = ()) -> _CounterLedger:
-        return _CounterLedger(self._inventory, self.in_use, busy)
+        return _CounterLedger(
+            self._inventory, lambda d: self.in_use(d) or bool(self.consumed_capacity(d)), busy
+        )
 
     # --- the search ----------------------------------------------------------------------------------
 
@@ -386,28 +424,48 @@ class Allocator:
             if alternative.all_devices:
                 return None
             picks: Picks = []
+            taken: list[DeviceEntry] = []
             for device in self.candidates(alternative, node_name, labels, claim.key):
                 if alternative.admin_access or not (in_use(device.id) or device.id in busy):
-                    if device.consumes:
+                    shared_in_use = False
+                    if self.shared(device):
+                        consumed = self.consumption(alternative, device)
+                        already = self.consumed_capacity(device.id)
+                        if consumed is None or not capacity.fits(consumed, device.capacity_policies, already):
+                            continue
+                        shared_in_use = bool(already)
+                    if device.consumes and not shared_in_use:
                         ledger = ledger or self.counter_ledger(busy)
                         if not ledger.take(device):
                             continue
+                        taken.append(device)
                     picks.append((alternative, device))
                     if len(picks) == alternative.count:
                         return [picks]
             if ledger is not None:
-                for _, device in picks:
+                for device in taken:
                     ledger.release(device)
         return []
 
     def still_available(self, found: Sequence[Picks]) -> bool:
         """Whether the devices a search chose are still free, counters included (Reserve after Filter)."""
         ledger: _CounterLedger | None = None
+        sharing: dict[DeviceID, list[capacity.Consumption]] = defaultdict(list)
         for picks in found:
             for alternative, device in picks:
                 if not alternative.admin_access and self.in_use(device.id):
                     return False
-                if device.consumes:
+                shared_in_use = False
+                if self.shared(device):
+                    consumed = self.consumption(alternative, device)
+                    already = self.consumed_capacity(device.id)
+                    if consumed is None or not capacity.fits(
+                        consumed, device.capacity_policies, already, *sharing[device.id]
+                    ):
+                        return False
+                    shared_in_use = bool(already or sharing[device.id])
+                    sharing[device.id].append(consumed)
+                if device.consumes and not shared_in_use:
                     ledger = ledger or self.counter_ledger()
                     if not ledger.take(device):
                         return False
@@ -614,6 +672,19 @@ class Allocator:
     ) -> list[AllocationResult]:
         return [self._result(claim, picks, node_name) for claim, picks in zip(claims, found, strict=True)]
 
+    def _share(self, alternative: RequestAlternative, device: DeviceEntry) -> dict[str, Any]:
+        """``shareID`` and ``consumedCapacity`` of a result on a multi-allocatable device."""
+        if not self.shared(device):
+            return {}
+        consumed = self.consumption(alternative, device) or {}
+        texts = {name: text for name, _, text in alternative.capacity_requests}
+        return {
+            "share_id": str(uuid.uuid4()),
+            "consumed_capacity": capacity.consumed_texts(
+                consumed, texts, device.driver, device.capacity_policies
+            ),
+        }
+
     def _result(self, claim: CompiledClaim, picks: Picks, node_name: str) -> AllocationResult:
         results = [
             DeviceRequestAllocationResult(
@@ -625,6 +696,7 @@ class Allocator:
                 tolerations=list(alternative.tolerations) or None,
                 binding_conditions=list(device.binding_conditions) or None,
                 binding_failure_conditions=list(device.binding_failure_conditions) or None,
+                **self._share(alternative, device),
             )
             for alternative, device in picks
         ]
@@ -647,7 +719,9 @@ class Allocator:
         for claim_config in claim.claim.spec.devices.config:
             config.append({"source": "FromClaim", **claim_config})
         return AllocationResult(
-            devices=DeviceAllocationResult(results=results, config=config), node_selector=node_selector
+            devices=DeviceAllocationResult(results=results, config=config),
+            node_selector=node_selector,
+            allocation_timestamp=datetime.now(UTC).replace(microsecond=0),
         )
 
 
@@ -699,6 +773,9 @@ class _Search:
         self.steps = 0
         self.list_types = allocator.features.list_type_attributes
         self.ledger = allocator.counter_ledger(busy)
+        # Shares of multi-allocatable devices taken by this search, and per push what to undo.
+        self.sharing: dict[DeviceID, list[capacity.Consumption]] = defaultdict(list)
+        self.undo: list[tuple[bool, bool]] = []  # (took counters, took a share)
 
     def place(self, slot_index: int) -> bool:
         if slot_index == len(self.slots):
@@ -710,7 +787,7 @@ class _Search:
             free = [
                 device
                 for device in candidates
-                if device.id not in self.chosen
+                if (device.id not in self.chosen or self.allocator.shared(device))
                 and (
                     alternative.admin_access
                     or not (self.allocator.in_use(device.id) or device.id in self.busy)
@@ -805,17 +882,37 @@ class _Search:
         return True
 
     def _push(self, claim_index: int, alternative: RequestAlternative, device: DeviceEntry) -> bool:
-        """Take the device; False (nothing taken) when the counters it consumes are used up."""
-        if device.consumes and not self.ledger.take(device):
+        """Take the device; False (nothing taken) when the counters it consumes are used up or, for a
+        multi-allocatable device, its capacity is."""
+        consumed: capacity.Consumption | None = None
+        shared_in_use = False
+        if self.allocator.shared(device):
+            consumed = self.allocator.consumption(alternative, device)
+            already = self.allocator.consumed_capacity(device.id)
+            shares = self.sharing[device.id]
+            if consumed is None or not capacity.fits(consumed, device.capacity_policies, already, *shares):
+                return False
+            shared_in_use = bool(already or shares)
+        took_counters = bool(device.consumes) and not shared_in_use
+        if took_counters and not self.ledger.take(device):
             return False
+        if consumed is not None:
+            self.sharing[device.id].append(consumed)
+        self.undo.append((took_counters, consumed is not None))
         self.picks[claim_index].append((alternative, device))
         self.chosen.add(device.id)
         return True
 
     def _pop(self, claim_index: int, device: DeviceEntry) -> None:
         self.picks[claim_index].pop()
-        self.chosen.discard(device.id)
-        if device.consumes:
+        took_counters, shared = self.undo.pop()
+        if shared:
+            self.sharing[device.id].pop()
+            if not self.sharing[device.id]:
+                self.chosen.discard(device.id)
+        else:
+            self.chosen.discard(device.id)
+        if took_counters:
             self.ledger.release(device)
 
 

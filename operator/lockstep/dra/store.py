@@ -8,7 +8,9 @@ listening to both, so checking a device costs two dict lookups whatever the numb
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Mapping
+from fractions import Fraction
 
 from lockstep.api.podgroup import PodGroup
 from lockstep.api.resource import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
@@ -16,6 +18,7 @@ from lockstep.dra.allocator import Allocator
 from lockstep.dra.claims import GroupClaimsReport, ensure_group_claims
 from lockstep.dra.features import Features
 from lockstep.dra.inventory import DeviceID, DeviceInventory
+from lockstep.dra.k8s_types import parse_quantity
 from lockstep.dra.ports import GroupClaimAPI
 from lockstep.state.assume_cache import AssumeCache
 from lockstep.state.inflight import InFlightClaims
@@ -25,12 +28,28 @@ IMPLICIT_EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
 
 
 def _allocated_devices(claim: ResourceClaim | None) -> list[DeviceID]:
+    """The devices a claim holds exclusively: not with admin access, not a share (``shareID``)."""
     if claim is None or claim.status.allocation is None:
         return []
     return [
         (result.driver, result.pool, result.device)
         for result in claim.status.allocation.devices.results
-        if not result.admin_access
+        if not result.admin_access and not result.share_id
+    ]
+
+
+def _shares(claim: ResourceClaim | None) -> list[tuple[DeviceID, str, dict[str, Fraction]]]:
+    """The shares of multi-allocatable devices a claim holds: (device, shareID, consumed capacity)."""
+    if claim is None or claim.status.allocation is None:
+        return []
+    return [
+        (
+            (result.driver, result.pool, result.device),
+            result.share_id,
+            {name: parse_quantity(text).value for name, text in (result.consumed_capacity or {}).items()},
+        )
+        for result in claim.status.allocation.devices.results
+        if result.share_id
     ]
 
 
@@ -39,14 +58,37 @@ class _DeviceUsage:
 
     ``on_busy``/``on_free`` see a device's first user arrive and its last user leave."""
 
-    __slots__ = ("_users", "on_busy", "on_free")
+    __slots__ = ("_shares", "_users", "on_busy", "on_free")
 
     def __init__(self) -> None:
         self._users: dict[DeviceID, set[tuple[str, str]]] = {}
+        # Multi-allocatable devices: device -> (source, claim uid, shareID) -> consumed capacity.
+        self._shares: dict[DeviceID, dict[tuple[str, str, str], dict[str, Fraction]]] = {}
         self.on_busy: Callable[[DeviceID], None] | None = None
         self.on_free: Callable[[DeviceID], None] | None = None
 
+    def consumed_capacity(self, device_id: DeviceID) -> dict[str, Fraction]:
+        """What the shares of a multi-allocatable device consume, summed per capacity."""
+        total: dict[str, Fraction] = defaultdict(Fraction)
+        for consumed in self._shares.get(device_id, {}).values():
+            for name, amount in consumed.items():
+                total[name] += amount
+        return total
+
+    def _add_shares(self, source: str, claim: ResourceClaim) -> None:
+        for device_id, share_id, consumed in _shares(claim):
+            self._shares.setdefault(device_id, {})[(source, claim.metadata.uid, share_id)] = consumed
+
+    def _remove_shares(self, source: str, claim: ResourceClaim) -> None:
+        for device_id, share_id, _ in _shares(claim):
+            shares = self._shares.get(device_id)
+            if shares is not None:
+                shares.pop((source, claim.metadata.uid, share_id), None)
+                if not shares:
+                    del self._shares[device_id]
+
     def add(self, source: str, claim: ResourceClaim) -> None:
+        self._add_shares(source, claim)
         for device_id in _allocated_devices(claim):
             users = self._users.get(device_id)
             if users is None:
@@ -56,6 +98,7 @@ class _DeviceUsage:
             users.add((source, claim.metadata.uid))
 
     def remove(self, source: str, claim: ResourceClaim) -> None:
+        self._remove_shares(source, claim)
         for device_id in _allocated_devices(claim):
             users = self._users.get(device_id)
             if users is None:
@@ -97,7 +140,9 @@ class ResourceStore:
         self._group_claims: dict[GroupRef, dict[str, str | None]] = {}
         self._on_resources_changed = on_resources_changed
         self._on_claim_added = on_claim_added
-        self.allocator = Allocator(features, self.inventory, self.classes, self.device_in_use)
+        self.allocator = Allocator(
+            features, self.inventory, self.classes, self.device_in_use, self._usage.consumed_capacity
+        )
 
         # Free node-local devices per node, recounted when the inventory changes.
         self._free_on_node: dict[str, int] = {}

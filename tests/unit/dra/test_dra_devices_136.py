@@ -247,3 +247,87 @@ def test_a_pod_asking_for_a_dra_extended_resource_is_refused_naming_the_field() 
     off = DynamicResources(ResourceStore(replace(FEATURES, extended_resource=False)), None)
     off.store.upsert_class(store.classes["gpu"])
     assert off.pre_filter(CycleState(), asking).code is Code.SKIP
+
+
+# --- consumable capacity ---------------------------------------------------------------------------
+
+NIC = {
+    "name": "shared-nic",
+    "allowMultipleAllocations": True,
+    "capacity": {
+        "bandwidth": {
+            "value": "100G",
+            "requestPolicy": {"default": "10G", "validRange": {"min": "1G", "max": "100G", "step": "1G"}},
+        }
+    },
+}
+
+
+def bandwidth(name: str, amount: str | None) -> Any:
+    request = exactly("nic")
+    if amount is not None:
+        request["exactly"]["capacity"] = {"requests": {"bandwidth": amount}}
+    return claim(name, request, uid=f"uid-{name}")
+
+
+def nic_store() -> ResourceStore:
+    store = ResourceStore(FEATURES)
+    store.upsert_class(device_class())
+    store.upsert_slice(resource_slice("s", [NIC], "node-a"))
+    return store
+
+
+def allocate_into(store: ResourceStore, *claims: Any) -> list[Any] | None:
+    """Allocate the claims together on node-a and record the allocations as the informer would."""
+    allocator = store.allocator
+    results = allocator.allocate([allocator.compile(c) for c in claims], "node-a", {})
+    if results is None:
+        return None
+    for c, allocation in zip(claims, results, strict=True):
+        store.upsert_claim(
+            c.model_copy(update={"status": c.status.model_copy(update={"allocation": allocation})})
+        )
+    return results
+
+
+def test_multi_allocation_fills_a_device_up_to_its_capacity_and_no_further() -> None:
+    store = nic_store()
+    results = [allocate_into(store, bandwidth(f"c{i}", "25G")) for i in range(5)]
+    assert all(r is not None for r in results[:4]) and results[4] is None
+    [allocation] = results[0] or []
+    [result] = allocation.devices.results
+    assert result.device == "shared-nic" and result.consumed_capacity == {"bandwidth": "25G"}
+    assert allocation.allocation_timestamp is not None
+    assert result.share_id and len({r[0].devices.results[0].share_id for r in results[:4] if r}) == 4
+    store.delete_claim("ns", "c0")  # a share released: 25G free again
+    assert allocate_into(store, bandwidth("c5", "25G")) is not None
+
+
+def test_capacity_requests_follow_the_request_policy() -> None:
+    store = nic_store()
+    [allocation] = allocate_into(store, bandwidth("rounded", "25500M")) or []
+    assert allocation.devices.results[0].consumed_capacity == {"bandwidth": "26G"}  # step 1G rounds up
+    [allocation] = allocate_into(store, bandwidth("default", None)) or []
+    assert allocation.devices.results[0].consumed_capacity == {"bandwidth": "10G"}  # the policy default
+    assert allocate_into(store, bandwidth("too-much", "101G")) is None  # above validRange.max
+    other = exactly("nic")
+    other["exactly"]["capacity"] = {"requests": {"latency": "1"}}
+    assert allocate_into(store, claim("unknown", other)) is None  # a capacity the device lacks
+
+
+def test_shares_taken_in_one_search_count_against_each_other() -> None:
+    store = nic_store()
+    assert allocate_into(store, bandwidth("a", "60G"), bandwidth("b", "40G")) is not None
+    assert allocate_into(store, bandwidth("c", "1G")) is None
+    store = nic_store()
+    assert allocate_into(store, bandwidth("a", "60G"), bandwidth("b", "41G")) is None
+
+
+def test_with_consumable_capacity_off_a_multi_allocatable_device_is_exclusive() -> None:
+    allocator, taken = make(
+        [resource_slice("s", [NIC], "node-a")], replace(FEATURES, consumable_capacity=False)
+    )
+    [allocation] = allocator.allocate([allocator.compile(claim("c", exactly("nic")))], "node-a", {}) or []
+    assert allocation.devices.results[0].share_id is None
+    taken.add((DRIVER, "node-a", "shared-nic"))
+    assert chosen(allocator, claim("d", exactly("nic"))) is None
