@@ -9,14 +9,19 @@ As in k8s.io/dynamic-resource-allocation/cel plus k8s.io/apiserver/pkg/cel/libra
   methods, ``compareTo``/``isGreaterThan``/``isLessThan``;
 * with list-type attributes on (KEP-5491): list-valued attributes and ``<dyn>.includes(x)``;
 * ``cel.bind``, two-variable comprehensions, cel-go's heterogeneous equality and cross-type numeric
-  ordering, and a subset of the ext.Strings / lists / regex libraries;
+  ordering;
+* the libraries of Kubernetes' 1.36 environment (:mod:`lockstep.dra.cel_libraries`): ext.Strings v2,
+  ext.Sets, Kubernetes lists and ext.Lists v3, regex, IP, CIDR and URL;
 * optional types (``cel.OptionalTypes``): ``x.?f``, ``x[?k]``, ``[?x]``, ``{?k: v}``, ``optional.of``,
   ``optional.ofNonZeroValue``, ``optional.none``, ``hasValue``, ``value``, ``or``, ``orValue``,
   ``optMap``, ``optFlatMap``; the syntax comes from :mod:`lockstep.dra.cel_syntax`.
 
-Each expression is compiled once per feature set (:func:`compile_selector`). A compile or runtime error
-becomes :class:`CELError`, whose message quotes the expression; it never escapes as anything else.
-Cost limits are not enforced.
+Each expression is compiled once per feature set (:func:`compile_selector`); a function the environment
+does not declare (``math.*``, ``base64.*``, the Kubernetes ``format`` library, ...) is refused at compile
+time, naming it. A compile or runtime error becomes :class:`CELError`, whose message quotes the
+expression; it never escapes as anything else. The runtime cost limit is upstream's
+``CELSelectorExpressionMaxCost`` (1,000,000), counted as one unit per evaluation step, loop iterations
+included; there is no compile-time cost estimate.
 """
 
 from __future__ import annotations
@@ -60,6 +65,10 @@ from lockstep.dra.k8s_types import (
 )
 
 Activation = Mapping[str, Any]
+
+
+# resource.k8s.io CELSelectorExpressionMaxCost: the runtime cost limit of one selector evaluation.
+SELECTOR_MAX_COST = 1_000_000
 
 
 class CELError(ValueError):
@@ -286,9 +295,32 @@ _OPTIONAL_SHORT_CIRCUITS = frozenset({"or", "orValue", "optMap", "optFlatMap"})
 NAMESPACES = frozenset({"optional", "sets", "lists", "strings", "ip"})
 
 
+class _CostLimitExceeded(Exception):
+    """Not a CELEvalError: like cel-go's interrupt, no ``||`` or ``&&`` may absorb it."""
+
+
+class _CostBudget:
+    __slots__ = ("limit", "spent")
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.spent = limit, 0
+
+
 class _DRAEvaluator(Evaluator):
+    _budget: _CostBudget
+
     def sub_evaluator(self, ast: Any) -> _DRAEvaluator:
-        return _DRAEvaluator(ast, activation=self.activation)
+        evaluator = _DRAEvaluator(ast, activation=self.activation)
+        evaluator._budget = self._budget
+        return evaluator
+
+    def visit(self, tree: Any) -> Value:
+        """One unit of runtime cost per evaluation step (cel-go: per node evaluated, loops included)."""
+        budget = self._budget
+        budget.spent += 1
+        if budget.spent > budget.limit:
+            raise _CostLimitExceeded
+        return super().visit(tree)
 
     def literal(self, tree: Any) -> Value:
         """Parsed literal values are cached on the (immutable) AST node."""
@@ -551,12 +583,15 @@ def _optional_index(target: Value, index: Value) -> Value:
 class _DRARunner(celpy.InterpretedRunner):
     """One base activation per compiled selector; the evaluator clones it on every call."""
 
-    def __init__(self, environment: Any, ast: Any, functions: Any = None) -> None:
+    def __init__(self, environment: Any, ast: Any, functions: Any, cost_limit: int) -> None:
         super().__init__(environment, ast, functions)
         self._base_activation = self.new_activation()
+        self.cost_limit = cost_limit
 
     def evaluate(self, context: Activation) -> Value:
-        return _DRAEvaluator(ast=self.ast, activation=self._base_activation).evaluate(context)
+        evaluator = _DRAEvaluator(ast=self.ast, activation=self._base_activation)
+        evaluator._budget = _CostBudget(self.cost_limit)
+        return evaluator.evaluate(context)
 
 
 # --- compile-time check: every function is declared in the DRA environment -------------------------
@@ -662,7 +697,9 @@ class Selector:
 
     __slots__ = ("_runner", "expression")
 
-    def __init__(self, expression: str, list_type_attributes: bool) -> None:
+    def __init__(
+        self, expression: str, list_type_attributes: bool, cost_limit: int = SELECTOR_MAX_COST
+    ) -> None:
         self.expression = expression
         try:
             ast = _ENVIRONMENT.compile(expression)
@@ -673,7 +710,7 @@ class Selector:
         # Declarations as in the stored-expressions environment, which declares includes() whatever
         # the gate; without list types it fails at run time, where the allocator explains the gate.
         _check_declarations(expression, ast, _LIST_TYPE_FUNCTIONS)
-        self._runner = _DRARunner(_ENVIRONMENT, _collapse(ast), functions)
+        self._runner = _DRARunner(_ENVIRONMENT, _collapse(ast), functions, cost_limit)
 
     def evaluate(self, activation: Activation) -> Value:
         """The expression's value (of any type); raises CELError."""
@@ -681,6 +718,12 @@ class Selector:
             result = self._runner.evaluate(activation)
         except CELEvalError as exc:
             raise CELError(self.expression, str(exc.args[0]) if exc.args else repr(exc)) from None
+        except _CostLimitExceeded:
+            raise CELError(
+                self.expression,
+                "operation cancelled: actual cost limit exceeded "
+                f"(the DRA selector limit is {self._runner.cost_limit:,})",
+            ) from None
         except Exception as exc:  # celpy internals raising on inputs they do not expect
             raise CELError(self.expression, f"evaluation failed: {type(exc).__name__}: {exc}") from None
         if isinstance(result, CELEvalError):

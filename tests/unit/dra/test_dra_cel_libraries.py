@@ -11,7 +11,7 @@ from typing import Any
 import celpy.celtypes as ct
 import pytest
 
-from lockstep.dra.cel import CELError, compile_selector
+from lockstep.dra.cel import SELECTOR_MAX_COST, CELError, Selector, compile_selector
 
 Case = tuple[str, Any]
 
@@ -366,3 +366,19 @@ UNDECLARED: list[Case] = [
 )
 def test_library(expression: str, expected: Any) -> None:
     _check(expression, expected)
+
+
+NESTED_LOOPS = "lists.range(40).all(i, lists.range(40).all(j, i + j >= 0))"
+
+
+def test_the_runtime_cost_limit_is_upstreams_selector_limit() -> None:
+    assert SELECTOR_MAX_COST == 1_000_000  # resource.k8s.io CELSelectorExpressionMaxCost
+    assert Selector(NESTED_LOOPS, True).matches({}) is True
+
+
+@pytest.mark.parametrize("expression", [NESTED_LOOPS, f"{NESTED_LOOPS} || true", f"true && {NESTED_LOOPS}"])
+def test_a_selector_over_its_cost_limit_is_refused_naming_the_limit(expression: str) -> None:
+    """Like cel-go's cost interrupt, the refusal is not absorbed by || or &&."""
+    with pytest.raises(CELError) as raised:
+        Selector(expression, True, cost_limit=1_000).matches({})
+    assert "actual cost limit exceeded (the DRA selector limit is 1,000)" in str(raised.value)
