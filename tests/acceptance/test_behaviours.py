@@ -1,5 +1,5 @@
-"""The five behaviours of DESIGN.md, each forced with fault injection, against the API emulator with
-the operator running in-process over HTTP."""
+"""The five behaviours of docs/architecture.md, each forced with fault injection, against the API
+emulator with the operator running in-process over HTTP."""
 
 from __future__ import annotations
 

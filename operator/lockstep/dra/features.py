@@ -1,4 +1,4 @@
-"""The DRA feature set, derived from the feature gates in one place (DESIGN.md behaviour 5).
+"""The DRA feature set, derived from the feature gates in one place (docs/architecture.md behaviour 5).
 
 Upstream forgot to pass DRAListTypeAttributes into ``AllocatorFeatures`` (#139332), so list-type
 attributes never reached the allocator. Here ``allocator_features`` is the only mapping from gates to

@@ -58,7 +58,7 @@ async def patch_pod_scheduled_false(
 
     The resourceVersion precondition makes the API answer 409 when the pod changed since the
     scheduler looked, e.g. because a binding landed meanwhile; the caller then re-reads the pod and
-    never writes False to a pod whose ``spec.nodeName`` is set (DESIGN.md behaviour 3).
+    never writes False to a pod whose ``spec.nodeName`` is set (docs/architecture.md behaviour 3).
     """
     if not resource_version:
         raise ValueError(f"PodScheduled=False patch of pod {namespace}/{name} needs a resourceVersion")

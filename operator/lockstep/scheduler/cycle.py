@@ -3,7 +3,7 @@
 For each pod, in queue order: PreFilter once, Filter on candidate nodes until enough feasible nodes
 are found (indexes choose the candidates; when none is feasible every node is checked, which also
 yields the per-node diagnosis), Score, then Reserve (assume the pod in the cache, then the Reserve
-plugins). After each pod PlacementFeasible (DESIGN.md behaviour 2) decides whether to go on.
+plugins). After each pod PlacementFeasible (docs/architecture.md behaviour 2) decides whether to go on.
 The decision is atomic: on failure every pod reserved in the cycle is unreserved and forgotten.
 """
 
@@ -39,7 +39,7 @@ PLACEMENT_PLUGIN = "GangScheduling"
 
 
 def placement_feasible(progress: PlacementProgress, is_gang: bool = True) -> Status:
-    """DESIGN.md behaviour 2 with S scheduled (bound or assumed), R remaining, M minCount.
+    """docs/architecture.md behaviour 2 with S scheduled (bound or assumed), R remaining, M minCount.
 
     S >= M: Success. S < M <= S+R: Wait. S+R < M: Unschedulable. Fewer than M pods exist at all:
     UnschedulableAndUnresolvable. A basic (non-gang) group is always Success."""

@@ -215,7 +215,7 @@ class CycleState:
 
 @dataclass(frozen=True, slots=True)
 class PlacementProgress:
-    """For PlacementFeasible: S, R, M of DESIGN.md behaviour 2 (and how many pods exist at all)."""
+    """For PlacementFeasible: S, R, M of docs/architecture.md behaviour 2 (and how many pods exist at all)."""
 
     scheduled: int
     remaining: int

@@ -5,7 +5,7 @@ Binding cycle, one asyncio task per placed pod (the pod is already assumed and r
 group cycle): Permit (wait for the gang, at most scheduleTimeoutSeconds) -> every PreBind ->
 Bind through the port. On any failure after Reserve, every Reserve plugin's Unreserve runs exactly
 once for that pod and the assumption is forgotten; then the pod gets PodScheduled=False through a
-strict patch (DESIGN.md behaviour 3) and its group backs off.
+strict patch (docs/architecture.md behaviour 3) and its group backs off.
 """
 
 from __future__ import annotations
@@ -533,7 +533,7 @@ class Scheduler:
     # ------------------------------------------------------------------ failure status
 
     async def report_unschedulable(self, pod: PodInfo, reason: str, message: str) -> None:
-        """PodScheduled=False through a strict patch (DESIGN.md behaviour 3): it carries the pod's
+        """PodScheduled=False through a strict patch (docs/architecture.md behaviour 3): it carries the pod's
         resourceVersion; on 409 the pod is re-read, and nothing is written to a pod that has
         spec.nodeName (or that a newer cycle has placed)."""
         if pod.node_name:

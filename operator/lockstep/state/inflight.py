@@ -6,7 +6,7 @@ sharers and reuse the stored allocation (they never allocate again). Each succes
 released exactly once: by ``maybe_remove(uid, force=True)`` after PreBind wrote the claim, which
 deletes the whole entry, or by ``maybe_remove(uid, force=False)`` in Unreserve.
 
-``signal`` records nothing when the assume cache already holds the claim allocated (DESIGN.md
+``signal`` records nothing when the assume cache already holds the claim allocated (docs/architecture.md
 behaviour 1, upstream #140269): removing such a record later would restore a stale, unallocated copy.
 """
 

@@ -141,7 +141,8 @@ async def test_single_pod_claim_is_allocated_and_reserved_in_one_write() -> None
 
 
 async def test_gang_sharing_a_claim_writes_it_once() -> None:
-    """Behaviour 4 / DESIGN.md: one strict patch with the allocation and every member's reservedFor."""
+    """Behaviour 4 (docs/architecture.md): one strict patch with the allocation and every member's
+    reservedFor."""
     store, api, plugin = setup()
     api.add(claim("shared", exactly("gpu", 1), uid="uid-shared"))
     members = [pod(f"m{i}", by_name("shared"), group="g") for i in range(5)]

@@ -1,5 +1,5 @@
 """The binding cycle: Permit, PreBind, Bind through the port, exactly-once Unreserve on every
-failure path, and the RV-guarded PodScheduled=False patch (DESIGN.md behaviour 3)."""
+failure path, and the RV-guarded PodScheduled=False patch (docs/architecture.md behaviour 3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""PlacementFeasible (DESIGN.md behaviour 2): upstream's TestPlacementFeasible cases, same codes.
+"""PlacementFeasible (docs/architecture.md behaviour 2): upstream's TestPlacementFeasible cases, same codes.
 
 Each case feeds per-pod outcomes in order; after each pod, S grows on success and R shrinks, and
 the status must be the expected one (the table stops where upstream's stops). Upstream's mock does

@@ -8,8 +8,8 @@ narrowed to those holding the allocated devices and, when devices are needed, to
 In a gang, a member whose claims offer alternatives (firstAvailable) takes the first choice that still
 leaves devices for the other members (upstream #138765: first fit can starve the rest of the gang).
 
-Reserve (DESIGN.md behaviours 1 and 4): an allocated claim is reused and nothing is recorded in flight;
-a pending allocation is reused (a sharer is added, the node check still applies, upstream #140087);
+Reserve (docs/architecture.md behaviours 1 and 4): an allocated claim is reused and nothing is recorded
+in flight; a pending allocation is reused (a sharer is added, the node check still applies, upstream #140087);
 otherwise the allocation found by Filter is recorded in flight. Every claim also gets the pod added to
 its reservation plan.
 
