@@ -636,6 +636,9 @@ class ApiServer:
             raise bad_request("resourceVersion should not be set on objects to be created")
         for field in (*SYSTEM_METADATA, "managedFields", "selfLink"):
             meta.pop(field, None)
+        # as BeforeCreate: system fields first, so defaulting can use the uid (Job selectors do)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now_rfc3339()
         rt.strategy.decode(rt, obj, ctx)
         ctx.objects_of = self._objects_of
         rt.strategy.admit(rt, obj, None, ctx)
@@ -650,8 +653,6 @@ class ApiServer:
         store = self.stores[rt.storage]
         if key in store.objects:
             raise fe.already_exists(rt.plural, rt.group, name)
-        meta["uid"] = str(uuid.uuid4())
-        meta["creationTimestamp"] = now_rfc3339()
         if rt.has_generation:
             meta["generation"] = 1
         obj = _finalize(rt, obj)

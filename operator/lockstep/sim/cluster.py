@@ -24,10 +24,13 @@ import yaml
 from lockstep.sim.apiserver import ApiServer
 from lockstep.sim.controllers.disruption import DisruptionController
 from lockstep.sim.controllers.dra_driver import DraDriver
+from lockstep.sim.controllers.job import JobController
 from lockstep.sim.controllers.kubelet import Kubelets, now_rfc3339
 from lockstep.sim.controllers.persistentvolume import PersistentVolumeController
+from lockstep.sim.controllers.podgroup_protection import PODGROUPS_PATH, PodGroupProtectionController
 from lockstep.sim.controllers.provisioner import Provisioner
 from lockstep.sim.controllers.resourceclaim import ClaimController
+from lockstep.sim.controllers.resourceclaim_podgroups import PodGroupClaimController
 from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, new_session
 
 log = structlog.get_logger("lockstep.sim.cluster")
@@ -232,6 +235,8 @@ class SimCluster:
         self._kubelets: Kubelets | None = None
         self._claim_controller: ClaimController | None = None
         self._disruption_controller: DisruptionController | None = None
+        # kube-controller-manager's other parts: started after the informers feeding them
+        self._controllers: list[JobController | PodGroupProtectionController | PodGroupClaimController] = []
         self._dra_driver: DraDriver | None = None
         self._pv_controller: PersistentVolumeController | None = None
         self._provisioner: Provisioner | None = None
@@ -284,15 +289,6 @@ class SimCluster:
         self._provisioner = Provisioner(http, pvcs, classes)
         budgets = Informer(http, "/apis/policy/v1/poddisruptionbudgets")
         self._disruption_controller = DisruptionController(http, pods, budgets)
-        components = (
-            self._kubelets,
-            self._claim_controller,
-            self._pv_controller,
-            self._provisioner,
-            self._disruption_controller,
-        )
-        for component in components:
-            component.start()
         informers = {
             "pods": pods,
             "claims": claims,
@@ -301,6 +297,23 @@ class SimCluster:
             "classes": classes,
             "pdbs": budgets,
         }
+        self._controllers = [JobController(http, pods)]
+        if ("scheduling.k8s.io", "v1alpha2", "podgroups") in self.server.types:
+            pod_groups = informers["podgroups"] = Informer(http, PODGROUPS_PATH)
+            self._controllers += [
+                PodGroupProtectionController(http, pods, pod_groups),
+                PodGroupClaimController(http, pod_groups, claims),
+            ]
+        components = (
+            self._kubelets,
+            self._claim_controller,
+            self._pv_controller,
+            self._provisioner,
+            self._disruption_controller,
+            *self._controllers,
+        )
+        for component in components:
+            component.start()
         for name, informer in informers.items():
             self._tasks.append(asyncio.create_task(informer.run(), name=f"sim-{name}-watch"))
         for informer in informers.values():
@@ -362,6 +375,9 @@ class SimCluster:
         for component in stopping:
             if component is not None:
                 await component.stop()
+        for controller in self._controllers:
+            await controller.stop()
+        self._controllers = []
         if self._kubelets is not None:
             await self._kubelets.stop()
         for task in self._tasks:

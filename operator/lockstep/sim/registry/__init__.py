@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from lockstep.sim import crd
 from lockstep.sim.features import FeatureGates
+from lockstep.sim.registry.batch import batch_types
 from lockstep.sim.registry.coordination import coordination_types
 from lockstep.sim.registry.core import core_types
 from lockstep.sim.registry.core_storage import core_storage_types
@@ -32,6 +33,7 @@ def served_types(gates: FeatureGates) -> list[ResourceType]:
         *dra_types(gates),
         *scheduling_types(),
         *policy_types(),
+        *batch_types(),
         crd.crd_type(),
     ]
     if gates["GenericWorkload"]:

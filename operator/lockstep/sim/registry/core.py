@@ -7,6 +7,7 @@ from typing import Any
 
 from lockstep.sim import errors as fe
 from lockstep.sim.errors import FieldError, bad_request
+from lockstep.sim.godiff import internal_pod_spec, object_diff
 from lockstep.sim.objectmeta import (
     DNS1123_LABEL,
     LABEL_MESSAGE,
@@ -107,6 +108,19 @@ def _default_container(container: JsonObject) -> None:
             requests.setdefault(name, quantity)
 
 
+def default_pod_template_spec(spec: JsonObject) -> None:
+    """``SetDefaults_PodSpec``: what a pod template gets too (admission adds the rest to pods only)."""
+    for list_name in ("initContainers", "containers", "ephemeralContainers"):
+        for container in spec.get(list_name) or []:
+            if isinstance(container, dict):
+                _default_container(container)
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("schedulerName", "default-scheduler")
+
+
 def qos_class(spec: JsonObject) -> str:
     containers = [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
     any_set = False
@@ -159,17 +173,9 @@ class PodStrategy(Strategy):
         spec = obj.setdefault("spec", {})
         if not isinstance(spec, dict):
             return
-        for list_name in ("initContainers", "containers", "ephemeralContainers"):
-            for container in spec.get(list_name) or []:
-                if isinstance(container, dict):
-                    _default_container(container)
-        spec.setdefault("restartPolicy", "Always")
-        spec.setdefault("terminationGracePeriodSeconds", 30)
-        spec.setdefault("dnsPolicy", "ClusterFirst")
+        default_pod_template_spec(spec)
         spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
         spec.setdefault("serviceAccount", spec["serviceAccountName"])
-        spec.setdefault("securityContext", {})
-        spec.setdefault("schedulerName", "default-scheduler")
         spec.setdefault("priority", 0)
         spec.setdefault("enableServiceLinks", True)
         spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
@@ -314,7 +320,24 @@ class PodStrategy(Strategy):
         new_tolerations = spec.get("tolerations") or []
         tolerations_ok = all(t in new_tolerations for t in old_tolerations)
         if comparable_new != comparable_old or not tolerations_ok:
-            return [fe.forbidden("spec", MUTABLE_POD_SPEC_MESSAGE)]
+            munged = dict(spec)
+            for key in (
+                "activeDeadlineSeconds",
+                "tolerations",
+                "terminationGracePeriodSeconds",
+                "schedulingGates",
+            ):
+                munged.pop(key, None)
+                if key in old_spec:
+                    munged[key] = old_spec[key]
+            for list_name in ("containers", "initContainers"):
+                if spec.get(list_name):
+                    munged[list_name] = [
+                        {**c, "image": o.get("image")}
+                        for c, o in zip(spec[list_name], old_spec[list_name], strict=True)
+                    ]
+            diff = object_diff(internal_pod_spec(old_spec), internal_pod_spec(munged))
+            return [fe.forbidden("spec", f"{MUTABLE_POD_SPEC_MESSAGE}\n{diff}")]
         old_gates = [g.get("name") for g in old_spec.get("schedulingGates") or []]
         new_gates = [g.get("name") for g in spec.get("schedulingGates") or []]
         if any(g not in old_gates for g in new_gates):

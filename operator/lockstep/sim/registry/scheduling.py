@@ -8,7 +8,7 @@ from typing import Any
 
 from lockstep.sim import errors as fe
 from lockstep.sim.errors import ApiError, FieldError
-from lockstep.sim.objectmeta import PlainStrategy, validate_name
+from lockstep.sim.objectmeta import DNS1123_LABEL, LABEL_MESSAGE, PlainStrategy, validate_name
 from lockstep.sim.resources import ResourceType, Strategy, WriteContext
 
 JsonObject = dict[str, Any]
@@ -148,9 +148,225 @@ def scheduling_types() -> list[ResourceType]:
 
 # ---------------------------------------------------------------- v1alpha2 Workload API
 
+PODGROUP_PROTECTION_FINALIZER = "scheduling.k8s.io/podgroup-protection"
+MAX_POD_GROUP_RESOURCE_CLAIMS = 4
+MAX_POD_GROUP_TEMPLATES = 8
+MAX_TOPOLOGY_CONSTRAINTS = 1
+DISRUPTION_MODES = ("Pod", "PodGroup")
+CONDITION_STATUSES = ("True", "False", "Unknown")
+
+
+def _validate_policy(policy: Any, path: str) -> list[FieldError]:
+    if not isinstance(policy, dict):
+        return [fe.required(path)]
+    chosen = [key for key in ("basic", "gang") if policy.get(key) is not None]
+    if not chosen:
+        return [fe.invalid(path, "", "must specify one of: `basic`, `gang`")]
+    if len(chosen) > 1:
+        return [fe.invalid(path, "{basic, gang}", "must specify exactly one of: `basic`, `gang`")]
+    gang = policy.get("gang")
+    if isinstance(gang, dict):
+        min_count = gang.get("minCount")
+        if not min_count:
+            return [fe.required(f"{path}.gang.minCount")]
+        if not isinstance(min_count, int) or min_count < 1:
+            return [fe.invalid(f"{path}.gang.minCount", min_count, "must be greater than or equal to 1")]
+    return []
+
+
+def _validate_constraints(constraints: Any, path: str) -> list[FieldError]:
+    if constraints is None:
+        return []
+    topology = (constraints or {}).get("topology") or []
+    if len(topology) > MAX_TOPOLOGY_CONSTRAINTS:
+        return [fe.too_many(f"{path}.topology", len(topology), MAX_TOPOLOGY_CONSTRAINTS)]
+    errors: list[FieldError] = []
+    for i, entry in enumerate(topology):
+        if not isinstance(entry, dict) or not entry.get("key"):
+            errors.append(fe.required(f"{path}.topology[{i}].key"))
+    return errors
+
+
+def _validate_resource_claims(claims: Any) -> list[FieldError]:
+    claims = claims or []
+    if len(claims) > MAX_POD_GROUP_RESOURCE_CLAIMS:
+        return [fe.too_many("spec.resourceClaims", len(claims), MAX_POD_GROUP_RESOURCE_CLAIMS)]
+    errors: list[FieldError] = []
+    seen: set[str] = set()
+    for i, claim in enumerate(claims):
+        path = f"spec.resourceClaims[{i}]"
+        claim = claim if isinstance(claim, dict) else {}
+        name = claim.get("name")
+        if not name:
+            errors.append(fe.required(f"{path}.name"))
+        elif not DNS1123_LABEL.match(str(name)):
+            errors.append(fe.invalid(f"{path}.name", name, LABEL_MESSAGE))
+        elif name in seen:
+            errors.append(fe.duplicate(f"{path}.name", name))
+        else:
+            seen.add(name)
+        sources = [key for key in ("resourceClaimName", "resourceClaimTemplateName") if claim.get(key)]
+        if len(sources) != 1:
+            errors.append(
+                fe.invalid(
+                    path,
+                    claim,
+                    "must specify exactly one of: `resourceClaimName`, `resourceClaimTemplateName`",
+                )
+            )
+    return errors
+
+
+def _validate_conditions(conditions: Any) -> list[FieldError]:
+    errors: list[FieldError] = []
+    seen: set[str] = set()
+    for i, condition in enumerate(conditions or []):
+        path = f"status.conditions[{i}]"
+        condition = condition if isinstance(condition, dict) else {}
+        kind = condition.get("type")
+        if not kind:
+            errors.append(fe.required(f"{path}.type"))
+        elif kind in seen:
+            errors.append(fe.duplicate(f"{path}.type", kind))
+        else:
+            seen.add(kind)
+        if condition.get("status") not in CONDITION_STATUSES:
+            errors.append(
+                fe.not_supported(f"{path}.status", condition.get("status"), list(CONDITION_STATUSES))
+            )
+        if not condition.get("lastTransitionTime"):
+            errors.append(fe.required(f"{path}.lastTransitionTime", "must be set"))
+        if not condition.get("reason"):
+            errors.append(fe.required(f"{path}.reason", "must be set"))
+    return errors
+
+
+class PodGroupStrategy(Strategy):
+    """The spec is immutable; the server adds the protection finalizer at create; status names only
+    claims of ``spec.resourceClaims``."""
+
+    def default(self, rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> None:
+        spec = obj.setdefault("spec", {})
+        if not isinstance(spec, dict):
+            return
+        spec.setdefault("podGroupTemplateRef", None)
+        spec.setdefault("disruptionMode", "Pod")
+        obj.setdefault("status", {})
+        if old is None:
+            finalizers = obj["metadata"].setdefault("finalizers", [])
+            if PODGROUP_PROTECTION_FINALIZER not in finalizers:
+                finalizers.append(PODGROUP_PROTECTION_FINALIZER)
+
+    def validate(
+        self, rt: ResourceType, obj: JsonObject, old: JsonObject | None, ctx: WriteContext
+    ) -> list[FieldError]:
+        spec = obj.get("spec") or {}
+        if old is None:
+            return validate_name(obj["metadata"].get("name")) + self._validate_spec(spec)
+        if ctx.subresource:
+            return self._validate_status(obj.get("status") or {}, spec)
+        old_spec = old.get("spec") or {}
+        return [
+            fe.invalid(f"spec.{key}", None, "field is immutable")
+            for key in sorted(set(spec) | set(old_spec))
+            if spec.get(key) != old_spec.get(key)
+        ]
+
+    @staticmethod
+    def _validate_spec(spec: JsonObject) -> list[FieldError]:
+        errors = _validate_policy(spec.get("schedulingPolicy"), "spec.schedulingPolicy")
+        ref = spec.get("podGroupTemplateRef")
+        if isinstance(ref, dict):
+            workload = ref.get("workload") or {}
+            for key in ("workloadName", "podGroupTemplateName"):
+                if not workload.get(key):
+                    errors.append(fe.required(f"spec.podGroupTemplateRef.workload.{key}"))
+        errors.extend(_validate_constraints(spec.get("schedulingConstraints"), "spec.schedulingConstraints"))
+        errors.extend(_validate_resource_claims(spec.get("resourceClaims")))
+        mode = spec.get("disruptionMode")
+        if mode not in DISRUPTION_MODES:
+            errors.append(fe.not_supported("spec.disruptionMode", mode, list(DISRUPTION_MODES)))
+        priority = spec.get("priority")
+        if priority is not None and not isinstance(priority, int):
+            errors.append(fe.invalid("spec.priority", priority, "must be an integer"))
+        return errors
+
+    @staticmethod
+    def _validate_status(status: JsonObject, spec: JsonObject) -> list[FieldError]:
+        errors = _validate_conditions(status.get("conditions"))
+        declared = {c.get("name") for c in spec.get("resourceClaims") or [] if isinstance(c, dict)}
+        for i, entry in enumerate(status.get("resourceClaimStatuses") or []):
+            path = f"status.resourceClaimStatuses[{i}]"
+            entry = entry if isinstance(entry, dict) else {}
+            name = entry.get("name")
+            if name not in declared:
+                errors.append(
+                    fe.invalid(
+                        f"{path}.name", name, "must match the name of an entry in `spec.resourceClaims`"
+                    )
+                )
+            claim_name = entry.get("resourceClaimName")
+            if claim_name is not None:
+                errors.extend(
+                    FieldError(e.reason, f"{path}.resourceClaimName", e.detail)
+                    for e in validate_name(claim_name)
+                )
+        return errors
+
+    def spec_changed(self, new: JsonObject, old: JsonObject) -> bool:
+        return False
+
+
+class WorkloadStrategy(Strategy):
+    """A Workload's templates are immutable; it has no status of its own in v1alpha2."""
+
+    def default(self, rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> None:
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            return
+        for template in spec.get("podGroupTemplates") or []:
+            if isinstance(template, dict):
+                template.setdefault("schedulingConstraints", None)
+
+    def validate(
+        self, rt: ResourceType, obj: JsonObject, old: JsonObject | None, ctx: WriteContext
+    ) -> list[FieldError]:
+        spec = obj.get("spec") or {}
+        if old is not None:
+            old_spec = old.get("spec") or {}
+            return [
+                fe.invalid(f"spec.{key}", None, "field is immutable")
+                for key in sorted(set(spec) | set(old_spec))
+                if spec.get(key) != old_spec.get(key)
+            ]
+        errors = validate_name(obj["metadata"].get("name"))
+        templates = spec.get("podGroupTemplates") or []
+        if not templates:
+            return [*errors, fe.required("spec.podGroupTemplates")]
+        if len(templates) > MAX_POD_GROUP_TEMPLATES:
+            return [*errors, fe.too_many("spec.podGroupTemplates", len(templates), MAX_POD_GROUP_TEMPLATES)]
+        seen: set[str] = set()
+        for i, template in enumerate(templates):
+            path = f"spec.podGroupTemplates[{i}]"
+            template = template if isinstance(template, dict) else {}
+            name = template.get("name")
+            if not name:
+                errors.append(fe.required(f"{path}.name"))
+            elif name in seen:
+                errors.append(fe.duplicate(f"{path}.name", name))
+            else:
+                seen.add(name)
+            errors.extend(_validate_policy(template.get("schedulingPolicy"), f"{path}.schedulingPolicy"))
+            errors.extend(
+                _validate_constraints(template.get("schedulingConstraints"), f"{path}.schedulingConstraints")
+            )
+        return errors
+
+    def spec_changed(self, new: JsonObject, old: JsonObject) -> bool:
+        return False
+
 
 def scheduling_alpha_types() -> list[ResourceType]:
-    plain = PlainStrategy()
     return [
         ResourceType(
             GROUP,
@@ -159,9 +375,9 @@ def scheduling_alpha_types() -> list[ResourceType]:
             "podgroup",
             "PodGroup",
             True,
-            plain,
+            PodGroupStrategy(),
             subresources=("status",),
-            has_generation=True,
+            returns_deleted_object=True,
             smp_lists={},
         ),
         ResourceType(
@@ -171,8 +387,8 @@ def scheduling_alpha_types() -> list[ResourceType]:
             "workload",
             "Workload",
             True,
-            plain,
-            has_generation=True,
+            WorkloadStrategy(),
+            returns_deleted_object=True,
             smp_lists={},
         ),
     ]

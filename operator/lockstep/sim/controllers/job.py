@@ -1,0 +1,176 @@
+"""A minimal Job controller (kube-controller-manager's ``pkg/controller/job``): enough for a Job to own
+real pods.
+
+- It keeps ``spec.parallelism`` pods of an unsuspended Job alive (fewer when ``completions`` leaves
+  fewer to run), made from ``spec.template`` with a controller ownerReference to the Job, so the
+  garbage collector deletes them with it.
+- Indexed Jobs: each pod gets a free completion index as the label and annotation
+  ``batch.kubernetes.io/job-completion-index``, the hostname ``<job>-<index>`` and the environment
+  variable ``JOB_COMPLETION_INDEX``, as upstream's pods do.
+- ``status.active`` counts the pods that are neither finished nor being deleted.
+
+Out of scope: completions (a succeeded pod is not replaced, nothing marks the Job complete),
+backoff and failure policies, the pod tracking finalizer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import structlog
+
+from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, WorkQueue, object_key
+
+log = structlog.get_logger("lockstep.sim.controllers.job")
+
+JOBS_PATH = "/apis/batch/v1/jobs"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
+
+
+def controlling_job_uid(pod: JsonObject) -> str | None:
+    for owner in pod.get("metadata", {}).get("ownerReferences") or []:
+        if owner.get("controller") and owner.get("apiVersion") == "batch/v1" and owner.get("kind") == "Job":
+            return str(owner.get("uid", ""))
+    return None
+
+
+def is_active(pod: JsonObject) -> bool:
+    return not pod["metadata"].get("deletionTimestamp") and (pod.get("status") or {}).get("phase") not in (
+        "Succeeded",
+        "Failed",
+    )
+
+
+def pods_to_create(job: JsonObject, pods: list[JsonObject]) -> list[int | None]:
+    """The completion indexes (None for a NonIndexed Job) of the pods the Job lacks now."""
+    spec = job.get("spec") or {}
+    if spec.get("suspend") or job["metadata"].get("deletionTimestamp"):
+        return []
+    parallelism = int(spec.get("parallelism") or 0)
+    completions = spec.get("completions")
+    active = [pod for pod in pods if is_active(pod)]
+    succeeded = [pod for pod in pods if (pod.get("status") or {}).get("phase") == "Succeeded"]
+    if spec.get("completionMode") != "Indexed":
+        wanted = parallelism if completions is None else min(parallelism, int(completions) - len(succeeded))
+        return [None] * max(wanted - len(active), 0)
+    taken = {pod["metadata"].get("annotations", {}).get(COMPLETION_INDEX) for pod in [*active, *succeeded]}
+    free = [index for index in range(int(completions or 0)) if str(index) not in taken]
+    return list(free[: max(parallelism - len(active), 0)])
+
+
+def pod_from_template(job: JsonObject, index: int | None) -> JsonObject:
+    meta = job["metadata"]
+    template = (job.get("spec") or {}).get("template") or {}
+    template_meta = template.get("metadata") or {}
+    labels = dict(template_meta.get("labels") or {})
+    annotations = dict(template_meta.get("annotations") or {})
+    spec: dict[str, Any] = dict(template.get("spec") or {})
+    generate_name = f"{meta['name']}-"
+    if index is not None:
+        labels[COMPLETION_INDEX] = annotations[COMPLETION_INDEX] = str(index)
+        generate_name = f"{meta['name']}-{index}-"
+        spec.setdefault("hostname", f"{meta['name']}-{index}")
+        index_env = {
+            "name": COMPLETION_INDEX_ENV,
+            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{COMPLETION_INDEX}']"}},
+        }
+        spec["containers"] = [
+            {**container, "env": [*(container.get("env") or []), index_env]}
+            for container in spec.get("containers") or []
+        ]
+    metadata: JsonObject = {
+        "generateName": generate_name,
+        "namespace": meta["namespace"],
+        "ownerReferences": [
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "name": meta["name"],
+                "uid": meta["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    }
+    if labels:
+        metadata["labels"] = labels
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+class JobController:
+    def __init__(self, http: KubeHttp, pods: Informer) -> None:
+        self.http = http
+        self.jobs = Informer(http, JOBS_PATH)
+        # job uid -> pod key -> pod; pods this controller created are added before their watch event
+        self._pods_by_job: dict[str, dict[str, JsonObject]] = {}
+        self._job_keys: dict[str, str] = {}
+        # one worker: two syncs of one Job at once would both create its missing pods
+        self._queue = WorkQueue(self._sync, workers=1, name="job-controller")
+        self._task: asyncio.Task[None] | None = None
+        pods.add_handler(self._on_pod_event)
+        self.jobs.add_handler(self._on_job_event)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self.jobs.run(), name="sim-jobs-watch")
+        self._queue.start()
+
+    async def stop(self) -> None:
+        await self._queue.stop()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def _on_job_event(self, event_type: str, job: JsonObject) -> None:
+        key, uid = object_key(job), job["metadata"].get("uid", "")
+        if event_type == "DELETED":
+            self._job_keys.pop(uid, None)
+            self._pods_by_job.pop(uid, None)
+            return
+        self._job_keys[uid] = key
+        self._queue.add(key)
+
+    def _on_pod_event(self, event_type: str, pod: JsonObject) -> None:
+        uid = controlling_job_uid(pod)
+        if uid is None:
+            return
+        owned = self._pods_by_job.setdefault(uid, {})
+        if event_type == "DELETED":
+            owned.pop(object_key(pod), None)
+        else:
+            owned[object_key(pod)] = pod
+        job_key = self._job_keys.get(uid)
+        if job_key is not None:
+            self._queue.add(job_key)
+
+    async def _sync(self, key: str) -> None:
+        job = self.jobs.cache.get(key)
+        if job is None:
+            return
+        meta = job["metadata"]
+        owned = self._pods_by_job.setdefault(meta["uid"], {})
+        for index in pods_to_create(job, list(owned.values())):
+            try:
+                created = await self.http.create(
+                    f"/api/v1/namespaces/{meta['namespace']}/pods", pod_from_template(job, index)
+                )
+            except ApiError as exc:
+                # a namespace being deleted, or a template the API rejects: nothing to retry
+                if exc.status in (403, 422):
+                    log.warning("cannot create a pod of the job", job=key, error=str(exc))
+                    return
+                raise
+            owned[object_key(created)] = created
+        active = sum(1 for pod in owned.values() if is_active(pod))
+        if (job.get("status") or {}).get("active") != (active or None):
+            with contextlib.suppress(ApiError):
+                await self.http.patch(
+                    f"/apis/batch/v1/namespaces/{meta['namespace']}/jobs/{meta['name']}/status",
+                    {"status": {"active": active or None}},
+                )

@@ -1,0 +1,147 @@
+"""The simulated kube-controller-manager parts behind upstream's Workload API and Jobs, over HTTP:
+the Job controller, the podgroup-protection controller, and the resourceclaim controller's claims
+for upstream PodGroups."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from test_sim_cluster import eventually, get_or_none
+
+from lockstep.sim.cluster import SimCluster
+from lockstep.sim.controllers.dra_driver import DEVICE_CLASS_NAME
+
+NS = "wl"
+PODS = f"/api/v1/namespaces/{NS}/pods"
+JOBS = f"/apis/batch/v1/namespaces/{NS}/jobs"
+PODGROUPS = f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{NS}/podgroups"
+CLAIMS = f"/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaims"
+TEMPLATES = f"/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaimtemplates"
+CONTAINER = {"name": "main", "image": "registry.k8s.io/pause:3.10"}
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[SimCluster]:
+    sim = SimCluster(nodes=2, devices_per_node=1, kubelet_start_delay=0.02, kubelet_delete_delay=0.02)
+    await sim.start()
+    try:
+        await sim.http.create("/api/v1/namespaces", {"metadata": {"name": NS}})
+        yield sim
+    finally:
+        await sim.stop()
+
+
+async def job_pods(sim: SimCluster, job_name: str) -> list[dict[str, Any]]:
+    listed = await sim.http.get(PODS, {"labelSelector": f"batch.kubernetes.io/job-name={job_name}"})
+    return list(listed["items"])
+
+
+async def test_indexed_job_gets_parallelism_pods_with_indexes_and_an_owner(cluster: SimCluster) -> None:
+    job = await cluster.http.create(
+        JOBS,
+        {
+            "metadata": {"name": "trainer"},
+            "spec": {
+                "parallelism": 3,
+                "completions": 3,
+                "completionMode": "Indexed",
+                "template": {
+                    "metadata": {"labels": {"app": "t"}},
+                    "spec": {"restartPolicy": "Never", "containers": [CONTAINER]},
+                },
+            },
+        },
+    )
+
+    async def three() -> list[dict[str, Any]] | None:
+        pods = await job_pods(cluster, "trainer")
+        return pods if len(pods) == 3 else None
+
+    pods = await eventually(three, "three pods of the job")
+    indexes = sorted(p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] for p in pods)
+    assert indexes == ["0", "1", "2"]
+    for pod in pods:
+        index = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+        assert pod["metadata"]["name"].startswith(f"trainer-{index}-")
+        assert pod["spec"]["hostname"] == f"trainer-{index}"
+        (owner,) = pod["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["uid"], owner["controller"]) == ("Job", job["metadata"]["uid"], True)
+
+    await cluster.http.delete(f"{PODS}/{pods[0]['metadata']['name']}", {"gracePeriodSeconds": 0})
+
+    async def replaced() -> bool:
+        names = {p["metadata"]["name"] for p in await job_pods(cluster, "trainer")}
+        return len(names) == 3 and pods[0]["metadata"]["name"] not in names
+
+    await eventually(replaced, "the deleted pod replaced with its index")
+    await cluster.http.delete(f"{JOBS}/trainer")
+    await eventually(lambda: _none_left(cluster, "trainer"), "the job's pods collected with it")
+
+
+async def _none_left(sim: SimCluster, job_name: str) -> bool:
+    return not await job_pods(sim, job_name)
+
+
+async def test_deleted_pod_group_stays_until_no_pod_names_it(cluster: SimCluster) -> None:
+    await cluster.http.create(
+        PODGROUPS, {"metadata": {"name": "g"}, "spec": {"schedulingPolicy": {"basic": {}}}}
+    )
+    await cluster.http.create(
+        PODS,
+        {
+            "metadata": {"name": "member"},
+            "spec": {"containers": [CONTAINER], "schedulingGroup": {"podGroupName": "g"}},
+        },
+    )
+    deleted = await cluster.http.delete(f"{PODGROUPS}/g")
+    assert deleted["metadata"]["deletionTimestamp"]
+    assert deleted["metadata"]["finalizers"] == ["scheduling.k8s.io/podgroup-protection"]
+    assert await get_or_none(cluster.http, f"{PODGROUPS}/g") is not None
+
+    await cluster.http.delete(f"{PODS}/member", {"gracePeriodSeconds": 0})
+
+    async def gone() -> bool:
+        return await get_or_none(cluster.http, f"{PODGROUPS}/g") is None
+
+    await eventually(gone, "the PodGroup removed once its pod is gone")
+
+
+async def test_pod_group_template_claim_is_generated_owned_and_recorded(cluster: SimCluster) -> None:
+    await cluster.http.create(
+        TEMPLATES,
+        {
+            "metadata": {"name": "gpu"},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "g", "exactly": {"deviceClassName": DEVICE_CLASS_NAME}}]
+                    }
+                }
+            },
+        },
+    )
+    group = await cluster.http.create(
+        PODGROUPS,
+        {
+            "metadata": {"name": "trainer"},
+            "spec": {
+                "schedulingPolicy": {"gang": {"minCount": 2}},
+                "resourceClaims": [{"name": "shared", "resourceClaimTemplateName": "gpu"}],
+            },
+        },
+    )
+
+    async def recorded() -> list[dict[str, Any]] | None:
+        current = await cluster.http.get(f"{PODGROUPS}/trainer")
+        return (current.get("status") or {}).get("resourceClaimStatuses")
+
+    (entry,) = await eventually(recorded, "status.resourceClaimStatuses")
+    assert entry["name"] == "shared"
+    claim = await cluster.http.get(f"{CLAIMS}/{entry['resourceClaimName']}")
+    (owner,) = claim["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["uid"], owner["controller"]) == ("PodGroup", group["metadata"]["uid"], True)
+    assert claim["metadata"]["name"].startswith("trainer-shared-")
+    listed = await cluster.http.get(CLAIMS)
+    assert len(listed["items"]) == 1
