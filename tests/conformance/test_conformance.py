@@ -47,15 +47,7 @@ class Pending:
     steps: frozenset[int] | None = None  # None: the whole case
 
 
-PENDING: dict[str, Pending] = {
-    "volumes-jobs": Pending(16, "batch/v1 Jobs", frozenset({12, 13, 14, 15})),
-    "upstream-podgroup": Pending(
-        16,
-        "scheduling.k8s.io/v1alpha2 Workload and PodGroup strategies (defaults, finalizer, validation) and "
-        "the pod's spec.schedulingGroup",
-        frozenset({4, 5, 6, 7, 8, 9, 12, 14, 18, 24}),
-    ),
-}
+PENDING: dict[str, Pending] = {}
 
 
 @pytest.fixture(scope="module")
