@@ -8,7 +8,7 @@ from typing import Any
 
 from lockstep.sim import errors as fe
 from lockstep.sim.errors import ApiError, FieldError
-from lockstep.sim.objectmeta import DNS1123_LABEL, LABEL_MESSAGE, PlainStrategy, validate_name
+from lockstep.sim.objectmeta import DNS1123_LABEL, LABEL_MESSAGE, validate_name
 from lockstep.sim.resources import ResourceType, Strategy, WriteContext
 
 JsonObject = dict[str, Any]
