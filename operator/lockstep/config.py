@@ -7,6 +7,7 @@ the configuration reference.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Mapping
 from enum import StrEnum
@@ -14,6 +15,8 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from lockstep.api.placement import PlacementFieldError, parse_spread_constraint
 
 # Feature gates lockstep understands, with kube-scheduler 1.36's defaults: DRAListTypeAttributes is
 # alpha upstream (KEP-5491) and off there too, the others are GA or beta and on.
@@ -29,6 +32,28 @@ KNOWN_FEATURE_GATES: dict[str, bool] = {
     "DRAExtendedResource": True,
     "DRASchedulerFilterTimeout": True,
 }
+
+
+# Score plugins and their weights: kube-scheduler's default profile, plus lockstep's own GangTopology
+# (it outweighs the resource scores, so a gang stays in its domain while the domain has room) and
+# DynamicResources. Weight 0 turns a score off.
+DEFAULT_SCORE_WEIGHTS: dict[str, int] = {
+    "NodeResourcesScore": 1,  # kube-scheduler's NodeResourcesFit score
+    "NodeResourcesBalancedAllocation": 1,
+    "NodeAffinity": 2,
+    "TaintToleration": 3,
+    "InterPodAffinity": 2,
+    "PodTopologySpread": 2,
+    "DynamicResources": 1,
+    "GangTopology": 3,
+}
+
+# kube-scheduler's system default topology spread constraints (PodTopologySpreadArgs
+# defaultingType: System).
+SYSTEM_DEFAULT_SPREAD = (
+    '[{"maxSkew":3,"topologyKey":"kubernetes.io/hostname","whenUnsatisfiable":"ScheduleAnyway"},'
+    '{"maxSkew":5,"topologyKey":"topology.kubernetes.io/zone","whenUnsatisfiable":"ScheduleAnyway"}]'
+)
 
 
 class ConfigError(ValueError):
@@ -51,6 +76,33 @@ class LogLevel(StrEnum):
 class ScoreStrategy(StrEnum):
     LEAST_ALLOCATED = "least-allocated"
     MOST_ALLOCATED = "most-allocated"
+
+
+def parse_score_weights(value: str | dict[str, Any] | None) -> dict[str, int]:
+    """``Name=weight,...`` over the defaults; unknown plugins and negative weights are errors."""
+    weights = dict(DEFAULT_SCORE_WEIGHTS)
+    if value is None or value == "":
+        return weights
+    items = list(value.items()) if isinstance(value, dict) else []
+    if isinstance(value, str):
+        for part in filter(None, (p.strip() for p in value.split(","))):
+            name, sep, raw = part.partition("=")
+            if not sep:
+                raise ValueError(f"score weight {name!r} has no value: write {name}=<weight>")
+            items.append((name.strip(), raw.strip()))
+    for name, raw in items:
+        if name not in DEFAULT_SCORE_WEIGHTS:
+            raise ValueError(
+                f"unknown score plugin {name!r} (known: {', '.join(sorted(DEFAULT_SCORE_WEIGHTS))})"
+            )
+        try:
+            weight = int(raw)
+        except (TypeError, ValueError):
+            raise ValueError(f"score weight of {name} must be an integer, got {raw!r}") from None
+        if weight < 0:
+            raise ValueError(f"score weight of {name} must not be negative, got {weight}")
+        weights[name] = weight
+    return weights
 
 
 def parse_feature_gates(
@@ -142,6 +194,17 @@ class Settings(BaseSettings):
         1.0, gt=0, description="First retry delay of a PodGroup that failed to schedule."
     )
     backoff_max_seconds: float = Field(60.0, gt=0, description="Longest retry delay of a failing PodGroup.")
+    score_weights: Annotated[dict[str, int], NoDecode] = Field(
+        default_factory=lambda: dict(DEFAULT_SCORE_WEIGHTS),
+        description="Score plugin weights as Name=weight pairs, comma-separated, over the defaults "
+        "(kube-scheduler's default profile; 0 turns a score off).",
+    )
+    default_spread_constraints: str = Field(
+        "system",
+        description="Topology spread constraints for pods that set none and have a ReplicaSet, "
+        "StatefulSet or ReplicationController controller: system (kube-scheduler's: hostname maxSkew 3, "
+        "zone maxSkew 5, ScheduleAnyway), none, or a JSON list of constraints without labelSelector.",
+    )
 
     @field_validator("namespaces", mode="before")
     @classmethod
@@ -155,6 +218,17 @@ class Settings(BaseSettings):
     def _parse_gates(cls, value: Any) -> dict[str, bool]:
         return parse_feature_gates(value)
 
+    @field_validator("score_weights", mode="before")
+    @classmethod
+    def _parse_weights(cls, value: Any) -> dict[str, int]:
+        return parse_score_weights(value)
+
+    @field_validator("default_spread_constraints")
+    @classmethod
+    def _check_spread(cls, value: str) -> str:
+        spread_constraint_list(value)  # raises ValueError naming the problem
+        return value
+
     @field_validator("backoff_max_seconds")
     @classmethod
     def _max_not_below_initial(cls, value: float, info: Any) -> float:
@@ -167,6 +241,25 @@ class Settings(BaseSettings):
         if self.log_format is LogFormat.AUTO:
             return LogFormat.CONSOLE if sys.stderr.isatty() else LogFormat.JSON
         return self.log_format
+
+
+def spread_constraint_list(value: str) -> list[Any]:
+    """The raw default spread constraints a ``default_spread_constraints`` value stands for."""
+    if value == "none":
+        return []
+    text = SYSTEM_DEFAULT_SPREAD if value == "system" else value
+    try:
+        constraints = json.loads(text)
+    except ValueError:
+        raise ValueError("must be system, none or a JSON list of topology spread constraints") from None
+    if not isinstance(constraints, list):
+        raise ValueError("must be system, none or a JSON list of topology spread constraints")
+    for index, raw in enumerate(constraints):
+        try:
+            parse_spread_constraint(raw, f"[{index}]", {}, default=True)
+        except PlacementFieldError as exc:
+            raise ValueError(str(exc)) from None
+    return constraints
 
 
 def load_settings(**overrides: Any) -> Settings:

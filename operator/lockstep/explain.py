@@ -23,6 +23,7 @@ from lockstep.config import ConfigError, Settings, load_settings
 from lockstep.controller.core import SchedulerCore
 from lockstep.kube.client import (
     DEVICE_CLASSES,
+    NAMESPACES,
     NODES,
     POD_GROUPS,
     PODS,
@@ -58,6 +59,7 @@ class ClusterState:
     slices: list[dict[str, Any]]
     device_classes: list[dict[str, Any]]
     templates: list[dict[str, Any]]
+    namespaces: list[dict[str, Any]]
 
     def members(self, namespace: str, name: str) -> list[dict[str, Any]]:
         return sorted(
@@ -90,7 +92,7 @@ async def fetch(client: KubeClient, namespace: str, name: str) -> ClusterState:
         listed = await client.list(kind)
         return list(listed.get("items", []))
 
-    nodes, pods, podgroups, claims, slices, classes, templates = await asyncio.gather(
+    nodes, pods, podgroups, claims, slices, classes, templates, namespaces = await asyncio.gather(
         items(NODES),
         items(PODS),
         items(POD_GROUPS),
@@ -98,8 +100,9 @@ async def fetch(client: KubeClient, namespace: str, name: str) -> ClusterState:
         items(RESOURCE_SLICES),
         items(DEVICE_CLASSES),
         items(RESOURCE_CLAIM_TEMPLATES),
+        items(NAMESPACES),
     )
-    return ClusterState(podgroup, nodes, pods, podgroups, claims, slices, classes, templates)
+    return ClusterState(podgroup, nodes, pods, podgroups, claims, slices, classes, templates, namespaces)
 
 
 def dry_run(settings: Settings, client: KubeClient, state: ClusterState) -> CycleOutcome | str:
@@ -111,6 +114,7 @@ def dry_run(settings: Settings, client: KubeClient, state: ClusterState) -> Cycl
         (core.on_claim_template, state.templates),
         (core.on_claim, state.claims),
         (core.on_node, state.nodes),
+        (core.on_namespace, state.namespaces),
         (core.on_podgroup, state.podgroups),
         (core.on_pod, state.pods),
     )

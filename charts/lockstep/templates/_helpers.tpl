@@ -55,3 +55,12 @@ app.kubernetes.io/component: scheduler
 {{- end }}
 {{- join "," $pairs }}
 {{- end }}
+
+{{/* scheduling.scoreWeights as Name=weight pairs (sorted by name); empty: lockstep's defaults. */}}
+{{- define "lockstep.scoreWeights" -}}
+{{- $pairs := list }}
+{{- range $name, $weight := .Values.scheduling.scoreWeights }}
+{{- $pairs = append $pairs (printf "%s=%d" $name (int $weight)) }}
+{{- end }}
+{{- join "," $pairs }}
+{{- end }}

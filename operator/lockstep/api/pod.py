@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lockstep import POD_GROUP_LABEL
+from lockstep.api.placement import PlacementFieldError, parse_placement
 from lockstep.api.quantity import QuantityError, to_resource_amount
 from lockstep.scheduler.framework import PodClaimRef, PodCondition, PodInfo
 
@@ -159,6 +160,10 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
     ):
         entry = _mapping(raw, "Pod", key, f"status.resourceClaimStatuses[{index}]")
         claim_statuses[str(entry.get("name", ""))] = entry.get("resourceClaimName")
+    try:
+        placement = parse_placement(spec, metadata, namespace, labels)
+    except PlacementFieldError as exc:
+        raise InvalidObjectError("Pod", key, exc.field, exc.problem) from None
     return PodInfo(
         uid=str(metadata.get("uid") or key),
         namespace=namespace,
@@ -179,4 +184,5 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
         phase=str(status.get("phase") or "Pending"),
         scheduled_condition=_scheduled_condition(status, key),
         scheduling_gated=bool(_list(spec.get("schedulingGates"), "Pod", key, "spec.schedulingGates")),
+        placement=placement,
     )

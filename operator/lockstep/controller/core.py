@@ -137,6 +137,16 @@ class SchedulerCore:
         except InvalidObjectError as exc:
             self._report_invalid(raw, str(exc))
 
+    def on_namespace(self, event_type: str, raw: dict[str, Any]) -> None:
+        """Namespace labels, for pod affinity terms' namespaceSelector."""
+        meta = _meta(raw)
+        name = str(meta.get("name"))
+        labels = meta.get("labels") or {}
+        if event_type == "DELETED" or not isinstance(labels, dict):
+            self.cache.delete_namespace(name)
+            return
+        self.cache.upsert_namespace(name, {str(k): str(v) for k, v in labels.items()})
+
     def on_podgroup(self, event_type: str, raw: dict[str, Any]) -> None:
         meta = _meta(raw)
         namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))

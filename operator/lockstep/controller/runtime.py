@@ -34,6 +34,7 @@ from lockstep.controller.handlers import build_registry, build_settings
 from lockstep.controller.status import AttemptSummary, GroupMembers, GroupRef, StatusWriter
 from lockstep.kube.client import (
     DEVICE_CLASSES,
+    NAMESPACES,
     NODES,
     POD_GROUPS,
     PODS,
@@ -159,6 +160,7 @@ class Operator:
             PODS: self._on_pod,
             POD_GROUPS: self._on_podgroup,
             NODES: self.core.on_node,
+            NAMESPACES: self.core.on_namespace,
             RESOURCE_CLAIMS: self.core.on_claim,
             RESOURCE_SLICES: self.core.on_slice,
             DEVICE_CLASSES: self.core.on_device_class,

@@ -318,12 +318,22 @@ class GroupCycle:
         scorers = self.profile.score
         if len(feasible) == 1 or not scorers:
             return feasible[0]
-        best = feasible[0]
-        best_score = -1
-        for node in feasible:
-            score = 0
-            for plugin, weight in scorers:
-                score += weight * plugin.score(state, pod, node)
+        skipped = [
+            p.name for p in self.profile.pre_score if p.pre_score(state, pod, feasible).code is Code.SKIP
+        ]
+        if skipped:
+            scorers = tuple((p, w) for p, w in scorers if p.name not in skipped)
+        normalizers = self.profile.normalize_score
+        totals = [0] * len(feasible)
+        for plugin, weight in scorers:
+            scores = [plugin.score(state, pod, node) for node in feasible]
+            normalizer = normalizers.get(plugin.name)
+            if normalizer is not None:
+                normalizer.normalize_scores(state, pod, scores)
+            for i, score in enumerate(scores):
+                totals[i] += weight * score
+        best, best_score = feasible[0], -1
+        for node, score in zip(feasible, totals, strict=True):
             if score > best_score or (score == best_score and node.name < best.name):
                 best, best_score = node, score
         return best

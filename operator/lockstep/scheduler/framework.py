@@ -15,10 +15,13 @@ Extension points, in the order they run:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from lockstep.scheduler.placement import PlacementSpec
 
 
 class Code(IntEnum):
@@ -156,6 +159,8 @@ class PodInfo:
     phase: str = "Pending"
     scheduled_condition: PodCondition | None = None
     scheduling_gated: bool = False  # spec.schedulingGates is not empty: not to be scheduled yet
+    # inter-pod affinity, topology spread, host ports, refused fields; None: the pod sets none
+    placement: PlacementSpec | None = None
 
     @property
     def key(self) -> str:
@@ -246,10 +251,39 @@ class RejectionSummaryPlugin(Plugin, Protocol):
         ...
 
 
+def note_rejection(state: CycleState, plugin: str, reason: str) -> None:
+    """Count a Filter rejection's reason, for a plugin's ``rejection_summary``."""
+    counts: dict[str, int] = state.read(f"{plugin}/rejections") or {}
+    if not counts:
+        state.write(f"{plugin}/rejections", counts)
+    counts[reason] = counts.get(reason, 0) + 1
+
+
+def rejection_reasons(state: CycleState, plugin: str) -> str | None:
+    """The reasons noted by ``note_rejection``, most frequent first, each once."""
+    counts: dict[str, int] = state.read(f"{plugin}/rejections") or {}
+    return "; ".join(sorted(counts, key=lambda r: (-counts[r], r))) or None
+
+
 @runtime_checkable
 class ScorePlugin(Plugin, Protocol):
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """0..100, higher is better."""
+        ...
+
+
+@runtime_checkable
+class PreScorePlugin(Plugin, Protocol):
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
+        """Before Score, with the feasible nodes: prepare, or SKIP when the plugin has nothing to
+        score for this pod (its Score is then not called)."""
+        ...
+
+
+@runtime_checkable
+class NormalizeScorePlugin(Plugin, Protocol):
+    def normalize_scores(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
+        """Rewrite, in place, the plugin's raw scores of the feasible nodes (in order) into 0..100."""
         ...
 
 

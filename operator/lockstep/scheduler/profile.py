@@ -11,23 +11,34 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from lockstep.config import ScoreStrategy, Settings
+from lockstep.api.placement import parse_spread_constraint
+from lockstep.config import DEFAULT_SCORE_WEIGHTS, ScoreStrategy, Settings, spread_constraint_list
 from lockstep.scheduler.framework import (
     CandidateNodesPlugin,
     FilterPlugin,
+    NormalizeScorePlugin,
     PermitPlugin,
     Plugin,
     PreBindPlugin,
     PreferredNodesPlugin,
     PreFilterPlugin,
+    PreScorePlugin,
     ReservePlugin,
     ScorePlugin,
 )
 from lockstep.scheduler.plugins.dynamic_resources import DynamicResources
 from lockstep.scheduler.plugins.gang import GangPermit, GangTopology
+from lockstep.scheduler.plugins.inter_pod_affinity import InterPodAffinity
 from lockstep.scheduler.plugins.node_affinity import NodeAffinity
 from lockstep.scheduler.plugins.node_basics import NodeName, NodeUnschedulable, TaintToleration
-from lockstep.scheduler.plugins.node_resources import NodeResourcesFit, NodeResourcesScore
+from lockstep.scheduler.plugins.node_ports import NodePorts
+from lockstep.scheduler.plugins.node_resources import (
+    NodeResourcesBalancedAllocation,
+    NodeResourcesFit,
+    NodeResourcesScore,
+)
+from lockstep.scheduler.plugins.pod_topology_spread import PodTopologySpread
+from lockstep.scheduler.plugins.unsupported import UnsupportedPodSpec
 from lockstep.scheduler.waiting import WaitingPods
 from lockstep.state.cluster import ClusterCache
 
@@ -55,13 +66,27 @@ class PluginContext:
 
 PluginFactory = Callable[[PluginContext], Plugin]
 
+
+def _pod_topology_spread(ctx: PluginContext) -> PodTopologySpread:
+    defaults = [
+        parse_spread_constraint(raw, f"default_spread_constraints[{i}]", {}, default=True)
+        for i, raw in enumerate(spread_constraint_list(ctx.settings.default_spread_constraints))
+    ]
+    return PodTopologySpread(ctx.cache, defaults)
+
+
 REGISTRY: dict[str, PluginFactory] = {
+    UnsupportedPodSpec.name: lambda ctx: UnsupportedPodSpec(),
     NodeUnschedulable.name: lambda ctx: NodeUnschedulable(),
     NodeName.name: lambda ctx: NodeName(),
     TaintToleration.name: lambda ctx: TaintToleration(),
     NodeAffinity.name: lambda ctx: NodeAffinity(ctx.cache),
     NodeResourcesFit.name: lambda ctx: NodeResourcesFit(),
     NodeResourcesScore.name: lambda ctx: NodeResourcesScore(ctx.settings.score_strategy),
+    NodeResourcesBalancedAllocation.name: lambda ctx: NodeResourcesBalancedAllocation(),
+    NodePorts.name: lambda ctx: NodePorts(ctx.cache),
+    InterPodAffinity.name: lambda ctx: InterPodAffinity(ctx.cache),
+    PodTopologySpread.name: _pod_topology_spread,
     GangTopology.name: lambda ctx: GangTopology(
         ctx.cache, ctx.settings.topology_key, ctx.settings.score_strategy is ScoreStrategy.LEAST_ALLOCATED
     ),
@@ -71,20 +96,24 @@ REGISTRY: dict[str, PluginFactory] = {
 
 # Cheap, selective filters first: a node is rejected by the first filter that fails.
 DEFAULT_PLUGINS: tuple[str, ...] = (
+    UnsupportedPodSpec.name,
     NodeUnschedulable.name,
     NodeName.name,
     TaintToleration.name,
     NodeAffinity.name,
+    NodePorts.name,
     NodeResourcesFit.name,
+    InterPodAffinity.name,
+    PodTopologySpread.name,
     DynamicResources.name,  # after the node filters: it is the most expensive one
     NodeResourcesScore.name,
+    NodeResourcesBalancedAllocation.name,
     GangTopology.name,
     GangPermit.name,
 )
 
-# Score weights; a plugin not listed weighs 1. GangTopology outweighs the resource scores, so a gang
-# stays in its domain while the domain has room.
-SCORE_WEIGHTS: dict[str, int] = {GangTopology.name: 3}
+# Score weights (the ``score_weights`` setting overrides them); a plugin not listed weighs 1.
+SCORE_WEIGHTS: Mapping[str, int] = DEFAULT_SCORE_WEIGHTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +124,8 @@ class Profile:
     candidate_nodes: tuple[CandidateNodesPlugin, ...]
     preferred_nodes: tuple[PreferredNodesPlugin, ...]
     score: tuple[tuple[ScorePlugin, int], ...]
+    pre_score: tuple[PreScorePlugin, ...]
+    normalize_score: Mapping[str, NormalizeScorePlugin]
     reserve: tuple[ReservePlugin, ...]
     permit: tuple[PermitPlugin, ...]
     pre_bind: tuple[PreBindPlugin, ...]
@@ -112,7 +143,17 @@ class Profile:
             filter=tuple(p for p in plugins if isinstance(p, FilterPlugin)),
             candidate_nodes=tuple(p for p in plugins if isinstance(p, CandidateNodesPlugin)),
             preferred_nodes=tuple(p for p in plugins if isinstance(p, PreferredNodesPlugin)),
-            score=tuple((p, weights.get(p.name, 1)) for p in plugins if isinstance(p, ScorePlugin)),
+            score=tuple(
+                (p, weights.get(p.name, 1))
+                for p in plugins
+                if isinstance(p, ScorePlugin) and weights.get(p.name, 1) > 0
+            ),
+            pre_score=tuple(
+                p
+                for p in plugins
+                if isinstance(p, PreScorePlugin) and isinstance(p, ScorePlugin) and weights.get(p.name, 1) > 0
+            ),
+            normalize_score={p.name: p for p in plugins if isinstance(p, NormalizeScorePlugin)},
             reserve=tuple(p for p in plugins if isinstance(p, ReservePlugin)),
             permit=tuple(p for p in plugins if isinstance(p, PermitPlugin)),
             pre_bind=tuple(p for p in plugins if isinstance(p, PreBindPlugin)),
@@ -133,4 +174,4 @@ def build_profile(
     if unknown:
         known = ", ".join(sorted(registry))
         raise ValueError(f"scheduler profile: unknown plugin(s) {', '.join(unknown)} (known: {known})")
-    return Profile.from_plugins([registry[n](ctx) for n in names] + list(extra))
+    return Profile.from_plugins([registry[n](ctx) for n in names] + list(extra), ctx.settings.score_weights)

@@ -34,6 +34,7 @@ from lockstep.scheduler.framework import (
     Status,
 )
 from lockstep.scheduler.plugins.gang import GangPermit
+from lockstep.scheduler.plugins.unsupported import UNSUPPORTED_POD_SPEC
 from lockstep.scheduler.ports import BindResult, PatchResult, PodAPI
 from lockstep.scheduler.profile import DEFAULT_PLUGINS, PluginContext, build_profile
 from lockstep.scheduler.queue import GroupQueue
@@ -79,6 +80,7 @@ _CAUSE_HINTS: dict[str, frozenset[ClusterEvent]] = {
     "NodeUnschedulable": _NODE_EVENTS,
     "NodeNameMismatch": _NODE_EVENTS,
     "InvalidNodeAffinity": frozenset(),
+    UNSUPPORTED_POD_SPEC: frozenset(),
     "TooFewPods": frozenset(),
 }
 _RESOURCE_HINTS = _NODE_EVENTS | {ClusterEvent.ASSIGNED_POD_REMOVED}
@@ -344,13 +346,17 @@ class Scheduler:
             return
         # Tell the pods left unscheduled why: their own diagnosis, else the group's verdict.
         reason = reason_for(Code.UNSCHEDULABLE if status.ok else status.code)
-        by_pod = {d.pod: d.message for d in diagnoses}
+        by_pod = {d.pod: d for d in diagnoses}
         for pod in self.cache.unscheduled_members(key):
-            pod_message = by_pod.get(pod.key)
+            diagnosis = by_pod.get(pod.key)
+            pod_message = diagnosis.message if diagnosis is not None else None
             if pod_message is None and not status.ok:
                 pod_message = f"pod group {key}: {status.message}"
             if pod_message is not None:
-                self._spawn(self.report_unschedulable(pod, reason, pod_message))
+                # A refused field is said as such (the pod's own reason), whatever the group's.
+                unsupported = diagnosis is not None and UNSUPPORTED_POD_SPEC in diagnosis.causes
+                pod_reason = UNSUPPORTED_POD_SPEC if unsupported else reason
+                self._spawn(self.report_unschedulable(pod, pod_reason, pod_message))
 
     def _record(
         self,

@@ -20,6 +20,7 @@ from typing import Protocol
 
 from lockstep.api.podgroup import PodGroup
 from lockstep.scheduler.framework import GroupKey, NodeInfo, PodClaimRef, PodGroupInfo, PodInfo
+from lockstep.state.placed_pods import PlacedPodIndex
 
 
 class ClusterEvent(Enum):
@@ -69,6 +70,7 @@ _SCHEDULING_FIELDS = (
     "claims",
     "claim_statuses",
     "priority",
+    "placement",
 )
 
 
@@ -105,6 +107,8 @@ class ClusterCache:
         self._node_bucket: dict[str, tuple[str | None, int]] = {}
         self._node_free: dict[str, tuple[str | None, int]] = {}  # node -> (domain, free cpu)
         self._domain_free: dict[str, int] = {}
+        self._placed_index = PlacedPodIndex(lambda: ((self._pods[u], n) for u, n in self._placed.items()))
+        self._namespace_labels: dict[str, Mapping[str, str]] = {}
         self._listeners: list[ClusterListener] = []
 
     # ----------------------------------------------------------------- listeners
@@ -134,6 +138,7 @@ class ClusterCache:
             return
         self._placed[pod.uid] = node_name
         self._pods_on_node.setdefault(node_name, set()).add(pod.uid)
+        self._placed_index.add(pod, node_name)
         node = self._nodes.get(node_name)
         if node is not None:
             requested = node.requested
@@ -146,6 +151,7 @@ class ClusterCache:
         node_name = self._placed.pop(pod.uid, "")
         if not node_name:
             return ""
+        self._placed_index.remove(pod, node_name)
         on_node = self._pods_on_node.get(node_name)
         if on_node is not None:
             on_node.discard(pod.uid)
@@ -258,6 +264,31 @@ class ClusterCache:
     @property
     def pods(self) -> Mapping[str, PodInfo]:
         return self._pods
+
+    @property
+    def placed_pods(self) -> PlacedPodIndex:
+        """Indexes of the pods counted on nodes (bound or assumed) for inter-pod placement rules."""
+        return self._placed_index
+
+    def pods_on_node(self, name: str) -> list[PodInfo]:
+        """The pods counted on the node (bound or assumed, not finished)."""
+        return [self._pods[uid] for uid in self._pods_on_node.get(name, ())]
+
+    # ----------------------------------------------------------------- namespaces
+
+    def upsert_namespace(self, name: str, labels: Mapping[str, str]) -> None:
+        self._namespace_labels[name] = labels
+
+    def delete_namespace(self, name: str) -> None:
+        self._namespace_labels.pop(name, None)
+
+    def namespace_labels(self, name: str) -> Mapping[str, str] | None:
+        """A namespace's labels (None: not seen), for affinity terms' namespaceSelector."""
+        return self._namespace_labels.get(name)
+
+    @property
+    def namespaces(self) -> Mapping[str, Mapping[str, str]]:
+        return self._namespace_labels
 
     # ----------------------------------------------------------------- assume / forget
 

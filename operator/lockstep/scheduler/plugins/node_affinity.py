@@ -1,4 +1,5 @@
-"""NodeAffinity: spec.nodeSelector and required node affinity (requiredDuringScheduling...).
+"""NodeAffinity: spec.nodeSelector and required node affinity (requiredDuringScheduling...) filter;
+preferred node affinity scores (the weights of the matching terms, normalized to 0..100 by the best).
 
 Operators In, NotIn, Exists, DoesNotExist, Gt, Lt on node labels, and matchFields on
 ``metadata.name`` (In, NotIn). Terms are ORed, the requirements of a term ANDed; a term without
@@ -8,7 +9,7 @@ label index narrows the candidate nodes.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -17,7 +18,9 @@ from lockstep.scheduler.framework import SKIP, SUCCESS, CycleState, NodeInfo, Po
 from lockstep.state.cluster import ClusterCache
 
 _STATE_KEY = "NodeAffinity"
+_SCORE_KEY = "NodeAffinity/preferred"
 _FIELD = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED_FIELD = "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
 _OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 
 
@@ -86,6 +89,35 @@ def _requirement(raw: Any, field: str, on_field: bool) -> Requirement:
     return Requirement(key, operator, frozenset(values), bound, on_field)
 
 
+def _term(term: Any, base: str) -> tuple[Requirement, ...]:
+    if not isinstance(term, Mapping):
+        raise AffinityError(f"{base}: must be an object")
+    requirements = [
+        _requirement(r, f"{base}.matchExpressions[{i}]", False)
+        for i, r in enumerate(term.get("matchExpressions") or [])
+    ]
+    requirements += [
+        _requirement(r, f"{base}.matchFields[{i}]", True) for i, r in enumerate(term.get("matchFields") or [])
+    ]
+    return tuple(requirements)
+
+
+def compile_preferred(raw: Any) -> tuple[tuple[int, tuple[Requirement, ...]], ...]:
+    """Preferred node affinity: (weight, term) pairs; raise AffinityError."""
+    if not isinstance(raw, list):
+        raise AffinityError(f"{_PREFERRED_FIELD}: must be a list")
+    compiled = []
+    for i, entry in enumerate(raw):
+        base = f"{_PREFERRED_FIELD}[{i}]"
+        if not isinstance(entry, Mapping):
+            raise AffinityError(f"{base}: must be an object")
+        weight = entry.get("weight")
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
+            raise AffinityError(f"{base}.weight: must be an integer in 1..100, got {weight!r}")
+        compiled.append((weight, _term(entry.get("preference"), f"{base}.preference")))
+    return tuple(compiled)
+
+
 def compile_selector(pod: PodInfo) -> CompiledSelector:
     """Compile the pod's nodeSelector and required node affinity; raise AffinityError."""
     terms: tuple[tuple[Requirement, ...], ...] | None = None
@@ -95,18 +127,7 @@ def compile_selector(pod: PodInfo) -> CompiledSelector:
             raise AffinityError(f"{_FIELD}.nodeSelectorTerms: must be a list")
         compiled = []
         for t, term in enumerate(raw["nodeSelectorTerms"]):
-            base = f"{_FIELD}.nodeSelectorTerms[{t}]"
-            if not isinstance(term, Mapping):
-                raise AffinityError(f"{base}: must be an object")
-            requirements = [
-                _requirement(r, f"{base}.matchExpressions[{i}]", False)
-                for i, r in enumerate(term.get("matchExpressions") or [])
-            ]
-            requirements += [
-                _requirement(r, f"{base}.matchFields[{i}]", True)
-                for i, r in enumerate(term.get("matchFields") or [])
-            ]
-            compiled.append(tuple(requirements))
+            compiled.append(_term(term, f"{_FIELD}.nodeSelectorTerms[{t}]"))
         terms = tuple(compiled)
     return CompiledSelector(tuple(pod.node_selector.items()), terms)
 
@@ -133,6 +154,23 @@ class NodeAffinity:
         return Status.unresolvable(
             self.name, "NodeSelectorMismatch", "node didn't match the pod's node selector/affinity"
         )
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
+        raw = pod.placement.preferred_node_affinity if pod.placement is not None else None
+        if not raw:
+            return SKIP
+        try:
+            state.write(_SCORE_KEY, compile_preferred(raw))
+        except AffinityError:
+            return SKIP  # the API server rejects such a pod; nothing to prefer
+        return SUCCESS
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        terms: tuple[tuple[int, tuple[Requirement, ...]], ...] = state.read(_SCORE_KEY)
+        return sum(weight for weight, term in terms if term and all(r.matches(node) for r in term))
+
+    def normalize_scores(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
+        normalize_to_best(scores)
 
     def candidate_nodes(self, state: CycleState, pod: PodInfo) -> Collection[str] | None:
         compiled: CompiledSelector | None = state.read(_STATE_KEY)
@@ -170,3 +208,12 @@ class NodeAffinity:
 
 def _intersect(current: set[str] | None, other: set[str]) -> set[str]:
     return set(other) if current is None else current & other
+
+
+def normalize_to_best(scores: list[int], reverse: bool = False) -> None:
+    """kube-scheduler's DefaultNormalizeScore: scale to 0..100 by the highest score (reversed: the
+    lowest raw score gets 100); all zero stays 0 (100 reversed)."""
+    highest = max(scores, default=0)
+    for i, score in enumerate(scores):
+        scaled = 100 * score // highest if highest > 0 else 0
+        scores[i] = 100 - scaled if reverse else scaled

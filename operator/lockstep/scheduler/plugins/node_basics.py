@@ -1,13 +1,16 @@
-"""NodeName (spec.nodeName), NodeUnschedulable (spec.unschedulable) and TaintToleration."""
+"""NodeName (spec.nodeName), NodeUnschedulable (spec.unschedulable) and TaintToleration (filter on
+NoSchedule / NoExecute taints; score: fewer untolerated PreferNoSchedule taints is better)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from lockstep.scheduler.framework import SKIP, SUCCESS, CycleState, NodeInfo, PodInfo, Status
+from lockstep.scheduler.plugins.node_affinity import normalize_to_best
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+_PREFER_KEY = "TaintToleration/prefer"
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
@@ -57,7 +60,8 @@ class NodeUnschedulable:
 
 
 class TaintToleration:
-    """The pod must tolerate every NoSchedule and NoExecute taint of the node."""
+    """The pod must tolerate every NoSchedule and NoExecute taint of the node, and prefers nodes
+    with fewer PreferNoSchedule taints it does not tolerate."""
 
     name: ClassVar[str] = "TaintToleration"
 
@@ -70,3 +74,23 @@ class TaintToleration:
                     self.name, "Taint", f"node had untolerated taint {{{shown}:{taint.get('effect')}}}"
                 )
         return SUCCESS
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
+        if not any(t.get("effect") == "PreferNoSchedule" for n in nodes for t in n.taints):
+            return SKIP
+        state.write(
+            _PREFER_KEY,
+            tuple(
+                t for t in pod.tolerations if (t.get("effect") or "PreferNoSchedule") == "PreferNoSchedule"
+            ),
+        )
+        return SUCCESS
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        tolerations = state.read(_PREFER_KEY)
+        return sum(
+            1 for t in node.taints if t.get("effect") == "PreferNoSchedule" and not tolerates(tolerations, t)
+        )
+
+    def normalize_scores(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
+        normalize_to_best(scores, reverse=True)

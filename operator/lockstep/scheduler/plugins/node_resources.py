@@ -1,11 +1,13 @@
-"""NodeResourcesFit (filter) and NodeResourcesScore (least- or most-allocated scoring)."""
+"""NodeResourcesFit (filter), NodeResourcesScore (least- or most-allocated scoring) and
+NodeResourcesBalancedAllocation (prefer nodes whose cpu and memory use stay balanced)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from lockstep.config import ScoreStrategy
-from lockstep.scheduler.framework import SUCCESS, CycleState, NodeInfo, PodInfo, Status
+from lockstep.scheduler.framework import SKIP, SUCCESS, CycleState, NodeInfo, PodInfo, Status
 
 _CAUSES = {
     "cpu": "InsufficientCPU",
@@ -78,3 +80,26 @@ class NodeResourcesScore:
             fraction = used * 100 // capacity
             total += fraction if self._most else 100 - fraction
         return total // 2
+
+
+class NodeResourcesBalancedAllocation:
+    """kube-scheduler's NodeResourcesBalancedAllocation over cpu and memory: with the pod placed, the
+    closer the node's requested fractions of the two, the better (``(1 - |cpu - memory| / 2) * 100``).
+    A pod that requests neither is not scored by it."""
+
+    name: ClassVar[str] = "NodeResourcesBalancedAllocation"
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
+        return SUCCESS if pod.requests.get("cpu") or pod.requests.get("memory") else SKIP
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        fractions = []
+        for resource in ("cpu", "memory"):
+            capacity = node.allocatable.get(resource, 0)
+            if capacity <= 0:
+                continue
+            used = node.requested.get(resource, 0) + pod.requests.get(resource, 0)
+            fractions.append(min(used / capacity, 1.0))
+        if len(fractions) < 2:
+            return 100
+        return int((1 - abs(fractions[0] - fractions[1]) / 2) * 100)
