@@ -353,8 +353,8 @@ class Allocator:
 
     def _usable(self, device: DeviceEntry, alternative: RequestAlternative) -> bool:
         """What the features and the request's tolerations allow, whatever else is allocated."""
-        if device.binding_conditions:
-            return False  # PreBind does not wait for binding conditions yet
+        if device.binding_conditions and not self.features.device_binding_and_status:
+            return False
         if device.consumes and not self.features.partitionable_devices:
             return False
         if (
@@ -587,7 +587,8 @@ class Allocator:
                 reasons.append(f"device {device.name} tainted {taint.key}:{taint.effect}")
             elif device.binding_conditions:
                 reasons.append(
-                    f"device {device.name} has bindingConditions, which lockstep does not wait for yet"
+                    f"device {device.name} has bindingConditions, used only with the "
+                    "DRADeviceBindingConditions and DRAResourceClaimDeviceStatus feature gates"
                 )
             else:
                 reasons.append(

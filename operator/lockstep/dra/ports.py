@@ -35,7 +35,8 @@ class ClaimStatusAPI(Protocol):
         """ONE strict patch of ``resourceclaims/<name>/status`` in ``claim``'s namespace:
         ``{"metadata": {"resourceVersion": claim.metadata.resource_version}, "status": status}`` where
         ``status`` holds ``reservedFor`` (the complete list) and, when the claim gets allocated by this
-        write, ``allocation``. The API answers 409 if the claim changed since it was read."""
+        write, ``allocation``; a null ``allocation`` (and ``devices``) clears them. The API answers 409
+        if the claim changed since it was read."""
         ...
 
     async def write_claim_finalizers(self, claim: ResourceClaim, finalizers: list[str]) -> ClaimWriteOutcome:

@@ -62,10 +62,12 @@ class MemoryClaimAPI:
             return ClaimWriteOutcome(WriteResult.NOT_FOUND)
         if current["metadata"]["resourceVersion"] != claim.metadata.resource_version:
             return ClaimWriteOutcome(WriteResult.CONFLICT, message="the object has been modified")
-        if len(status.get("reservedFor", [])) > RESERVED_FOR_MAX_SIZE:
+        if len(status.get("reservedFor") or []) > RESERVED_FOR_MAX_SIZE:
             return ClaimWriteOutcome(WriteResult.INVALID, message="status.reservedFor: Too many")
         self._version += 1
-        updated = {**current, "status": {**current.get("status", {}), **status}}
+        # A merge patch: null deletes the field.
+        merged = {**current.get("status", {}), **status}
+        updated = {**current, "status": {k: v for k, v in merged.items() if v is not None}}
         updated["metadata"] = {**current["metadata"], "resourceVersion": str(self._version)}
         self.objects[claim.key] = updated
         written = parse_resource(ResourceClaim, updated)

@@ -4,6 +4,7 @@ partitionable devices (shared counters), binding conditions. Cases follow upstre
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from typing import Any
 
@@ -12,7 +13,7 @@ from dra_builders import DRIVER, claim, device, device_class, exactly, partition
 from dra_memory_api import MemoryClaimAPI
 from test_dra_plugin import Placed, by_name, place, pod
 
-from lockstep.api.resource import DeviceClass, ResourceSlice, parse_resource
+from lockstep.api.resource import DeviceClass, ResourceClaim, ResourceSlice, parse_resource
 from lockstep.config import KNOWN_FEATURE_GATES
 from lockstep.dra.allocator import Allocator
 from lockstep.dra.features import Features, allocator_features
@@ -195,12 +196,29 @@ def test_with_partitionable_devices_off_consuming_devices_are_skipped() -> None:
 # --- binding conditions ----------------------------------------------------------------------------
 
 
-def test_devices_with_binding_conditions_are_not_allocated_and_explained() -> None:
+def test_with_binding_conditions_off_such_devices_are_not_allocated_and_explained() -> None:
     fabric = {"name": "fabric", "bindsToNode": True, "bindingConditions": ["example.com/attached"]}
-    allocator, _ = make([resource_slice("s", [fabric], "node-a")])
+    features = replace(FEATURES, device_binding_and_status=False)
+    allocator, _ = make([resource_slice("s", [fabric], "node-a")], features)
     assert chosen(allocator, claim("c", exactly("gpu"))) is None
     explanation = allocator.explain([allocator.compile(claim("c", exactly("gpu")))], "node-a", {})
-    assert "device fabric has bindingConditions" in explanation
+    assert "device fabric has bindingConditions, used only with the DRADeviceBindingConditions" in explanation
+
+
+def test_binding_conditions_are_copied_and_bind_to_the_node() -> None:
+    fabric = {
+        "name": "fabric",
+        "bindsToNode": True,
+        "bindingConditions": ["example.com/attached"],
+        "bindingFailureConditions": ["example.com/attach-failed"],
+    }
+    allocator, _ = make([resource_slice("s", [fabric], all_nodes=True, pool="p")])
+    [allocation] = allocator.allocate([allocator.compile(claim("c", exactly("gpu")))], "node-b", {}) or []
+    [result] = allocation.devices.results
+    assert result.binding_conditions == ["example.com/attached"]
+    assert result.binding_failure_conditions == ["example.com/attach-failed"]
+    assert allocation.node_selector is not None
+    assert allocation.node_selector.node_selector_terms[0].match_fields[0].values == ["node-b"]
 
 
 # --- through the DynamicResources plugin -----------------------------------------------------------
@@ -331,3 +349,95 @@ def test_with_consumable_capacity_off_a_multi_allocatable_device_is_exclusive() 
     assert allocation.devices.results[0].share_id is None
     taken.add((DRIVER, "node-a", "shared-nic"))
     assert chosen(allocator, claim("d", exactly("nic"))) is None
+
+
+# --- binding conditions at PreBind -----------------------------------------------------------------
+
+
+def fabric(name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "bindsToNode": True,
+        "bindingConditions": ["example.com/attached"],
+        "bindingFailureConditions": ["example.com/attach-failed"],
+    }
+
+
+def binding_setup(*devices: dict[str, Any]) -> tuple[ResourceStore, MemoryClaimAPI, DynamicResources]:
+    store = ResourceStore(FEATURES)
+    store.upsert_class(device_class())
+    store.upsert_slice(resource_slice("s", list(devices), "node-a"))
+    api = MemoryClaimAPI(store, echo=True)
+    return store, api, DynamicResources(store, api)
+
+
+def report(api: MemoryClaimAPI, key: str, condition: str) -> None:
+    """The driver sets a condition True on the claim's allocated device (status.devices)."""
+    obj = api.objects[key]
+    [result] = obj["status"]["allocation"]["devices"]["results"]
+    obj["status"]["devices"] = [
+        {
+            "driver": result["driver"],
+            "pool": result["pool"],
+            "device": result["device"],
+            "conditions": [{"type": condition, "status": "True", "reason": "Sim", "message": ""}],
+        }
+    ]
+    obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
+    api.store.upsert_claim(parse_resource(ResourceClaim, obj))
+
+
+def gang_of(plugin: DynamicResources, api: MemoryClaimAPI, *claim_names: str) -> list[Placed]:
+    for name in claim_names:
+        api.add(claim(name, exactly("gpu"), uid=f"uid-{name}"))
+    group = PodGroupInfo(namespace="ns", name="g", uid="uid-g", min_count=len(claim_names), is_gang=True)
+    members = [pod(f"p-{name}", by_name(name), group="g") for name in claim_names]
+    return [p for p in place(plugin, members, group=group) if isinstance(p, Placed)]
+
+
+async def test_a_binding_condition_delays_the_gang_then_allows_it() -> None:
+    _, api, plugin = binding_setup(fabric("f1"), device("plain"))
+    placements = gang_of(plugin, api, "c1", "c2")  # c1 gets fabric f1, c2 the plain device
+    assert len(placements) == 2
+    binding = asyncio.gather(*(plugin.pre_bind(p.state, p.pod, p.node) for p in placements))
+    await asyncio.sleep(0.2)
+    assert not binding.done()  # both wait, the member without conditions too
+    assert "ResourceClaim ns/c1 device f1 (example.com/attached)" in plugin.binding_waits["PodGroup ns/g"]
+    report(api, "ns/c1", "example.com/attached")
+    assert await asyncio.wait_for(binding, 2) == [Status(), Status()]
+    assert not plugin.binding_waits
+
+
+async def test_a_failure_condition_fails_the_whole_gang_and_clears_the_allocation() -> None:
+    store, api, plugin = binding_setup(fabric("f1"), device("plain"))
+    placements = gang_of(plugin, api, "c1", "c2")
+    binding = asyncio.gather(*(plugin.pre_bind(p.state, p.pod, p.node) for p in placements))
+    await asyncio.sleep(0.1)
+    report(api, "ns/c1", "example.com/attach-failed")
+    statuses = await asyncio.wait_for(binding, 2)
+    assert [s.cause for s in statuses] == ["BindingConditionFailed"] * 2
+    assert "binding failure condition example.com/attach-failed is True" in statuses[0].message
+    for p in placements:
+        plugin.unreserve(p.state, p.pod, p.node)
+    await plugin.wait_for_background()
+    assert "allocation" not in api.objects["ns/c1"]["status"]
+    assert "devices" not in api.objects["ns/c1"]["status"]
+    assert not store.device_in_use((DRIVER, "node-a", "f1"))
+
+
+async def test_binding_conditions_time_out() -> None:
+    _, api, plugin = binding_setup(fabric("f1"))
+    plugin.binding_timeout = 0.2
+    [placement] = gang_of(plugin, api, "c1")
+    status = await asyncio.wait_for(plugin.pre_bind(placement.state, placement.pod, placement.node), 2)
+    assert status.cause == "BindingTimeout" and "example.com/attached" in status.message
+
+
+async def test_a_gang_member_failing_before_binding_fails_the_waiting_ones() -> None:
+    _, api, plugin = binding_setup(fabric("f1"), device("plain"))
+    first, second = gang_of(plugin, api, "c1", "c2")
+    waiting = asyncio.ensure_future(plugin.pre_bind(first.state, first.pod, first.node))
+    await asyncio.sleep(0.1)
+    plugin.unreserve(second.state, second.pod, second.node)  # e.g. its Bind failed
+    status = await asyncio.wait_for(waiting, 2)
+    assert status.cause == "GangMemberFailed"

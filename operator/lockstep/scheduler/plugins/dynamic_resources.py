@@ -19,6 +19,14 @@ later member finds itself reserved and writes nothing. On success the written cl
 in-flight entry force-removed; on failure nothing is released here (Unreserve does it, once).
 Unreserve removes the pod's sharer and restores the assumed claim only when that deleted the entry;
 if the pod's reservation was already written it is taken out of ``reservedFor`` again in the background.
+
+Binding conditions (DRADeviceBindingConditions with DRAResourceClaimDeviceStatus): when a claim's
+allocation names devices with ``bindingConditions``, PreBind waits after writing it until the claim's
+``status.devices`` shows every condition True, at most ``binding_timeout`` seconds, as upstream does.
+The members of a gang wait together and share one verdict (:class:`_BindingWait`): one failure
+condition, a timeout or a member that fails before binding fails every member, so the whole gang is
+unreserved and retried and none of it binds. The allocations waited for are then cleared (allocation,
+``reservedFor``, ``status.devices``) so the retry can choose other devices.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Collection, Coroutine, Mapping
 from contextlib import asynccontextmanager
@@ -83,6 +92,34 @@ SUMMARY_REASONS = 2  # distinct per-node reasons a pod's diagnosis quotes
 _GANG_KEY = f"{_STATE_KEY}/gang"
 _CLAIM_USERS_KEY = f"{_STATE_KEY}/claim-users"
 _POSITIONS_KEY = f"{_STATE_KEY}/positions"
+_BINDING_KEY = f"{_STATE_KEY}/binding-wait"
+BINDING_TIMEOUT_SECONDS = 600.0  # upstream's DynamicResources BindingTimeout default
+BINDING_POLL_SECONDS = 0.05
+
+
+@dataclass(slots=True)
+class _BindingWait:
+    """The binding conditions one gang (or one pod outside a gang) waits for at PreBind.
+
+    Reserve records each member and the claims whose allocations carry binding conditions; the verdict
+    is decided once, after every member has written its claims, and every member gets it."""
+
+    members: set[str] = field(default_factory=set)  # pods reserved in the cycle
+    arrived: set[str] = field(default_factory=set)  # pods whose PreBind wrote their claims
+    conditioned: dict[str, None] = field(default_factory=dict)  # claim keys with binding conditions
+    verdict: asyncio.Future[Status] | None = None
+    decider: asyncio.Task[None] | None = None
+    waiting_since: float | None = None  # wall clock, for status and explain
+
+    def future(self) -> asyncio.Future[Status]:
+        if self.verdict is None:
+            self.verdict = asyncio.get_running_loop().create_future()
+        return self.verdict
+
+    def decide(self, status: Status) -> None:
+        verdict = self.future()
+        if not verdict.done():
+            verdict.set_result(status)
 
 
 @dataclass(slots=True)
@@ -149,6 +186,9 @@ class DynamicResources:
         self._plans: dict[str, dict[str, ResourceClaimConsumerReference]] = {}
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self.binding_timeout = BINDING_TIMEOUT_SECONDS
+        # PodGroup (namespace/name, or the pod's key outside a group) -> what it waits for at PreBind.
+        self.binding_waits: dict[str, str] = {}
 
     @classmethod
     def from_context(cls, ctx: PluginContext) -> DynamicResources:
@@ -549,7 +589,26 @@ class DynamicResources:
                 )
             self._plans.setdefault(key, {})[pod.uid] = consumer
             pod_claims.planned.append(key)
+        if self.store.features.device_binding_and_status:
+            wait = self._binding_wait(state, pod)
+            wait.members.add(pod.uid)
+            for index, claim in enumerate(pod_claims.claims):
+                allocation = new_allocations.get(index) or pod_claims.placed.get(index)
+                current = self.store.claims.get(claim.key)
+                if current is not None and current.status.allocation is not None:
+                    allocation = current.status.allocation
+                if allocation is not None and any(r.binding_conditions for r in allocation.devices.results):
+                    wait.conditioned[claim.key] = None
         return SUCCESS
+
+    def _binding_wait(self, state: CycleState, pod: PodInfo) -> _BindingWait:
+        """The gang's shared wait, or the pod's own outside a gang."""
+        gang = state.group is not None and state.group.is_gang
+        key = _BINDING_KEY if gang else f"{_BINDING_KEY}/{pod.uid}"
+        wait = state.group_data.get(key)
+        if not isinstance(wait, _BindingWait):
+            wait = state.group_data[key] = _BindingWait()
+        return wait
 
     def _check_node(
         self, allocation: AllocationResult, claim: ResourceClaim, pod_claims: _PodClaims, node_name: str
@@ -569,6 +628,19 @@ class DynamicResources:
         pod_claims = self._pod_claims(state, pod)
         if pod_claims is None:
             return
+        if self.store.features.device_binding_and_status:
+            wait = self._binding_wait(state, pod)
+            wait.members.discard(pod.uid)
+            bound = wait.verdict is not None and wait.verdict.done() and wait.verdict.result().ok
+            if wait.conditioned and not bound:
+                wait.decide(
+                    Status.unschedulable(
+                        self.name, "GangMemberFailed", f"pod {pod.key} of the gang did not bind"
+                    )
+                )
+                for conditioned in pod_claims.claims:
+                    if conditioned.key in wait.conditioned:
+                        self._in_background(self._clear_conditioned_allocation(conditioned.key))
         for uid, key in pod_claims.signaled:
             if self.store.in_flight.maybe_remove(uid, force=False):
                 self.store.claims.restore(key)
@@ -690,7 +762,105 @@ class DynamicResources:
                 status = await self._write_claim(claim, pod, consumer)
             if not status.ok:
                 return status
-        return SUCCESS
+        if not self.store.features.device_binding_and_status:
+            return SUCCESS
+        wait = self._binding_wait(state, pod)
+        if not wait.conditioned:
+            return SUCCESS
+        wait.arrived.add(pod.uid)
+        verdict = wait.future()
+        if wait.decider is None and wait.members <= wait.arrived:
+            wait.decider = asyncio.get_running_loop().create_task(self._decide_binding(state, pod, wait))
+            self._tasks.add(wait.decider)
+            wait.decider.add_done_callback(self._tasks.discard)
+        return await asyncio.shield(verdict)
+
+    async def _decide_binding(self, state: CycleState, pod: PodInfo, wait: _BindingWait) -> None:
+        """Wait until every conditioned claim's devices report their binding conditions True (then
+        everyone binds), or a failure condition, a deleted allocation or the timeout fails everyone."""
+        who = f"PodGroup {state.group.namespace}/{state.group.name}" if state.group else f"pod {pod.key}"
+        wait.waiting_since = time.time()
+        deadline = asyncio.get_running_loop().time() + self.binding_timeout
+        try:
+            while True:
+                status, pending = self._binding_status(list(wait.conditioned))
+                if status is not None:
+                    wait.decide(status)
+                    return
+                self.binding_waits[who] = f"waiting for binding conditions: {pending}"
+                if asyncio.get_running_loop().time() >= deadline:
+                    wait.decide(
+                        Status.unschedulable(
+                            self.name,
+                            "BindingTimeout",
+                            f"binding conditions not met within {self.binding_timeout:g}s: {pending}",
+                        )
+                    )
+                    return
+                await asyncio.sleep(BINDING_POLL_SECONDS)
+        finally:
+            self.binding_waits.pop(who, None)
+            wait.decide(Status.error(self.name, "the wait for binding conditions ended without a verdict"))
+
+    def _binding_status(self, keys: list[str]) -> tuple[Status | None, str]:
+        """(SUCCESS when every binding condition is True, a failure, or None and what is pending)."""
+        pending: list[str] = []
+        for key in keys:
+            claim = self.store.claims.get(key)
+            allocation = None if claim is None else claim.status.allocation
+            if claim is None or allocation is None:
+                return (
+                    Status.unschedulable(
+                        self.name, "ClaimChanged", f"ResourceClaim {key} lost its allocation while binding"
+                    ),
+                    "",
+                )
+            reported = {
+                (d.driver, d.pool, d.device, d.share_id): {c.type: c.status for c in d.conditions}
+                for d in claim.status.devices
+            }
+            for result in allocation.devices.results:
+                if not result.binding_conditions:
+                    continue
+                conditions = reported.get((result.driver, result.pool, result.device, result.share_id), {})
+                failed = [c for c in result.binding_failure_conditions or () if conditions.get(c) == "True"]
+                if failed:
+                    return (
+                        Status.unschedulable(
+                            self.name,
+                            "BindingConditionFailed",
+                            f"ResourceClaim {key} device {result.device}: binding failure condition "
+                            f"{failed[0]} is True",
+                        ),
+                        "",
+                    )
+                missing = [c for c in result.binding_conditions if conditions.get(c) != "True"]
+                if missing:
+                    pending.append(f"ResourceClaim {key} device {result.device} ({', '.join(missing)})")
+        if pending:
+            return None, "; ".join(pending)
+        return SUCCESS, ""
+
+    async def _clear_conditioned_allocation(self, key: str) -> None:
+        """A binding that failed or timed out: clear the claim's allocation, reservations and device
+        status, as upstream's Unreserve does, so a retry can pick other devices."""
+        async with self._claim_lock(key):
+            latest = self.store.claims.get(key)
+            if latest is None or latest.status.allocation is None or self.claim_api is None:
+                return
+            outcome = await self.claim_api.write_claim_status(
+                latest, {"reservedFor": [], "allocation": None, "devices": None}
+            )
+            if outcome.result is WriteResult.WRITTEN and outcome.claim is not None:
+                with contextlib.suppress(AssumeCacheError):
+                    self.store.claims.assume(outcome.claim)
+            else:
+                log.warning(
+                    "could not clear the allocation of ResourceClaim %s after its binding failed: %s %s",
+                    key,
+                    outcome.result.value,
+                    outcome.message,
+                )
 
     async def _write_claim(
         self, claim: ResourceClaim, pod: PodInfo, consumer: ResourceClaimConsumerReference
