@@ -13,7 +13,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -22,14 +22,18 @@ from lockstep import POD_GROUP_LABEL
 from lockstep.config import ConfigError, Settings, load_settings
 from lockstep.controller.core import SchedulerCore
 from lockstep.kube.client import (
+    CSI_NODES,
     DEVICE_CLASSES,
     NAMESPACES,
     NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
     POD_GROUPS,
     PODS,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
+    STORAGE_CLASSES,
     ApiError,
     KubeClient,
 )
@@ -60,6 +64,10 @@ class ClusterState:
     device_classes: list[dict[str, Any]]
     templates: list[dict[str, Any]]
     namespaces: list[dict[str, Any]]
+    volumes: list[dict[str, Any]] = field(default_factory=list)
+    volume_claims: list[dict[str, Any]] = field(default_factory=list)
+    storage_classes: list[dict[str, Any]] = field(default_factory=list)
+    csinodes: list[dict[str, Any]] = field(default_factory=list)
 
     def members(self, namespace: str, name: str) -> list[dict[str, Any]]:
         return sorted(
@@ -92,7 +100,7 @@ async def fetch(client: KubeClient, namespace: str, name: str) -> ClusterState:
         listed = await client.list(kind)
         return list(listed.get("items", []))
 
-    nodes, pods, podgroups, claims, slices, classes, templates, namespaces = await asyncio.gather(
+    listed = await asyncio.gather(
         items(NODES),
         items(PODS),
         items(POD_GROUPS),
@@ -101,8 +109,12 @@ async def fetch(client: KubeClient, namespace: str, name: str) -> ClusterState:
         items(DEVICE_CLASSES),
         items(RESOURCE_CLAIM_TEMPLATES),
         items(NAMESPACES),
+        items(PERSISTENT_VOLUMES),
+        items(PERSISTENT_VOLUME_CLAIMS),
+        items(STORAGE_CLASSES),
+        items(CSI_NODES),
     )
-    return ClusterState(podgroup, nodes, pods, podgroups, claims, slices, classes, templates, namespaces)
+    return ClusterState(podgroup, *listed)
 
 
 def dry_run(settings: Settings, client: KubeClient, state: ClusterState) -> CycleOutcome | str:
@@ -113,6 +125,10 @@ def dry_run(settings: Settings, client: KubeClient, state: ClusterState) -> Cycl
         (core.on_slice, state.slices),
         (core.on_claim_template, state.templates),
         (core.on_claim, state.claims),
+        (core.on_storage_class, state.storage_classes),
+        (core.on_csinode, state.csinodes),
+        (core.on_volume, state.volumes),
+        (core.on_volume_claim, state.volume_claims),
         (core.on_node, state.nodes),
         (core.on_namespace, state.namespaces),
         (core.on_podgroup, state.podgroups),

@@ -18,10 +18,13 @@ from lockstep.config import Settings, load_settings
 from lockstep.controller.runtime import Operator, OperatorThread, RuntimeOptions, WatchMode
 from lockstep.kube.client import (
     NAMESPACES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
     POD_GROUPS,
     PODS,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
+    STORAGE_CLASSES,
     ApiError,
     KubeClient,
 )
@@ -163,6 +166,9 @@ class Env:
             "PodGroup": POD_GROUPS,
             "ResourceClaim": RESOURCE_CLAIMS,
             "ResourceClaimTemplate": RESOURCE_CLAIM_TEMPLATES,
+            "PersistentVolume": PERSISTENT_VOLUMES,
+            "PersistentVolumeClaim": PERSISTENT_VOLUME_CLAIMS,
+            "StorageClass": STORAGE_CLASSES,
         }[obj["kind"]]
         return await self.client.create(kind, NAMESPACE, obj)
 

@@ -123,6 +123,27 @@ def _claims(spec: Mapping[str, Any], key: str) -> tuple[PodClaimRef, ...]:
     return tuple(refs)
 
 
+def _volume_claims(spec: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    names = []
+    for index, raw in enumerate(_list(spec.get("volumes"), "Pod", key, "spec.volumes")):
+        source = _mapping(raw, "Pod", key, f"spec.volumes[{index}]").get("persistentVolumeClaim")
+        if source is None:
+            continue
+        claim_name = _mapping(source, "Pod", key, f"spec.volumes[{index}].persistentVolumeClaim").get(
+            "claimName"
+        )
+        if not isinstance(claim_name, str) or not claim_name:
+            raise InvalidObjectError(
+                "Pod",
+                key,
+                f"spec.volumes[{index}].persistentVolumeClaim.claimName",
+                "must be a non-empty string",
+            )
+        if claim_name not in names:
+            names.append(claim_name)
+    return tuple(names)
+
+
 def _scheduled_condition(status: Mapping[str, Any], key: str) -> PodCondition | None:
     for condition in _list(status.get("conditions"), "Pod", key, "status.conditions"):
         if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled":
@@ -179,6 +200,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
         required_node_affinity=node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"),
         tolerations=tolerations,
         claims=_claims(spec, key),
+        volume_claims=_volume_claims(spec, key) if "volumes" in spec else (),
         claim_statuses=claim_statuses,
         deleting=metadata.get("deletionTimestamp") is not None,
         phase=str(status.get("phase") or "Pending"),

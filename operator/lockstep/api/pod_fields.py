@@ -83,9 +83,9 @@ def _container(prefix: str, ports: Support) -> dict[str, Support]:
 
 
 # Volume sources kube-scheduler's volume plugins look at (VolumeBinding, VolumeRestrictions,
-# VolumeZone, NodeVolumeLimits); every other source does not affect placement.
+# VolumeZone, NodeVolumeLimits) that lockstep does not implement (persistentVolumeClaim it does);
+# every other source does not affect placement.
 REFUSED_VOLUME_SOURCES: dict[str, str] = {
-    "persistentVolumeClaim": "VolumeBinding",
     "ephemeral": "VolumeBinding",
     "csi": "NodeVolumeLimits",
     "gcePersistentDisk": "VolumeRestrictions",
@@ -150,6 +150,7 @@ POD_SPEC_FIELDS: dict[str, Support] = {
         )
     },
     "spec.volumes": _D,
+    "spec.volumes[].persistentVolumeClaim": _I,
     **{f"spec.volumes[].{source}": _R for source in REFUSED_VOLUME_SOURCES},
     **{f"spec.volumes[].{source}": _X for source in _OTHER_VOLUME_SOURCES},
     "spec.hostNetwork": _I,  # its container ports are host ports

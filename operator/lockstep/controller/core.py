@@ -29,6 +29,12 @@ from lockstep.api.resource import (
     ResourceSlice,
     parse_resource,
 )
+from lockstep.api.volume import (
+    parse_csinode,
+    parse_persistent_volume,
+    parse_persistent_volume_claim,
+    parse_storage_class,
+)
 from lockstep.config import Settings
 from lockstep.controller.status import (
     ARRIVING_CAUSES,
@@ -43,14 +49,17 @@ from lockstep.dra.features import allocator_features
 from lockstep.dra.store import ResourceStore
 from lockstep.kube.client import KubeClient
 from lockstep.kube.events import NORMAL, WARNING, EventRecorder, ObjectReference
-from lockstep.kube.ports import KubeClaimAPI, KubePodAPI
+from lockstep.kube.ports import KubeClaimAPI, KubePodAPI, KubeVolumeAPI
 from lockstep.logging import get_logger
 from lockstep.metrics import Metrics
 from lockstep.scheduler.framework import Code, GroupKey, PodInfo, Status
 from lockstep.scheduler.plugins.dynamic_resources import CLAIM_API_SERVICE, STORE_SERVICE, DynamicResources
+from lockstep.scheduler.plugins.volume_binding import STORE_SERVICE as VOLUME_STORE_SERVICE
+from lockstep.scheduler.plugins.volume_binding import VOLUME_API_SERVICE
 from lockstep.scheduler.records import GroupAttempt
 from lockstep.scheduler.scheduler import Scheduler
 from lockstep.state.cluster import ClusterEvent
+from lockstep.state.volumes import VolumeStore
 
 log = get_logger("lockstep.scheduler")
 
@@ -83,10 +92,16 @@ class SchedulerCore:
             allocator_features(settings.feature_gates), self._resources_changed, self._claim_added
         )
         self.claim_api = KubeClaimAPI(client)
+        self.volumes = VolumeStore(self._volumes_changed)
         self.scheduler = Scheduler(
             settings,
             KubePodAPI(client),
-            services={STORE_SERVICE: self.resources, CLAIM_API_SERVICE: self.claim_api},
+            services={
+                STORE_SERVICE: self.resources,
+                CLAIM_API_SERVICE: self.claim_api,
+                VOLUME_STORE_SERVICE: self.volumes,
+                VOLUME_API_SERVICE: KubeVolumeAPI(client),
+            },
         )
         self.cache = self.scheduler.cache
         self.scheduler.add_listener(self)
@@ -247,6 +262,44 @@ class SchedulerCore:
         if pod is not None:  # else no pod of ours waits for it
             self.scheduler.on_cluster_event(ClusterEvent.MEMBER_CHANGED, pod.group_key)
             self.on_cluster_event(ClusterEvent.MEMBER_CHANGED, pod.group_key)
+
+    def _volumes_changed(self) -> None:
+        self.scheduler.cache.on_volumes_changed()
+
+    def on_volume(self, event_type: str, raw: dict[str, Any]) -> None:
+        if event_type == "DELETED":
+            self.volumes.delete_volume(str(_meta(raw).get("name")))
+            return
+        self._parse_volume(raw, parse_persistent_volume, self.volumes.upsert_volume)
+
+    def on_volume_claim(self, event_type: str, raw: dict[str, Any]) -> None:
+        meta = _meta(raw)
+        if event_type == "DELETED":
+            self.volumes.delete_claim(str(meta.get("namespace")), str(meta.get("name")))
+            return
+        self._parse_volume(raw, parse_persistent_volume_claim, self.volumes.upsert_claim)
+
+    def on_storage_class(self, event_type: str, raw: dict[str, Any]) -> None:
+        if event_type == "DELETED":
+            self.volumes.delete_class(str(_meta(raw).get("name")))
+            return
+        self._parse_volume(raw, parse_storage_class, self.volumes.upsert_class)
+
+    def on_csinode(self, event_type: str, raw: dict[str, Any]) -> None:
+        if event_type == "DELETED":
+            self.volumes.delete_csinode(str(_meta(raw).get("name")))
+            return
+        self._parse_volume(raw, parse_csinode, self.volumes.upsert_csinode)
+
+    def _parse_volume(
+        self, raw: dict[str, Any], parse: Callable[[Any], Any], apply: Callable[[Any], None]
+    ) -> None:
+        try:
+            parsed = parse(raw)
+        except InvalidObjectError as exc:
+            self._report_invalid(raw, str(exc))
+            return
+        apply(parsed)
 
     def on_slice(self, event_type: str, raw: dict[str, Any]) -> None:
         if event_type == "DELETED":

@@ -33,14 +33,18 @@ from lockstep.controller.core import SchedulerCore
 from lockstep.controller.handlers import build_registry, build_settings
 from lockstep.controller.status import AttemptSummary, GroupMembers, GroupRef, StatusWriter
 from lockstep.kube.client import (
+    CSI_NODES,
     DEVICE_CLASSES,
     NAMESPACES,
     NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
     POD_GROUPS,
     PODS,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
+    STORAGE_CLASSES,
     ApiError,
     KubeClient,
     ResourceKind,
@@ -165,6 +169,10 @@ class Operator:
             RESOURCE_SLICES: self.core.on_slice,
             DEVICE_CLASSES: self.core.on_device_class,
             RESOURCE_CLAIM_TEMPLATES: self.core.on_claim_template,
+            PERSISTENT_VOLUMES: self.core.on_volume,
+            PERSISTENT_VOLUME_CLAIMS: self.core.on_volume_claim,
+            STORAGE_CLASSES: self.core.on_storage_class,
+            CSI_NODES: self.core.on_csinode,
         }
 
     async def _login(self) -> kopf.ConnectionInfo:

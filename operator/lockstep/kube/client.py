@@ -59,6 +59,10 @@ RESOURCE_CLAIM_TEMPLATES = ResourceKind(
 RESOURCE_SLICES = ResourceKind("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False)
 DEVICE_CLASSES = ResourceKind("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False)
 POD_GROUPS = ResourceKind(GROUP, VERSION, "podgroups", "PodGroup")
+PERSISTENT_VOLUMES = ResourceKind("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
+PERSISTENT_VOLUME_CLAIMS = ResourceKind("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+STORAGE_CLASSES = ResourceKind("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False)
+CSI_NODES = ResourceKind("storage.k8s.io", "v1", "csinodes", "CSINode", namespaced=False)
 
 
 class PatchType(StrEnum):

@@ -7,15 +7,30 @@ from typing import Any
 
 import aiohttp
 
-from lockstep.api.pod import parse_pod
+from lockstep.api.pod import InvalidObjectError, parse_pod
 from lockstep.api.podgroup import PodGroup
 from lockstep.api.resource import ResourceClaim, ResourceModelError, parse_resource
+from lockstep.api.volume import (
+    SELECTED_NODE_ANNOTATION,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    parse_persistent_volume,
+    parse_persistent_volume_claim,
+)
 from lockstep.dra.ports import ClaimWriteOutcome, WriteResult
-from lockstep.kube.client import POD_GROUPS, PODS, RESOURCE_CLAIMS, ApiError, KubeClient
+from lockstep.kube.client import (
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    POD_GROUPS,
+    PODS,
+    RESOURCE_CLAIMS,
+    ApiError,
+    KubeClient,
+)
 from lockstep.kube.patching import patch_pod_scheduled_false, post_binding, strict_merge_patch
 from lockstep.logging import get_logger
 from lockstep.scheduler.framework import PodInfo
-from lockstep.scheduler.ports import BindOutcome, BindResult, PatchOutcome, PatchResult
+from lockstep.scheduler.ports import BindOutcome, BindResult, PatchOutcome, PatchResult, VolumeWriteOutcome
 
 log = get_logger("lockstep.kube.ports")
 
@@ -176,3 +191,69 @@ class KubeClaimAPI:
                 WriteResult.ERROR, None, f"PATCH podgroups/status {podgroup.key}: {exc!r}"
             )
         return ClaimWriteOutcome(WriteResult.WRITTEN)
+
+
+def _patch_failure(exc: ApiError) -> PatchResult:
+    if exc.conflict:
+        return PatchResult.CONFLICT
+    if exc.not_found:
+        return PatchResult.NOT_FOUND
+    return PatchResult.ERROR
+
+
+class KubeVolumeAPI:
+    """``VolumeAPI``: VolumeBinding's pre-binding writes, each guarded by the object's resourceVersion."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+
+    async def set_claim_ref(
+        self, volume: PersistentVolume, claim: PersistentVolumeClaim | None
+    ) -> VolumeWriteOutcome:
+        claim_ref = None
+        if claim is not None:
+            claim_ref = {
+                "kind": "PersistentVolumeClaim",
+                "apiVersion": "v1",
+                "namespace": claim.metadata.namespace,
+                "name": claim.metadata.name,
+                "uid": claim.metadata.uid,
+            }
+        meta = volume.metadata
+        try:
+            raw = await strict_merge_patch(
+                self.client,
+                PERSISTENT_VOLUMES,
+                None,
+                meta.name,
+                meta.resource_version,
+                {"spec": {"claimRef": claim_ref}},
+            )
+            return VolumeWriteOutcome(PatchResult.OK, parse_persistent_volume(raw))
+        except ApiError as exc:
+            return VolumeWriteOutcome(_patch_failure(exc), None, str(exc))
+        except InvalidObjectError as exc:
+            return VolumeWriteOutcome(PatchResult.OK, None, str(exc))
+        except TRANSPORT_ERRORS as exc:
+            return VolumeWriteOutcome(
+                PatchResult.ERROR, None, f"PATCH persistentvolumes {meta.name}: {exc!r}"
+            )
+
+    async def set_selected_node(
+        self, claim: PersistentVolumeClaim, node_name: str | None
+    ) -> VolumeWriteOutcome:
+        meta = claim.metadata
+        patch = {"metadata": {"annotations": {SELECTED_NODE_ANNOTATION: node_name}}}
+        try:
+            raw = await strict_merge_patch(
+                self.client, PERSISTENT_VOLUME_CLAIMS, meta.namespace, meta.name, meta.resource_version, patch
+            )
+            return VolumeWriteOutcome(PatchResult.OK, parse_persistent_volume_claim(raw))
+        except ApiError as exc:
+            return VolumeWriteOutcome(_patch_failure(exc), None, str(exc))
+        except InvalidObjectError as exc:
+            return VolumeWriteOutcome(PatchResult.OK, None, str(exc))
+        except TRANSPORT_ERRORS as exc:
+            return VolumeWriteOutcome(
+                PatchResult.ERROR, None, f"PATCH persistentvolumeclaims {claim.key}: {exc!r}"
+            )

@@ -153,6 +153,7 @@ class PodInfo:
     required_node_affinity: Any = None
     tolerations: tuple[Mapping[str, Any], ...] = ()
     claims: tuple[PodClaimRef, ...] = ()
+    volume_claims: tuple[str, ...] = ()  # names of the PersistentVolumeClaims spec.volumes use
     # status.resourceClaimStatuses: pod claim name -> generated ResourceClaim name (None: not needed)
     claim_statuses: Mapping[str, str | None] = field(default_factory=dict)
     deleting: bool = False

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
+from lockstep.api.volume import PersistentVolume, PersistentVolumeClaim
 from lockstep.scheduler.framework import PodInfo
 
 
@@ -51,4 +52,35 @@ class PodAPI(Protocol):
     ) -> PatchOutcome:
         """Set condition PodScheduled=False (reason, message) with a strict patch carrying
         ``metadata.resourceVersion``: the API answers 409 if the pod changed since."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeWriteOutcome:
+    """A volume write's answer: the object the API returned when it was written (``ok``)."""
+
+    result: PatchResult
+    written: PersistentVolume | PersistentVolumeClaim | None = None
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.result is PatchResult.OK
+
+
+@runtime_checkable
+class VolumeAPI(Protocol):
+    async def set_claim_ref(
+        self, volume: PersistentVolume, claim: PersistentVolumeClaim | None
+    ) -> VolumeWriteOutcome:
+        """Pre-bind ``volume`` to ``claim`` (its ``spec.claimRef``, as kube-scheduler's VolumeBinding
+        writes it) or, with None, take the claimRef away again; a patch carrying the volume's
+        ``metadata.resourceVersion`` (409 if it changed)."""
+        ...
+
+    async def set_selected_node(
+        self, claim: PersistentVolumeClaim, node_name: str | None
+    ) -> VolumeWriteOutcome:
+        """Set (or, with None, remove) the claim's ``volume.kubernetes.io/selected-node`` annotation;
+        a patch carrying the claim's ``metadata.resourceVersion``."""
         ...

@@ -37,8 +37,12 @@ from lockstep.scheduler.plugins.node_resources import (
     NodeResourcesFit,
     NodeResourcesScore,
 )
+from lockstep.scheduler.plugins.node_volume_limits import NodeVolumeLimits
 from lockstep.scheduler.plugins.pod_topology_spread import PodTopologySpread
 from lockstep.scheduler.plugins.unsupported import UnsupportedPodSpec
+from lockstep.scheduler.plugins.volume_binding import VolumeBinding, volume_store
+from lockstep.scheduler.plugins.volume_restrictions import VolumeRestrictions
+from lockstep.scheduler.plugins.volume_zone import VolumeZone
 from lockstep.scheduler.waiting import WaitingPods
 from lockstep.state.cluster import ClusterCache
 
@@ -92,6 +96,10 @@ REGISTRY: dict[str, PluginFactory] = {
     ),
     GangPermit.name: lambda ctx: GangPermit(ctx.cache, ctx.waiting),
     DynamicResources.name: DynamicResources.from_context,
+    VolumeRestrictions.name: lambda ctx: VolumeRestrictions(ctx.cache, volume_store(ctx)),
+    VolumeZone.name: lambda ctx: VolumeZone(volume_store(ctx)),
+    VolumeBinding.name: VolumeBinding.from_context,
+    NodeVolumeLimits.name: lambda ctx: NodeVolumeLimits(ctx.cache, volume_store(ctx)),
 }
 
 # Cheap, selective filters first: a node is rejected by the first filter that fails.
@@ -102,7 +110,11 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     TaintToleration.name,
     NodeAffinity.name,
     NodePorts.name,
+    VolumeRestrictions.name,  # PreFilter only; pods without ReadWriteOncePod claims skip it
+    VolumeZone.name,
     NodeResourcesFit.name,
+    VolumeBinding.name,
+    NodeVolumeLimits.name,
     InterPodAffinity.name,
     PodTopologySpread.name,
     DynamicResources.name,  # after the node filters: it is the most expensive one

@@ -69,6 +69,7 @@ _CLUSTER_EVENTS = frozenset(
         ClusterEvent.NODE_CHANGED,
         ClusterEvent.ASSIGNED_POD_REMOVED,
         ClusterEvent.CLAIMS_CHANGED,
+        ClusterEvent.VOLUMES_CHANGED,
     }
 )
 _NODE_EVENTS = frozenset({ClusterEvent.NODE_ADDED, ClusterEvent.NODE_CHANGED})

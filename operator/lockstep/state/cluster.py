@@ -35,6 +35,7 @@ class ClusterEvent(Enum):
     GROUP_UPDATED = "PodGroupUpdated"
     GROUP_DELETED = "PodGroupDeleted"
     CLAIMS_CHANGED = "ClaimsChanged"  # a ResourceClaim, ResourceSlice or DeviceClass changed
+    VOLUMES_CHANGED = "VolumesChanged"  # a PersistentVolume(Claim), StorageClass or CSINode changed
 
 
 class ClusterListener(Protocol):
@@ -506,6 +507,11 @@ class ClusterCache:
         """Called by the DRA side when a ResourceClaim, ResourceSlice or DeviceClass changed in a way
         that can make devices available: requeues the groups that failed on claims."""
         self._emit(ClusterEvent.CLAIMS_CHANGED)
+
+    def on_volumes_changed(self) -> None:
+        """Called by the volume store when a PersistentVolume(Claim), StorageClass or CSINode
+        changed: requeues the groups that failed on volumes."""
+        self._emit(ClusterEvent.VOLUMES_CHANGED)
 
 
 def _node_change_can_help(old: NodeInfo, new: NodeInfo) -> bool:

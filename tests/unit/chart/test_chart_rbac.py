@@ -29,6 +29,8 @@ CLUSTER_NEEDS: set[Permission] = (
     | _grants("resource.k8s.io", "resourceclaims", "get list watch create patch")
     | _grants("resource.k8s.io", "resourceclaims/status", "patch")
     | _grants("resource.k8s.io", "resourceclaimtemplates resourceslices deviceclasses", "list watch")
+    | _grants("", "persistentvolumes persistentvolumeclaims", "list watch patch")
+    | _grants("storage.k8s.io", "storageclasses csinodes", "list watch")
 )
 # Leader election, in the release namespace only.
 LEASE_NEEDS: set[Permission] = _grants("coordination.k8s.io", "leases", "get create update")

@@ -68,9 +68,13 @@ def test_the_readme_lists_every_refused_field() -> None:
 
 def test_refused_fields_are_found_with_their_index() -> None:
     spec = {
-        "volumes": [{"name": "a", "emptyDir": {}}, {"name": "b", "persistentVolumeClaim": {"claimName": "x"}}]
+        "volumes": [
+            {"name": "a", "emptyDir": {}},
+            {"name": "b", "persistentVolumeClaim": {"claimName": "x"}},
+            {"name": "c", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+        ]
     }
-    assert refused_in(spec) == ("spec.volumes[1].persistentVolumeClaim",)
+    assert refused_in(spec) == ("spec.volumes[2].ephemeral",)
     assert refused_in({"containers": [{"name": "c"}]}) == ()
 
 
@@ -109,7 +113,7 @@ async def test_a_refused_field_keeps_the_gang_pending_and_names_it() -> None:
     cache.upsert_podgroup(gang("g", 2))
     api.add(parse_pod(pod_dict("ok", group="g")))
     body = pod_dict(
-        "pvc", group="g", volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+        "pvc", group="g", volumes=[{"name": "data", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]
     )
     api.add(parse_pod(body))
     await settle(scheduler)
@@ -117,7 +121,7 @@ async def test_a_refused_field_keeps_the_gang_pending_and_names_it() -> None:
     attempt = scheduler.attempts[GroupKey("default", "g")]
     assert attempt.code is Code.UNSCHEDULABLE
     assert attempt.causes.get("UnsupportedPodSpec") == 1
-    assert "spec.volumes[0].persistentVolumeClaim is not supported" in attempt.message
+    assert "spec.volumes[0].ephemeral is not supported" in attempt.message
     reasons = {pod: reason for pod, _, reason in api.patch_calls}
     assert reasons["default/pvc"] == "UnsupportedPodSpec"
     assert reasons["default/ok"] == "Unschedulable"
