@@ -108,6 +108,7 @@ class SchedulerCore:
         self.cache.add_listener(self)
         metrics.before_scrape.append(self.refresh_metrics)
         self.on_attempt: Callable[[GroupRef], None] | None = None
+        self.on_bound: Callable[[PodInfo, str], None] | None = None  # the API server confirmed a binding
         self.last_cycle_at = 0.0
         self._accepting = True
         self._wake = asyncio.Event()
@@ -518,6 +519,8 @@ class SchedulerCore:
 
     def on_pod_bound(self, pod: PodInfo, node_name: str) -> None:
         self.metrics.bindings.labels("bound").inc()
+        if self.on_bound is not None:
+            self.on_bound(pod, node_name)
         since = self._pending_since.pop(pod.uid, None)
         if since is not None:
             self.metrics.pod_scheduling_duration.observe(time.monotonic() - since)

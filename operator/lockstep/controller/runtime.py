@@ -56,6 +56,7 @@ from lockstep.kube.lease import LeaderElector
 from lockstep.kube.watch import EventSink, RawWatch
 from lockstep.logging import get_logger
 from lockstep.metrics import Metrics, bound_port, start_metrics_server
+from lockstep.scheduler.framework import PodInfo
 
 log = get_logger("lockstep.controller")
 
@@ -83,7 +84,7 @@ class RuntimeOptions:
     claim_watch: WatchMode = WatchMode.RAW
     other_watch: WatchMode = WatchMode.RAW
     shutdown_grace_seconds: float = 20.0
-    status_flush_interval: float = 0.5
+    status_flush_interval: float = 0.1
     status_retry_seconds: float = 1.0
     watch_retry_delay: float = 0.5
     resync_delay_seconds: float = 2.0
@@ -152,6 +153,14 @@ class Operator:
         for key in self.members.observe(event_type, pod):
             self.status.mark(key)
         self.core.on_pod(event_type, pod)
+
+    def _on_bound(self, pod: PodInfo, node_name: str) -> None:
+        # The binding's 201 counts at once: the status need not wait for the pod's watch event, and a
+        # shutdown right after the last binding still writes every bound member.
+        assert self.status is not None
+        key = self.members.bound(pod.uid, node_name)
+        if key is not None:
+            self.status.mark(key)
 
     def _on_podgroup(self, event_type: str, podgroup: dict[str, Any]) -> None:
         assert self.core is not None and self.status is not None
@@ -267,6 +276,7 @@ class Operator:
             on_write=lambda result: self.metrics.podgroup_status_writes.labels(result).inc(),
         )
         self.core.on_attempt = self.status.mark
+        self.core.on_bound = self._on_bound
 
     async def _start_informers(self) -> dict[ResourceKind, TrackedSink]:
         """Prime the Kopf-watched kinds and start the raw watches; return the Kopf-watched sinks."""
@@ -477,12 +487,17 @@ class Operator:
         if self.core is not None:
             self.core.stop_accepting()
             await self.core.drain(grace)
-        remaining = max(0.5, grace - (time.monotonic() - started))
         if self.leading.is_set() and self.status is not None and self.events is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.status.idle(), remaining)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.events.flush(), 1.0)
+            # Every status that differs from the API, held ones included, then every queued Event,
+            # within what is left of the grace period.
+            try:
+                await asyncio.wait_for(self.status.flush(), max(0.5, grace - (time.monotonic() - started)))
+            except TimeoutError:
+                log.warning("podgroup statuses still unwritten at the end of the grace period")
+            try:
+                await asyncio.wait_for(self.events.flush(), max(0.5, grace - (time.monotonic() - started)))
+            except TimeoutError:
+                log.warning("events still unwritten at the end of the grace period")
         if self._lead_task is not None:
             self._lead_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

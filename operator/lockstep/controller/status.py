@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import Enum
 from typing import Any
 
 import aiohttp
@@ -100,12 +101,29 @@ class GroupMembers:
         self._group_of[uid] = key
         spec = pod.get("spec") or {}
         status = pod.get("status") or {}
-        member = _Member(str(spec.get("nodeName") or ""), str(status.get("phase") or "Pending"))
         members = self._by_group.setdefault(key, {})
-        if members.get(uid) != member:
+        known = members.get(uid)
+        # spec.nodeName never goes back to empty: an event older than a binding seen already (the
+        # scheduler's own 201, or a later watch event) must not take the binding back.
+        node_name = str(spec.get("nodeName") or "") or (known.node_name if known is not None else "")
+        member = _Member(node_name, str(status.get("phase") or "Pending"))
+        if known != member:
             members[uid] = member
             changed.append(key)
         return changed
+
+    def bound(self, uid: str, node_name: str) -> tuple[str, str] | None:
+        """Record a binding the API server confirmed (its 201), ahead of the pod's watch event; return
+        the group whose counts changed, if any."""
+        key = self._group_of.get(uid)
+        if key is None:
+            return None
+        members = self._by_group[key]
+        member = members[uid]
+        if member.node_name == node_name:
+            return None
+        members[uid] = _Member(node_name, member.phase)
+        return key
 
     def _forget(self, uid: str, key: tuple[str, str]) -> None:
         self._group_of.pop(uid, None)
@@ -130,12 +148,18 @@ class GroupMembers:
         return counts
 
 
-# Phases a gang passes through on its way to Running, usually within a moment: the writer holds them
-# back for ``settle_seconds`` so that the common path is one write, and writes them only if the group
-# stays there (pods slow to be created, bindings slow to land, containers slow to start).
-PASSING_PHASES = frozenset(
-    {PodGroupPhase.PENDING.value, PodGroupPhase.SCHEDULING.value, PodGroupPhase.SCHEDULED.value}
-)
+# Phases a gang passes through on its way to being bound, usually within a moment: the writer holds
+# them back for ``settle_seconds`` so that the common path is one write, and writes them only if the
+# group stays there (pods slow to be created, bindings slow to land). Scheduled is the truth once the
+# members are bound: it is held only ``SCHEDULED_SETTLE_SECONDS`` from the moment it became due, so
+# that containers starting at once make it one Running write, and ``kubectl get lpg`` agrees with the
+# pods well within half a second of a gang's last binding. Running, Unschedulable and the other
+# settled phases are never held.
+PASSING_PHASES = frozenset({PodGroupPhase.PENDING.value, PodGroupPhase.SCHEDULING.value})
+SCHEDULED_SETTLE_SECONDS = 0.2
+# Counts that follow the containers, not the scheduler: when nothing else changed they are held for
+# ``settle_seconds`` too, so members starting one by one make one write.
+CONTAINER_COUNTS = frozenset({"running", "succeeded", "failed"})
 # Waiting only for its own members, or the claims generated for them, to be created: a gang's pods
 # arrive one by one, and kube-controller-manager makes their template claims a moment later.
 MEMBERS_ARRIVING = "TooFewPods"
@@ -155,6 +179,25 @@ def passing(status: Mapping[str, Any]) -> bool:
         and bool(reasons)
         and all(r["reason"] in ARRIVING_CAUSES for r in reasons)
     )
+
+
+class Hold(Enum):
+    """Why a desired status may wait for the next one (it is written when the hold's time is up)."""
+
+    PASSING = "passing"  # a passing phase: settle_seconds from the first such status
+    SCHEDULED = "scheduled"  # bound, containers starting: SCHEDULED_SETTLE_SECONDS from then
+    CONTAINERS = "containers"  # only the container counts changed: settle_seconds from then
+
+
+def hold_for(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Hold | None:
+    """How the writer may hold ``desired`` back given the ``current`` status (None: write it now)."""
+    if passing(desired):
+        return Hold.PASSING
+    if set(status_changes(current, desired)) <= CONTAINER_COUNTS:
+        return Hold.CONTAINERS
+    if desired["phase"] == PodGroupPhase.SCHEDULED.value:
+        return Hold.SCHEDULED
+    return None
 
 
 def _version(meta: Mapping[str, Any]) -> int | None:
@@ -332,7 +375,11 @@ class StatusWriter:
         self.flush_interval = flush_interval
         self.retry_delay = retry_delay
         self.settle_seconds = settle_seconds
-        self._held: dict[GroupRef, asyncio.TimerHandle] = {}  # groups whose passing phase is held back
+        # Groups whose desired status is held back: why, since when (loop time), and the timer that
+        # marks the group when the hold is up.
+        self._held: dict[GroupRef, tuple[Hold, float, asyncio.TimerHandle]] = {}
+        self._retrying: set[GroupRef] = set()  # groups whose write is retried after retry_delay
+        self._flushing = False  # shutting down: nothing is held, retries come at once
         self.on_write = on_write
         self.clock = clock
         self.writes = 0
@@ -358,6 +405,7 @@ class StatusWriter:
         self.mark(key)
 
     def mark(self, key: GroupRef) -> None:
+        self._retrying.discard(key)
         if key in self.podgroups:
             self._dirty.add(key)
             self._idle.clear()
@@ -374,8 +422,23 @@ class StatusWriter:
                 self._idle.set()
 
     async def idle(self) -> None:
-        """Wait until every marked group is written (for shutdown and tests)."""
+        """Wait until every marked group is written (for tests; held statuses are not)."""
         await self._idle.wait()
+
+    async def flush(self) -> None:
+        """Write every status that differs from what the API shows, held ones included, retrying
+        failed writes at once, and return when nothing is left (shutdown; bound it with a timeout).
+        Needs :meth:`run` running."""
+        self._flushing = True
+        for timer in (timer for _, _, timer in self._held.values()):
+            timer.cancel()
+        self._held.clear()
+        for key in list(self.podgroups):
+            self.mark(key)
+        while not self._idle.is_set() or self._retrying:
+            await self._idle.wait()
+            if self._retrying:
+                await asyncio.sleep(0.05)
 
     async def _write(self, key: GroupRef) -> None:
         async with self._semaphore:
@@ -388,7 +451,7 @@ class StatusWriter:
                 if not changes:
                     self._release(key)
                     return
-                if self._hold(key, desired):
+                if self._hold(key, body.get("status") or {}, desired):
                     return
                 version = str((body.get("metadata") or {}).get("resourceVersion") or "")
                 try:
@@ -430,29 +493,30 @@ class StatusWriter:
                 return
             self._retry_later(key)  # the object kept changing under three attempts
 
-    def _hold(self, key: GroupRef, desired: Mapping[str, Any]) -> bool:
-        """Whether to hold back a write into (or within: counts of members binding and starting) a
-        passing phase. The hold ends ``settle_seconds`` after it began, and the group is marked then."""
-        if not passing(desired):
+    def _hold(self, key: GroupRef, current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+        """Whether to hold ``desired`` back (see :func:`hold_for`). A hold's time counts from when its
+        reason began; when it is up the group is marked and the status written."""
+        hold = None if self._flushing else hold_for(current, desired)
+        if hold is None:
             self._release(key)
             return False
-        timer = self._held.get(key)
-        if timer is None:
-            loop = asyncio.get_running_loop()
-            self._held[key] = loop.call_later(self.settle_seconds, self._hold_ended, key)
-            return True
-        return not timer.cancelled()
-
-    def _hold_ended(self, key: GroupRef) -> None:
-        timer = self._held.get(key)
-        if timer is not None:
-            timer.cancel()  # stays in place as "held long enough" until the write or a release
-            self.mark(key)
+        loop = asyncio.get_running_loop()
+        held = self._held.get(key)
+        since = held[1] if held is not None and held[0] is hold else loop.time()
+        seconds = SCHEDULED_SETTLE_SECONDS if hold is Hold.SCHEDULED else self.settle_seconds
+        remaining = since + seconds - loop.time()
+        if remaining <= 0:
+            return False  # held long enough; released once written
+        if held is not None and held[0] is hold and held[2].when() > loop.time():
+            return True  # its timer is still to come
+        self._release(key)
+        self._held[key] = (hold, since, loop.call_later(remaining, self.mark, key))
+        return True
 
     def _release(self, key: GroupRef) -> None:
-        timer = self._held.pop(key, None)
-        if timer is not None:
-            timer.cancel()
+        held = self._held.pop(key, None)
+        if held is not None:
+            held[2].cancel()
 
     def _failed(self, key: GroupRef, error: str, *, transient: bool) -> None:
         self._report("error")
@@ -463,7 +527,9 @@ class StatusWriter:
             self._retry_later(key)
 
     def _retry_later(self, key: GroupRef) -> None:
-        asyncio.get_running_loop().call_later(self.retry_delay, self.mark, key)
+        self._retrying.add(key)
+        delay = 0.05 if self._flushing else self.retry_delay
+        asyncio.get_running_loop().call_later(delay, self.mark, key)
 
     async def _reread(self, key: GroupRef) -> bool:
         try:

@@ -26,7 +26,8 @@ from acceptance_harness import (
 )
 
 from lockstep.controller.runtime import OperatorThread
-from lockstep.kube.client import LEASES, NODES, POD_GROUPS, RESOURCE_CLAIM_TEMPLATES
+from lockstep.kube.client import EVENTS, LEASES, NODES, POD_GROUPS, PODS, RESOURCE_CLAIM_TEMPLATES
+from lockstep.kube.watch import RawWatch
 from lockstep.sim.faults import FaultRule
 
 ONE_GPU = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
@@ -241,3 +242,61 @@ async def test_a_podgroup_deleted_while_no_operator_ran_has_its_claim_released_a
             return not status.get("reservedFor") and not status.get("allocation")
 
         await eventually(released, what="the claim of the PodGroup deleted meanwhile released")
+
+
+async def test_sigterm_right_after_the_last_bind_leaves_every_podgroup_saying_scheduled(
+    tmp_path: Path,
+) -> None:
+    """The statuses the writer still held back (and the queued Events) are written before exit."""
+    gangs, size = 12, 4
+    async with simulated_cluster(
+        nodes=4, devices_per_node=0, start_operator=False, kubelet_start_delay=60
+    ) as env:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "lockstep",
+            "run",
+            env={
+                **os.environ,
+                "LOCKSTEP_KUBECONFIG": str(write_kubeconfig(env.cluster.url, tmp_path / "kubeconfig")),
+                "LOCKSTEP_LEADER_ELECT": "false",
+                "LOCKSTEP_METRICS_BIND_ADDRESS": "127.0.0.1:0",
+                "LOCKSTEP_HEALTH_BIND_ADDRESS": "127.0.0.1:0",
+                "LOCKSTEP_LOG_FORMAT": "json",
+            },
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        bound: set[str] = set()
+        all_bound = asyncio.Event()
+
+        def observe(event_type: str, body: dict[str, Any]) -> None:
+            if body["spec"].get("nodeName"):
+                bound.add(body["metadata"]["name"])
+                if len(bound) == gangs * size:
+                    all_bound.set()
+
+        watch = asyncio.create_task(RawWatch(env.client, PODS, observe, namespace=NAMESPACE).run())
+        try:
+            for g in range(gangs):
+                await create_gang(env, f"g{g}", size, cpu="100m")
+            await asyncio.wait_for(all_bound.wait(), 60)
+            process.send_signal(signal.SIGTERM)
+            assert await asyncio.wait_for(process.wait(), 30) == 0
+        finally:
+            watch.cancel()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+        events = (await env.client.list(EVENTS, NAMESPACE)).get("items") or []
+        for g in range(gangs):
+            status = await env.podgroup_status(f"g{g}")
+            assert (status.get("phase"), status.get("scheduled"), status.get("total")) == (
+                "Scheduled",
+                size,
+                size,
+            ), f"g{g}: {status}"
+            assert any(
+                e["involvedObject"]["name"] == f"g{g}" and e["reason"] == "Scheduled" for e in events
+            ), f"no Scheduled event for g{g}"

@@ -1,7 +1,7 @@
-"""A gang whose pods are still being created passes through Pending and Waiting (TooFewPods): both are
-held back like Scheduling and Scheduled, so a gang that is created, bound and started within the
-settle window gets one status write and no Waiting event; a gang that stays short of members still
-shows Waiting (TooFewPods) and gets its Waiting event once the window has passed."""
+"""A gang whose pods are still being created passes through Pending and Waiting (TooFewPods): both
+are held back like Scheduling (Scheduled only for a moment), so a gang that is created, bound and
+started within the settle window gets one status write and no Waiting event; a gang that stays short
+of members still shows Waiting (TooFewPods) and gets its Waiting event once the window has passed."""
 
 from __future__ import annotations
 
@@ -12,7 +12,15 @@ import kopf
 from acceptance_harness import NAMESPACE, eventually, pod, podgroup, simulated_cluster
 from test_podgroup_status_writes import phases_written
 
-from lockstep.controller.status import GroupMembers, StatusWriter, passing, status_changes
+from lockstep import POD_GROUP_LABEL
+from lockstep.controller.status import (
+    GroupMembers,
+    Hold,
+    StatusWriter,
+    hold_for,
+    passing,
+    status_changes,
+)
 from lockstep.kube.client import EVENTS, KubeClient
 
 
@@ -21,7 +29,7 @@ async def events_of(client: KubeClient, name: str) -> list[str]:
     return [e["reason"] for e in items if e["involvedObject"]["name"] == name]
 
 
-async def test_a_gang_created_member_by_member_gets_one_status_write_and_no_waiting_event() -> None:
+async def test_a_gang_created_member_by_member_writes_no_passing_phase_and_no_waiting_event() -> None:
     async with simulated_cluster(nodes=2) as env, phases_written(env, "arriving") as phases:
         await env.create(podgroup("arriving", 4))
         for i in range(4):
@@ -29,8 +37,9 @@ async def test_a_gang_created_member_by_member_gets_one_status_write_and_no_wait
             await asyncio.sleep(0.1)  # the scheduler sees the gang short of members in between
         await eventually(lambda: asyncio.sleep(0, "Running" in phases), what="PodGroup arriving Running")
         await asyncio.sleep(1.5)  # past the settle window: nothing else is written
-        assert phases == ["Running"]
-        assert env.operator.status is not None and env.operator.status.writes == 1
+        # Scheduled is held only a moment for the containers: a busy machine may start them later.
+        assert phases in (["Running"], ["Scheduled", "Running"])
+        assert env.operator.status is not None and env.operator.status.writes == len(phases)
         await eventually(
             lambda: events_of(env.client, "arriving"), what="the Scheduled event of PodGroup arriving"
         )
@@ -103,3 +112,31 @@ def test_waiting_for_members_or_their_claims_is_a_passing_phase_and_other_waits_
     assert passing(waiting("TooFewPods", "ClaimPending"))
     assert not passing(waiting("ClaimPending", "InsufficientDevices"))
     assert not passing(waiting())
+
+
+def test_only_phases_on_the_way_to_binding_wait_the_settle_window() -> None:
+    pending = {"phase": "Pending", "total": 4, "scheduled": 0}
+    assert hold_for({}, {"phase": "Scheduling", "total": 4, "scheduled": 2}) is Hold.PASSING
+    scheduled = {"phase": "Scheduled", "total": 4, "scheduled": 4, "running": 0}
+    assert hold_for(pending, scheduled) is Hold.SCHEDULED  # a moment for the containers, no more
+    assert hold_for(scheduled, {**scheduled, "running": 2}) is Hold.CONTAINERS
+    running = {"phase": "Running", "total": 4, "scheduled": 4, "running": 4}
+    assert hold_for(scheduled, running) is None
+    unschedulable = {"phase": "Unschedulable", "unschedulableReasons": [{"reason": "ReservedForLimit"}]}
+    assert hold_for(pending, unschedulable) is None
+    assert hold_for({"phase": "Running", "total": 4}, {"phase": "Running", "total": 3}) is None
+
+
+def test_a_confirmed_binding_counts_before_its_watch_event_and_is_never_taken_back() -> None:
+    members = GroupMembers()
+    unbound = {
+        "metadata": {"uid": "u1", "namespace": NAMESPACE, "name": "p", "labels": {POD_GROUP_LABEL: "g"}},
+        "spec": {},
+        "status": {"phase": "Pending"},
+    }
+    members.observe("ADDED", unbound)
+    assert members.bound("u1", "node-a") == (NAMESPACE, "g")
+    assert members.bound("u1", "node-a") is None
+    assert members.bound("unknown", "node-a") is None
+    members.observe("MODIFIED", unbound)  # an event from before the binding, late on the watch
+    assert members.counts((NAMESPACE, "g")).scheduled == 1
