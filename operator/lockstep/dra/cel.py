@@ -21,7 +21,8 @@ does not declare (``math.*``, ``base64.*``, the Kubernetes ``format`` library, .
 time, naming it. A compile or runtime error becomes :class:`CELError`, whose message quotes the
 expression; it never escapes as anything else. The runtime cost limit is upstream's
 ``CELSelectorExpressionMaxCost`` (1,000,000), counted as one unit per evaluation step, loop iterations
-included; there is no compile-time cost estimate.
+included. :meth:`Selector.estimated_cost` is cel-go's worst-case estimate (:mod:`lockstep.dra.cel_cost`),
+which kube-apiserver checks against the same limit when a selector is written.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import celpy.celtypes as ct
 import lark
 from celpy.evaluation import CELEvalError, Evaluator
 
+from lockstep.dra.cel_cost import estimated_cost
 from lockstep.dra.cel_libraries import LIBRARY_FUNCTIONS, library_string, sort_values
 from lockstep.dra.cel_syntax import OptionalSyntaxParser
 from lockstep.dra.cel_values import (
@@ -695,12 +697,13 @@ _ENVIRONMENT.cel_parser = OptionalSyntaxParser(tree_class=_DRARunner.tree_node_c
 class Selector:
     """A compiled selector expression. Evaluating it never raises anything but CELError."""
 
-    __slots__ = ("_runner", "expression")
+    __slots__ = ("_estimated_cost", "_runner", "expression")
 
     def __init__(
         self, expression: str, list_type_attributes: bool, cost_limit: int = SELECTOR_MAX_COST
     ) -> None:
         self.expression = expression
+        self._estimated_cost: int | None = None
         try:
             ast = _ENVIRONMENT.compile(expression)
         except Exception as exc:  # celpy.CELParseError and lark errors
@@ -711,6 +714,12 @@ class Selector:
         # the gate; without list types it fails at run time, where the allocator explains the gate.
         _check_declarations(expression, ast, _LIST_TYPE_FUNCTIONS)
         self._runner = _DRARunner(_ENVIRONMENT, _collapse(ast), functions, cost_limit)
+
+    def estimated_cost(self) -> int:
+        """cel-go's worst-case cost estimate, which kube-apiserver compares to SELECTOR_MAX_COST."""
+        if self._estimated_cost is None:
+            self._estimated_cost = estimated_cost(self._runner.ast)
+        return self._estimated_cost
 
     def evaluate(self, activation: Activation) -> Value:
         """The expression's value (of any type); raises CELError."""

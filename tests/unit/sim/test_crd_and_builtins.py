@@ -372,6 +372,27 @@ async def test_device_class_selectors_compile_in_the_dra_environment(client: Cli
     assert "undeclared reference to 'math.greatest'" in body["details"]["causes"][0]["message"]
 
 
+async def test_device_class_selectors_within_upstreams_cost_and_length_limits(client: Client) -> None:
+    """As kube-apiserver: estimates over CELSelectorExpressionMaxCost Forbidden, >10240 bytes TooLong."""
+    classes = "/apis/resource.k8s.io/v1/deviceclasses"
+    ten = "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]"
+    nested = "true"
+    for variable in ("a", "b", "c", "d", "e", "f", "g"):
+        nested = f"{ten}.all({variable}, {nested})"
+    for name, expression, expected in (
+        ("costly", nested, "Forbidden: too complex, exceeds cost limit"),
+        ("long", "true || " * 1300 + "true", "Too long: may not be more than 10240 bytes"),
+    ):
+        selector = {"cel": {"expression": expression}}
+        status, body, _ = await client.call(
+            "POST", classes, {"metadata": {"name": name}, "spec": {"selectors": [selector]}}
+        )
+        assert status == 422, body
+        cause = body["details"]["causes"][0]
+        assert cause["field"] == "spec.selectors[0].cel.expression"
+        assert cause["message"] == expected
+
+
 async def test_root_required_fields_of_a_crd_schema(client: Client) -> None:
     crd = orjson.loads(orjson.dumps(PODGROUP_CRD))
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["required"] = ["spec"]

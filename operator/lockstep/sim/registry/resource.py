@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from lockstep.dra.cel import CELError, CELSyntaxError, compile_selector
+from lockstep.dra.cel import SELECTOR_MAX_COST, CELError, CELSyntaxError, compile_selector
 from lockstep.sim import errors as fe
 from lockstep.sim.errors import FieldError
 from lockstep.sim.features import FeatureGates
@@ -26,6 +26,7 @@ JsonObject = dict[str, Any]
 
 GROUP = "resource.k8s.io"
 MAX_RESERVED_FOR = 256
+CEL_SELECTOR_MAX_LENGTH = 10240  # CELSelectorExpressionMaxLength, in bytes
 ATTRIBUTE_VALUE_FIELDS = (
     ("int", "IntValue"),
     ("bool", "BoolValue"),
@@ -232,9 +233,13 @@ def validate_selectors(selectors: Any, path: str) -> list[FieldError]:
         )
         if expression is None:
             continue
-        problem = cel_compile_error(expression)
-        if problem:
-            errors.append(fe.invalid(f"{path}[{i}].cel.expression", expression, problem))
+        field = f"{path}[{i}].cel.expression"
+        if len(str(expression).encode()) > CEL_SELECTOR_MAX_LENGTH:
+            errors.append(fe.too_long(field, CEL_SELECTOR_MAX_LENGTH))
+        elif problem := cel_compile_error(expression):
+            errors.append(fe.invalid(field, expression, problem))
+        elif compile_selector(expression, list_type_attributes=True).estimated_cost() > SELECTOR_MAX_COST:
+            errors.append(fe.forbidden(field, "too complex, exceeds cost limit"))
     return errors
 
 
