@@ -58,6 +58,7 @@ _STATE_KEY = "VolumeBinding"
 NODE_CONFLICT = "node(s) had volume node affinity conflict"
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 
 
 @dataclass(slots=True)
@@ -81,6 +82,7 @@ class _PodVolumes:
 
     claims: list[PersistentVolumeClaim]
     bound: list[PersistentVolume] = field(default_factory=list)
+    missing_volumes: bool = False  # a bound claim's volume is not (yet) known: no node fits
     shared: list[_Decision] = field(default_factory=list)  # decided for another pod, still in flight
     to_bind: list[tuple[PersistentVolumeClaim, StorageClass]] = field(default_factory=list)
     found: dict[str, list[_Decision]] = field(default_factory=dict)  # node -> decisions (Filter)
@@ -173,14 +175,17 @@ class VolumeBinding:
             volumes.claims.append(claim)
             if fully_bound(claim):
                 volume = self.store.volumes.get(claim.volume_name)
-                if volume is None:
+                if volume is not None:
+                    volumes.bound.append(volume)
+                elif claim.phase == "Lost":
                     return Status.unresolvable(
                         self.name,
                         "PVNotFound",
-                        f'persistentvolumeclaim "{name}" is bound to non-existent persistentvolume '
+                        f'persistentvolumeclaim "{name}" bound to non-existent persistentvolume '
                         f'"{claim.volume_name}"',
                     )
-                volumes.bound.append(volume)
+                else:  # the volume may just not have reached the informer yet
+                    volumes.missing_volumes = True
                 continue
             flight = self._in_flight.get(key)
             if flight is not None:
@@ -201,28 +206,35 @@ class VolumeBinding:
         return SUCCESS
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """As upstream, every reason the node fails for: missing volumes, a bound (or already
+        chosen) volume's node affinity, no volume or provisioning for an unbound claim."""
         volumes = self._pod_volumes(state, pod)
         if volumes is None:
             return SUCCESS
-        for volume in volumes.bound:
-            if volume.node_affinity is not None and not node_selector_matches(
-                volume.node_affinity, node.name, node.labels
-            ):
-                return self._reject(volumes, node, "VolumeNodeAffinityConflict", NODE_CONFLICT)
-        for decision in volumes.shared:
-            if not self._decision_allows(decision, node):
-                return self._reject(volumes, node, "VolumeNodeAffinityConflict", NODE_CONFLICT)
-        if not volumes.to_bind:
+        if volumes.missing_volumes:
+            return self._reject(volumes, node, "PVNotFound", (PV_NOT_EXIST,))
+        reasons: list[str] = []
+        conflict = any(
+            volume.node_affinity is not None
+            and not node_selector_matches(volume.node_affinity, node.name, node.labels)
+            for volume in volumes.bound
+        ) or any(not self._decision_allows(decision, node) for decision in volumes.shared)
+        if conflict:
+            reasons.append(NODE_CONFLICT)
+        if volumes.to_bind:
+            decisions = self._decide(volumes, node)
+            if decisions is None:
+                reasons.append(BIND_CONFLICT)
+            elif not reasons:
+                volumes.found[node.name] = decisions
+        if not reasons:
             return SUCCESS
-        decisions = self._decide(volumes, node)
-        if decisions is None:
-            return self._reject(volumes, node, "VolumeBindConflict", BIND_CONFLICT)
-        volumes.found[node.name] = decisions
-        return SUCCESS
+        cause = "VolumeNodeAffinityConflict" if conflict else "VolumeBindConflict"
+        return self._reject(volumes, node, cause, tuple(reasons))
 
-    def _reject(self, volumes: _PodVolumes, node: NodeInfo, cause: str, reason: str) -> Status:
-        volumes.rejections[node.name] = reason
-        return Status.unresolvable(self.name, cause, reason)
+    def _reject(self, volumes: _PodVolumes, node: NodeInfo, cause: str, reasons: tuple[str, ...]) -> Status:
+        volumes.rejections[node.name] = "; ".join(reasons)
+        return Status.unresolvable(self.name, cause, *reasons)
 
     def _decision_allows(self, decision: _Decision, node: NodeInfo) -> bool:
         if decision.provision_on:
