@@ -16,11 +16,13 @@ from lockstep.api.volume import (
     ClaimRef,
     PersistentVolume,
     PersistentVolumeClaim,
+    parse_csinode,
     parse_persistent_volume,
     parse_persistent_volume_claim,
     parse_storage_class,
 )
 from lockstep.scheduler.framework import Code, CycleState, GroupKey, NodeInfo, PodInfo, Status
+from lockstep.scheduler.plugins.node_volume_limits import MAX_VOLUME_COUNT, NodeVolumeLimits
 from lockstep.scheduler.plugins.volume_binding import (
     BIND_COMPLETED,
     BIND_CONFLICT,
@@ -525,3 +527,60 @@ async def test_binding_that_never_completes_times_out_and_is_undone() -> None:
     assert claim is not None and SELECTED_NODE_ANNOTATION not in claim.metadata.annotations
     attempt = scheduler.attempts[GroupKey("default", "g")]
     assert "VolumeBindingTimeout" in attempt.causes
+
+
+# --- NodeVolumeLimits (CSI), cases after upstream's nodevolumelimits csi tests ---------------------------
+
+
+def csi_volume(name: str, driver: str = "ebs.csi.aws.com") -> dict[str, Any]:
+    raw = pv(name)
+    del raw["spec"]["local"]
+    raw["spec"]["csi"] = {"driver": driver, "volumeHandle": f"handle-{name}"}
+    return raw
+
+
+@pytest.mark.parametrize(
+    ("new_claims", "existing_claims", "limit", "fits"),
+    [
+        pytest.param(("c1",), ("c2",), 2, True, id="fits under the limit"),
+        pytest.param(("c1",), ("c2", "c3"), 2, False, id="exceeds the limit"),
+        pytest.param(("c1",), ("c1", "c2"), 2, True, id="a volume already on the node counts once"),
+        pytest.param(
+            ("c1", "unbound"), ("c2",), 2, False, id="an unbound claim counts under its provisioner"
+        ),
+        pytest.param(("other",), ("c2", "c3"), 2, True, id="another driver is not limited"),
+        pytest.param(("c1",), ("c2", "c3"), None, True, id="a node without a CSINode is not limited"),
+    ],
+)
+def test_node_volume_limits(
+    new_claims: tuple[str, ...], existing_claims: tuple[str, ...], limit: int | None, fits: bool
+) -> None:
+    claims = [pvc(f"c{i}", bound_to=f"v{i}") for i in (1, 2, 3)]
+    claims += [pvc("other", bound_to="vo"), pvc("unbound", "csi-wait")]
+    volumes = [csi_volume(f"v{i}") for i in (1, 2, 3)] + [csi_volume("vo", "other.csi")]
+    classes = [storage_class("wait-sc"), storage_class("csi-wait", provisioner="ebs.csi.aws.com")]
+    store = store_with(claims, volumes, classes)
+    if limit is not None:
+        driver = {"name": "ebs.csi.aws.com", "nodeID": "n1", "allocatable": {"count": limit}}
+        store.upsert_csinode(parse_csinode({"metadata": {"name": "n1"}, "spec": {"drivers": [driver]}}))
+    else:
+        store.upsert_csinode(parse_csinode({"metadata": {"name": "elsewhere"}, "spec": {"drivers": []}}))
+    cache = ClusterCache("lockstep")
+    cache.upsert_node(node("n1"))
+    cache.upsert_pod(
+        parse_pod(
+            pod_dict(
+                "running",
+                node_name="n1",
+                volumes=[
+                    {"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}}
+                    for i, c in enumerate(existing_claims)
+                ],
+            )
+        )
+    )
+    _, filtered = run_filters(NodeVolumeLimits(cache, store), pod_with(*new_claims), [node("n1")])
+    status = filtered[0] if filtered else Status()
+    assert status.ok == fits
+    if not fits:
+        assert status.code is Code.UNSCHEDULABLE and status.reasons == (MAX_VOLUME_COUNT,)
