@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lockstep.api.pod_fields import refused_in
+from lockstep.api.pod_fields import REFUSED_ROOTS, refused_in
 from lockstep.scheduler.placement import (
     EVERYTHING,
     NOTHING,
@@ -241,10 +241,24 @@ def _controller_owner(metadata: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+# Spec fields that may carry placement rules (container ports aside).
+_PLACEMENT_ROOTS = frozenset(("affinity", "topologySpreadConstraints", "hostNetwork", *REFUSED_ROOTS))
+
+
+def _may_have_placement(spec: Mapping[str, Any], metadata: Mapping[str, Any]) -> bool:
+    """False for the common pod, cheaply: none of the fields that carry rules is set."""
+    if metadata.get("ownerReferences") or any(spec.get(name) for name in _PLACEMENT_ROOTS):
+        return True
+    containers = spec.get("containers")
+    return isinstance(containers, list) and any(isinstance(c, Mapping) and c.get("ports") for c in containers)
+
+
 def parse_placement(
     spec: Mapping[str, Any], metadata: Mapping[str, Any], namespace: str, labels: Mapping[str, str]
 ) -> PlacementSpec | None:
     """The pod's placement rules, None when it has none; raise PlacementFieldError."""
+    if not _may_have_placement(spec, metadata):
+        return None
     affinity = spec.get("affinity") or {}
     if not isinstance(affinity, Mapping):
         raise PlacementFieldError("spec.affinity", "must be an object")

@@ -234,8 +234,14 @@ def _present(value: Any, steps: tuple[tuple[str, bool], ...], shown: str) -> Ite
     yield from _present(child, rest, f"{shown}.{name}")
 
 
+# The spec fields under which every refused field lies: a pod setting none of them is checked at once.
+REFUSED_ROOTS: frozenset[str] = frozenset(steps[0][0] for _, steps in _REFUSED_PATHS)
+
+
 def refused_in(spec: Mapping[str, Any]) -> tuple[str, ...]:
     """The refused fields ``spec`` sets, by their path with list indexes (``spec.volumes[0].csi``)."""
+    if not any(root in spec for root in REFUSED_ROOTS):
+        return ()
     found: list[str] = []
     for _, steps in _REFUSED_PATHS:
         found.extend(_present(spec, steps, "spec"))

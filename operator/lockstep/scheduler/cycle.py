@@ -324,14 +324,20 @@ class GroupCycle:
         if skipped:
             scorers = tuple((p, w) for p, w in scorers if p.name not in skipped)
         normalizers = self.profile.normalize_score
-        totals = [0] * len(feasible)
-        for plugin, weight in scorers:
-            scores = [plugin.score(state, pod, node) for node in feasible]
+        plain = [(p.score, w) for p, w in scorers if p.name not in normalizers]
+        totals = []
+        for node in feasible:  # scores used as they are: one pass
+            total = 0
+            for score_of, weight in plain:
+                total += weight * score_of(state, pod, node)
+            totals.append(total)
+        for plugin, weight in scorers:  # scores normalized over the feasible nodes
             normalizer = normalizers.get(plugin.name)
             if normalizer is not None:
+                scores = [plugin.score(state, pod, node) for node in feasible]
                 normalizer.normalize_scores(state, pod, scores)
-            for i, score in enumerate(scores):
-                totals[i] += weight * score
+                for i, score in enumerate(scores):
+                    totals[i] += weight * score
         best, best_score = feasible[0], -1
         for node, score in zip(feasible, totals, strict=True):
             if score > best_score or (score == best_score and node.name < best.name):

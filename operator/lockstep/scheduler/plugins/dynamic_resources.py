@@ -36,7 +36,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Collection, Coroutine, Mapping
+from collections.abc import AsyncIterator, Collection, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -442,6 +442,11 @@ class DynamicResources:
             nodes = sum(count for _, count in rest)
             shown.append(f"{_counted(len(rest), 'other reason')} on {_counted(nodes, 'node')}")
         return "; ".join(shown)
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
+        """Nothing to score for a pod without devices to allocate (every node would score 100)."""
+        pod_claims = self._pod_claims(state, pod)
+        return SUCCESS if pod_claims is not None and pod_claims.crowding else SKIP
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """Prefer nodes where the pod's devices leave room for the rest of its gang."""

@@ -93,13 +93,11 @@ class NodeResourcesBalancedAllocation:
         return SUCCESS if pod.requests.get("cpu") or pod.requests.get("memory") else SKIP
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        fractions = []
-        for resource in ("cpu", "memory"):
-            capacity = node.allocatable.get(resource, 0)
-            if capacity <= 0:
-                continue
-            used = node.requested.get(resource, 0) + pod.requests.get(resource, 0)
-            fractions.append(min(used / capacity, 1.0))
-        if len(fractions) < 2:
-            return 100
-        return int((1 - abs(fractions[0] - fractions[1]) / 2) * 100)
+        allocatable, requested, requests = node.allocatable, node.requested, pod.requests
+        cpu_capacity = allocatable.get("cpu", 0)
+        memory_capacity = allocatable.get("memory", 0)
+        if cpu_capacity <= 0 or memory_capacity <= 0:
+            return 100  # one resource: nothing to balance
+        cpu = min((requested.get("cpu", 0) + requests.get("cpu", 0)) / cpu_capacity, 1.0)
+        memory = min((requested.get("memory", 0) + requests.get("memory", 0)) / memory_capacity, 1.0)
+        return int((1 - abs(cpu - memory) / 2) * 100)
