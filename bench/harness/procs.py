@@ -177,7 +177,7 @@ def start_operator(kubeconfig: Path, workdir: Path) -> Child:
         "--log-format",
         "json",
         "--log-level",
-        "warning",
+        os.environ.get("LOCKSTEP_BENCH_LOG_LEVEL", "warning"),
     ]
     child = Child("lockstep run", argv, workdir / "operator.log")
     child.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"

@@ -231,7 +231,7 @@ async def measure(
         result.operator_cpu_seconds = round(usage_after.cpu_seconds - usage_before.cpu_seconds, 2)
         result.operator_rss_peak_mb = round(usage_after.rss_peak_mb, 1)
     result.load_average = round(os.getloadavg()[0], 2)
-    result.extra = {
+    result.extra |= {
         "watch_events": float(watcher.events),
         "gangs_replaced": float(replaced),
         "sim_cpu_seconds": round(sim_usage_after.cpu_seconds - sim_usage_before.cpu_seconds, 2),

@@ -8,12 +8,14 @@ from harness.results import (
     WorkloadRun,
     bound_timeline,
     check_targets,
+    gang_bind_spreads,
     gang_latencies,
     markdown_table,
     operator_requests,
     per_pod_by_verb,
     percentile,
     server_minus_own,
+    spread_summary,
     summarize_phase,
     summarize_runs,
     writes_per_pod,
@@ -53,6 +55,23 @@ def test_gang_latency_is_last_bind_minus_last_create_and_skips_incomplete_gangs(
         "c-0": PodTimes("c", created_at=None, bound_at=4.0),
     }
     assert gang_latencies(pods) == [pytest.approx(1.5)]
+
+
+def test_gang_bind_spread_is_last_minus_first_bind_of_complete_gangs() -> None:
+    pods = {
+        "a-0": PodTimes("a", bound_at=2.0),
+        "a-1": PodTimes("a", bound_at=3.5),
+        "a-2": PodTimes("a", bound_at=2.2),
+        "b-0": PodTimes("b", bound_at=1.0),
+        "b-1": PodTimes("b", bound_at=None),
+        "c-0": PodTimes("c", bound_at=4.0),
+    }
+    assert sorted(gang_bind_spreads(pods)) == [pytest.approx(0.0), pytest.approx(1.5)]
+    summary = spread_summary([0.0, 0.1, 1.5])
+    assert summary["over_1s"] == 1
+    assert summary["max"] == 1.5
+    assert summary["gangs"] == 3
+    assert spread_summary([])["gangs"] == 0
 
 
 def test_bound_timeline_is_cumulative_downsampled_and_ends_at_the_last_bind() -> None:

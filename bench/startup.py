@@ -1,0 +1,147 @@
+"""Start-up: from the exec of ``lockstep run`` to its first and its last binding, everything pre-created.
+
+``python bench/startup.py [--nodes 1000] [--pods 5000] [--gang-size 8] [--runs 3] [--json]``
+
+As the kube-scheduler comparison was measured: ``lockstep sim`` runs with the nodes, then every
+PodGroup and pod is created (nothing is scheduled, no operator runs), a watch on the pods is opened,
+and only then is ``lockstep run --no-leader-elect`` exec'd. The clock runs from just before the exec
+to the first and the last ``spec.nodeName`` the watch sees. Also reported: the operator's import time
+(what ``lockstep run`` imports before it connects: ``lockstep.controller.main``, ``.runtime`` and
+``lockstep.kube.credentials``; best of 5 fresh interpreters) and, per gang, the time from its first to
+its last member bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.api import ApiClient, load_kubeconfig
+from harness.loadgen import CompletionWatcher, LoadGenerator, create_setup
+from harness.procs import ProcessFailed, start_operator, start_sim
+from harness.results import gang_bind_spreads, spread_summary
+from harness.runner import node_shape
+from harness.tracker import Tracker
+from harness.workloads import GangSpec, Workload, namespace_manifest
+
+IMPORT_PROBE = (
+    "import time; t = time.perf_counter(); import lockstep.controller.main as m; "
+    "m.skip_manifest_validation_import(); import lockstep.controller.runtime, lockstep.kube.credentials; "
+    "print(time.perf_counter() - t)"
+)
+
+
+def import_seconds(tries: int = 5) -> float:
+    """Best of ``tries`` fresh interpreters importing the operator's entry module."""
+    best = float("inf")
+    for _ in range(tries):
+        out = subprocess.run([sys.executable, "-c", IMPORT_PROBE], check=True, capture_output=True, text=True)
+        best = min(best, float(out.stdout.strip()))
+    return best
+
+
+async def one_run(nodes: int, pods: int, gang_size: int, workdir: Path) -> dict[str, Any]:
+    gangs = tuple(
+        GangSpec(f"start-{i:05d}", pods=gang_size, min_count=gang_size, cpu_millis=100)
+        for i in range(pods // gang_size)
+    )
+    workload = Workload(
+        name="startup",
+        description="start-up",
+        nodes=nodes,
+        devices_per_node=0,
+        gangs=gangs,
+        pods_expected=len(gangs) * gang_size,
+        setup=(namespace_manifest(),),
+    )
+    sim = await start_sim(nodes, 0, workdir)
+    operator = None
+    try:
+        kubeconfig = workdir / "kubeconfig"
+        async with ApiClient(load_kubeconfig(kubeconfig), connections=16) as client:
+            listing = await client.get("/api/v1/nodes", {"limit": "1"})
+            shape = node_shape(listing["items"][0])
+            await create_setup(client, workload)
+            tracker = Tracker(workload.pods_expected)
+            await LoadGenerator(client, tracker, shape).run(gangs)
+            tracker.creation_finished()
+            watcher = CompletionWatcher(client, tracker)
+            await watcher.start()
+            exec_at = time.monotonic()
+            operator = start_operator(kubeconfig, workdir)
+            deadline = exec_at + 300.0
+            while not tracker.complete.is_set():
+                operator.check_alive()
+                watcher.check()
+                if time.monotonic() > deadline:
+                    raise ProcessFailed(
+                        f"lockstep run bound {tracker.bound_count} of {workload.pods_expected} pods in 300 s"
+                    )
+                await asyncio.sleep(0.05)
+            await watcher.stop()
+            bound = [t.bound_at for t in tracker.pods.values() if t.bound_at is not None]
+            first, last = min(bound) - exec_at, max(bound) - exec_at
+            return {
+                "nodes": nodes,
+                "pods": workload.pods_expected,
+                "gang_size": gang_size,
+                "exec_to_first_bind_s": round(first, 3),
+                "exec_to_all_bound_s": round(last, 3),
+                "pods_per_s_from_exec": round(workload.pods_expected / last, 1),
+                "gang_bind_spread": spread_summary(gang_bind_spreads(tracker.pods)),
+            }
+    finally:
+        if operator is not None:
+            operator.stop()
+        sim.stop()
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench/startup.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--pods", type=int, default=5000)
+    parser.add_argument("--gang-size", type=int, default=8)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    runs = []
+    for _ in range(args.runs):
+        with tempfile.TemporaryDirectory(prefix="lockstep-startup-") as tmp:
+            runs.append(asyncio.run(one_run(args.nodes, args.pods, args.gang_size, Path(tmp))))
+    result = {
+        "import_s": round(import_seconds(), 3),
+        "runs": runs,
+        "median_exec_to_first_bind_s": statistics.median(r["exec_to_first_bind_s"] for r in runs),
+        "median_exec_to_all_bound_s": statistics.median(r["exec_to_all_bound_s"] for r in runs),
+    }
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"operator import time: {result['import_s']:.3f} s (best of 5)")
+    print("| run | exec -> first bind | exec -> all bound | pods/s | gang spread p50 / p99 / max | > 1 s |")
+    print("|---|---|---|---|---|---|")
+    for i, r in enumerate(runs, 1):
+        s = r["gang_bind_spread"]
+        print(
+            f"| {i} | {r['exec_to_first_bind_s']:.2f} s | {r['exec_to_all_bound_s']:.2f} s | "
+            f"{r['pods_per_s_from_exec']:.0f} | {s['p50']:.3f} / {s['p99']:.3f} / {s['max']:.3f} s | "
+            f"{s['over_1s']} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
