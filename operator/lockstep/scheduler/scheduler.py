@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import itertools
 import logging
 import re
 import time
@@ -22,6 +23,7 @@ from types import MappingProxyType
 from typing import Protocol
 
 from lockstep.config import ScoreStrategy, Settings
+from lockstep.scheduler.bind_queue import BindQueue
 from lockstep.scheduler.cycle import CycleOutcome, GroupCycle, Placement
 from lockstep.scheduler.framework import (
     SUCCESS,
@@ -109,6 +111,9 @@ class SchedulerOptions:
     # a count); when none is found among the indexed candidates, every node is checked.
     feasible_nodes_to_find: int = 32
     status_patch_attempts: int = 3
+    # Concurrent pods/binding requests, and how many bindings may wait before the next cycle runs.
+    bind_workers: int = 32
+    bind_backlog_limit: int = 64
 
 
 class SchedulerListener(Protocol):
@@ -152,6 +157,8 @@ class Scheduler:
         self._attempts: dict[GroupKey, GroupAttempt] = {}
         self._listeners: list[SchedulerListener] = []
         self._tasks: set[asyncio.Task[None]] = set()
+        self.binder = BindQueue(pod_api.bind, options.bind_workers)
+        self._placements = itertools.count()
         self._wakeup = asyncio.Event()
         self._releasing: GroupKey | None = None
         self._reporting: dict[str, PodCondition] = {}  # pod uid -> the False condition being written
@@ -227,6 +234,7 @@ class Scheduler:
                 self._wakeup.clear()
                 if self.schedule_one() is not None:
                     await asyncio.sleep(0)  # let watch events and binding tasks run between cycles
+                    await self.binder.wait_below(self.options.bind_backlog_limit)
                     continue
                 ready_at = self.queue.next_ready_at()
                 timeout = None if ready_at is None else max(ready_at - self.clock(), 0.0)
@@ -241,6 +249,7 @@ class Scheduler:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.binder.close()
 
     async def wait_for_tasks(self) -> None:
         """Wait until every binding and status task has finished (tests, benchmarks)."""
@@ -302,8 +311,9 @@ class Scheduler:
             code = first.code if first.code in (Code.ERROR, Code.WAIT) else Code.UNSCHEDULABLE
             status = Status(code, (f"{first.pod}: {first.message}",), first.pod, "")
         if status.ok:
-            for placement in outcome.placements:
-                self._spawn(self._binding_cycle(key, placement))
+            sequence = next(self._placements)
+            for index, placement in enumerate(outcome.placements):
+                self._spawn(self._binding_cycle(key, placement, (sequence, index)))
             next_retry = None
             if outcome.unplaced:
                 next_retry = self.queue.park(key, now, hints_for(causes, diagnoses))
@@ -410,10 +420,10 @@ class Scheduler:
 
     # ------------------------------------------------------------------ binding cycle
 
-    async def _binding_cycle(self, key: GroupKey, placement: Placement) -> None:
+    async def _binding_cycle(self, key: GroupKey, placement: Placement, order: tuple[int, int]) -> None:
         pod, node_name = placement.pod, placement.node_name
         try:
-            status = await self._permit_prebind_bind(placement)
+            status = await self._permit_prebind_bind(placement, order)
         except asyncio.CancelledError:
             self.cycle.release(placement, report_freed=True)
             raise
@@ -438,7 +448,7 @@ class Scheduler:
         if status.cause != "PodDeleted":
             await self.report_unschedulable(pod, reason_for(status.code), status.message)
 
-    async def _permit_prebind_bind(self, placement: Placement) -> Status:
+    async def _permit_prebind_bind(self, placement: Placement, order: tuple[int, int]) -> Status:
         pod, node_name, state = placement.pod, placement.node_name, placement.state
         if self.cache.get_pod(pod.uid) is None:
             return _deleted(pod)
@@ -471,7 +481,7 @@ class Scheduler:
                 return status
         if self.cache.get_pod(pod.uid) is None:
             return _deleted(pod)
-        outcome = await self.pod_api.bind(pod, node_name)
+        outcome = await self.binder.bind(order, pod, node_name)
         if outcome.result in (BindResult.BOUND, BindResult.ALREADY_BOUND):
             return SUCCESS
         if outcome.result is BindResult.NOT_FOUND:
