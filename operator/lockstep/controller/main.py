@@ -6,19 +6,26 @@ import argparse
 import asyncio
 import sys
 
-import aiohttp
-
 from lockstep.cli import settings_from_args
 from lockstep.config import ConfigError, Settings
-from lockstep.controller.runtime import MissingApiError, Operator
-from lockstep.kube.client import ApiError
-from lockstep.kube.credentials import CredentialsError, load_connection_info
 from lockstep.logging import configure_logging, get_logger
 
 log = get_logger("lockstep.controller.main")
 
 
+def skip_manifest_validation_import() -> None:
+    """kubernetes_asyncio.dynamic, which Kopf's import of kubernetes_asyncio pulls in, imports
+    kubernetes_validate whenever it is installed (lockstep.sim needs it). Through jsonschema that cost
+    the operator 1-4 s of start-up (bench/startup.py) for client-side manifest validation it never
+    does. A None entry in sys.modules makes that import fail as if the package were absent, which
+    kubernetes_asyncio handles. Only for the operator process: called before it imports Kopf."""
+    sys.modules.setdefault("kubernetes_validate", None)  # type: ignore[arg-type]
+
+
 async def run_operator(settings: Settings) -> int:
+    from lockstep.controller.runtime import Operator
+    from lockstep.kube.credentials import load_connection_info
+
     connection = await load_connection_info(settings.kubeconfig)
     operator = Operator(
         settings, connection, reload_credentials=lambda: load_connection_info(settings.kubeconfig)
@@ -42,6 +49,13 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"lockstep run: invalid configuration: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.resolved_log_format().value, settings.log_level.value)
+    skip_manifest_validation_import()
+    import aiohttp
+
+    from lockstep.controller.runtime import MissingApiError
+    from lockstep.kube.client import ApiError
+    from lockstep.kube.credentials import CredentialsError
+
     try:
         return asyncio.run(run_operator(settings))
     except CredentialsError as exc:
