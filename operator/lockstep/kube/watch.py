@@ -105,32 +105,38 @@ class RawWatch:
     async def _relist(self) -> str:
         self.relists += 1
         seen: set[str] = set()
-        continue_token: str | None = None
-        while True:
-            page = await self.client.list(
-                self.kind,
-                self.namespace,
-                label_selector=self.label_selector,
-                field_selector=self.field_selector,
-                limit=self.page_size,
-                continue_token=continue_token,
-            )
+        resource_version = ""
+        next_page: asyncio.Future[dict[str, Any]] | None = asyncio.ensure_future(self._list_page(None))
+        while next_page is not None:
+            page = await next_page
+            meta = page.get("metadata", {})
+            continue_token = meta.get("continue") or None
+            # The server prepares the next page while this one is delivered (delivery is the slow part;
+            # it never awaits, so the request cannot be left behind).
+            next_page = asyncio.ensure_future(self._list_page(continue_token)) if continue_token else None
             for obj in page.get("items") or ():
                 key = _object_key(obj)
                 seen.add(key)
                 event_type = "MODIFIED" if key in self._known else "ADDED"
                 self._known[key] = obj.get("metadata", {}).get("uid", "")
                 self._deliver(event_type, obj)
-            meta = page.get("metadata", {})
-            continue_token = meta.get("continue") or None
-            if not continue_token:
+            if next_page is None:
                 resource_version = str(meta.get("resourceVersion", ""))
-                break
         for key in [k for k in self._known if k not in seen]:
             namespace, _, name = key.partition("/")
             uid = self._known.pop(key)
             self._deliver("DELETED", {"metadata": {"namespace": namespace, "name": name, "uid": uid}})
         return resource_version
+
+    async def _list_page(self, continue_token: str | None) -> dict[str, Any]:
+        return await self.client.list(
+            self.kind,
+            self.namespace,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            limit=self.page_size,
+            continue_token=continue_token,
+        )
 
     async def _watch_from(self, resource_version: str) -> str:
         """Stream events; return the resourceVersion to resume from ("" means re-list)."""
