@@ -79,6 +79,19 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.preemption_attempts = Counter(
+            "lockstep_preemption_attempts",
+            "Preemption attempts of groups that did not fit, by result "
+            "(planned, waiting, no_plan, not_eligible).",
+            ["result"],
+            registry=r,
+        )
+        self.preemption_victims = Counter(
+            "lockstep_preemption_victims",
+            "Pods preempted, by reason (pod: on its own; gang: with its whole gang).",
+            ["reason"],
+            registry=r,
+        )
         self.is_leader = Gauge("lockstep_leader", "1 while this process holds the leader lease.", registry=r)
         self.last_cycle = Gauge(
             "lockstep_last_cycle_timestamp_seconds",

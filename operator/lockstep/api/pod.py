@@ -9,13 +9,25 @@ with a limit but no request requests its limit (API defaulting).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from lockstep import POD_GROUP_LABEL
 from lockstep.api.placement import PlacementFieldError, parse_placement
 from lockstep.api.quantity import QuantityError, to_resource_amount
-from lockstep.scheduler.framework import PodClaimRef, PodCondition, PodInfo
+from lockstep.scheduler.framework import GroupKey, PodClaimRef, PodCondition, PodInfo
+
+DISRUPTION_TARGET = "DisruptionTarget"
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+_PREEMPTED_BY = re.compile(r"^lockstep: preempted by (group|pod) ([^/\s]+)/([^,\s]+), priority -?\d+")
+
+
+def preemption_message(group: GroupKey, priority: int) -> str:
+    """The DisruptionTarget message (and the victim's event) naming the preempting group; parsed back
+    by ``parse_pod`` so a restarted operator knows whose preemption a terminating pod serves."""
+    kind = "group" if group.pod_group else "pod"
+    return f"lockstep: preempted by {kind} {group.namespace}/{group.name}, priority {priority}"
 
 
 class InvalidObjectError(ValueError):
@@ -155,6 +167,20 @@ def _scheduled_condition(status: Mapping[str, Any], key: str) -> PodCondition | 
     return None
 
 
+def _preempted_by(status: Mapping[str, Any], key: str) -> GroupKey | None:
+    for condition in _list(status.get("conditions"), "Pod", key, "status.conditions"):
+        if (
+            isinstance(condition, Mapping)
+            and condition.get("type") == DISRUPTION_TARGET
+            and condition.get("status") == "True"
+            and condition.get("reason") == PREEMPTION_BY_SCHEDULER
+        ):
+            match = _PREEMPTED_BY.match(str(condition.get("message") or ""))
+            if match is not None:
+                return GroupKey(match.group(2), match.group(3), match.group(1) == "group")
+    return None
+
+
 def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
     """Build a PodInfo from a Pod as the API returns it; raise InvalidObjectError on bad fields."""
     metadata = _mapping(obj.get("metadata"), "Pod", "?", "metadata")
@@ -207,4 +233,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
         scheduled_condition=_scheduled_condition(status, key),
         scheduling_gated=bool(_list(spec.get("schedulingGates"), "Pod", key, "spec.schedulingGates")),
         placement=placement,
+        preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
+        nominated_node_name=str(status.get("nominatedNodeName") or ""),
+        preempted_by=_preempted_by(status, key),
     )

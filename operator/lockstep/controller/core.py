@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from lockstep import GROUP
+from lockstep.api.disruption_budget import parse_disruption_budget
 from lockstep.api.node import parse_node
 from lockstep.api.pod import InvalidObjectError, parse_pod
 from lockstep.api.podgroup import PodGroup
@@ -49,13 +50,14 @@ from lockstep.dra.features import allocator_features
 from lockstep.dra.store import ResourceStore
 from lockstep.kube.client import KubeClient
 from lockstep.kube.events import NORMAL, WARNING, EventRecorder, ObjectReference
-from lockstep.kube.ports import KubeClaimAPI, KubePodAPI, KubeVolumeAPI
+from lockstep.kube.ports import KubeClaimAPI, KubePodAPI, KubePreemptionAPI, KubeVolumeAPI
 from lockstep.logging import get_logger
 from lockstep.metrics import Metrics
 from lockstep.scheduler.framework import Code, GroupKey, PodInfo, Status
 from lockstep.scheduler.plugins.dynamic_resources import CLAIM_API_SERVICE, STORE_SERVICE, DynamicResources
 from lockstep.scheduler.plugins.volume_binding import STORE_SERVICE as VOLUME_STORE_SERVICE
 from lockstep.scheduler.plugins.volume_binding import VOLUME_API_SERVICE
+from lockstep.scheduler.preemption import PlanVerdict, PreemptionPlan
 from lockstep.scheduler.records import GroupAttempt
 from lockstep.scheduler.scheduler import Scheduler
 from lockstep.state.cluster import ClusterEvent
@@ -102,7 +104,10 @@ class SchedulerCore:
                 VOLUME_STORE_SERVICE: self.volumes,
                 VOLUME_API_SERVICE: KubeVolumeAPI(client),
             },
+            preemption_api=KubePreemptionAPI(client),
         )
+        self.scheduler.on_preemption_verdict = self._preemption_verdict
+        self.scheduler.on_preempted = self._preempted
         self.cache = self.scheduler.cache
         self.scheduler.add_listener(self)
         self.cache.add_listener(self)
@@ -143,6 +148,53 @@ class SchedulerCore:
         if not pod.node_name and pod.scheduler_name == self.settings.scheduler_name:
             self._pending_since.setdefault(pod.uid, time.monotonic())
         self.cache.upsert_pod(pod)
+        if pod.preempted_by is not None and not pod.deleting:
+            self.scheduler.finish_preemption(pod)
+
+    def on_pdb(self, event_type: str, raw: dict[str, Any]) -> None:
+        meta = _meta(raw)
+        if event_type == "DELETED":
+            self.cache.delete_budget(str(meta.get("namespace") or "default"), str(meta.get("name")))
+            return
+        try:
+            self.cache.upsert_budget(parse_disruption_budget(raw))
+        except InvalidObjectError as exc:
+            self._report_invalid(raw, str(exc))
+
+    # --- preemption ----------------------------------------------------------------------------------
+
+    def _preemption_verdict(self, key: GroupKey, verdict: PlanVerdict) -> None:
+        self.metrics.preemption_attempts.labels(verdict.result.value).inc()
+        log.info(
+            "preemption",
+            result=verdict.result.value,
+            reason=verdict.message,
+            trials=verdict.trials,
+            **self._group_fields(key),
+        )
+
+    def _preempted(self, plan: PreemptionPlan) -> None:
+        who = f"{'group' if plan.group.pod_group else 'pod'} {plan.group.namespace}/{plan.group.name}"
+        for victim in plan.victims:
+            reason = plan.reasons.get(victim.uid, "pod")
+            self.metrics.preemption_victims.labels(reason).inc()
+            self.events.record(
+                ObjectReference("Pod", victim.namespace, victim.name, victim.uid, "v1"),
+                NORMAL,
+                "Preempted",
+                f"preempted by {who}, priority {plan.priority}"
+                + (
+                    ""
+                    if reason == "pod"
+                    else f" (with its whole gang {victim.namespace}/{victim.group_name})"
+                ),
+            )
+        nodes = sorted({node for _, node in plan.nominations})
+        message = (
+            f"preempted {len(plan.victims)} pods of lower priority to place {who} "
+            f"(priority {plan.priority}) on {', '.join(nodes)}: {plan.describe_victims()}"
+        )
+        self.events.record(self._reference(plan.group), NORMAL, "Preempting", message)
 
     def on_node(self, event_type: str, raw: dict[str, Any]) -> None:
         if event_type == "DELETED":
@@ -459,10 +511,7 @@ class SchedulerCore:
             "min_count": attempt.min_count,
             "total": attempt.total_pods,
         }
-        if key.pod_group:
-            fields["podgroup"] = f"{key.namespace}/{key.name}"
-        else:
-            fields["pod"] = f"{key.namespace}/{key.name}"
+        fields.update(self._group_fields(key))
         if attempt.code is Code.SUCCESS:
             shown = [f"{pod}->{node}" for pod, node in attempt.placed[:LOGGED_PLACEMENTS]]
             if len(attempt.placed) > LOGGED_PLACEMENTS:
@@ -480,17 +529,24 @@ class SchedulerCore:
             self.on_attempt((key.namespace, key.name))
         self._wake.set()
 
+    def _reference(self, key: GroupKey) -> ObjectReference:
+        """The object a group's events are about: its PodGroup, or the lone pod."""
+        if key.pod_group:
+            known = self._podgroups.get((key.namespace, key.name))
+            uid = known.metadata.uid if known is not None else ""
+            return ObjectReference("PodGroup", key.namespace, key.name, uid, PODGROUP_API_VERSION)
+        pod = self.cache.get_pod_by_name(key.namespace, key.name)
+        return ObjectReference("Pod", key.namespace, key.name, pod.uid if pod else "", "v1")
+
+    @staticmethod
+    def _group_fields(key: GroupKey) -> dict[str, str]:
+        return {"podgroup" if key.pod_group else "pod": f"{key.namespace}/{key.name}"}
+
     def _record_event(self, attempt: GroupAttempt) -> None:
         key = attempt.group
         previous = self._last_event_reason.get(key)
         self._last_event_reason[key] = "Waiting" if attempt.code is Code.WAIT else attempt.reason
-        if key.pod_group:
-            known = self._podgroups.get((key.namespace, key.name))
-            uid = known.metadata.uid if known is not None else ""
-            reference = ObjectReference("PodGroup", key.namespace, key.name, uid, PODGROUP_API_VERSION)
-        else:
-            pod = self.cache.get_pod_by_name(key.namespace, key.name)
-            reference = ObjectReference("Pod", key.namespace, key.name, pod.uid if pod else "", "v1")
+        reference = self._reference(key)
         if attempt.code is Code.SUCCESS:
             if key.pod_group and attempt.placed:
                 self.events.record(reference, NORMAL, "Scheduled", attempt.message)

@@ -39,6 +39,7 @@ from lockstep.kube.client import (
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
+    POD_DISRUPTION_BUDGETS,
     POD_GROUPS,
     PODS,
     RESOURCE_CLAIM_TEMPLATES,
@@ -182,6 +183,7 @@ class Operator:
             PERSISTENT_VOLUME_CLAIMS: self.core.on_volume_claim,
             STORAGE_CLASSES: self.core.on_storage_class,
             CSI_NODES: self.core.on_csinode,
+            POD_DISRUPTION_BUDGETS: self.core.on_pdb,
         }
 
     async def _login(self) -> kopf.ConnectionInfo:

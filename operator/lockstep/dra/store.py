@@ -9,7 +9,8 @@ listening to both, so checking a device costs two dict lookups whatever the numb
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
 from fractions import Fraction
 
 from lockstep.api.podgroup import PodGroup
@@ -148,6 +149,30 @@ class ResourceStore:
         self._free_on_node: dict[str, int] = {}
         self._nodes_with_free: set[str] = set()
         self._counted_version = -1
+
+    @contextmanager
+    def claims_released(self, leaving: Collection[str], live: Callable[[str], bool]) -> Iterator[int]:
+        """For a preemption's trial: the devices of allocated claims that only pods in ``leaving``
+        (uids) or pods that are gone (``live(uid)`` false) hold count as free during the block, as
+        they will be once the resourceclaim controller releases them. A claim reserved for a
+        PodGroup is held while the PodGroup exists, and one reserved for nobody stays allocated."""
+        released = [
+            claim
+            for claim in self.claims.values()
+            if claim.allocated
+            and claim.status.reserved_for
+            and all(
+                ref.resource == "pods" and (ref.uid in leaving or not live(ref.uid))
+                for ref in claim.status.reserved_for
+            )
+        ]
+        for claim in released:
+            self._usage.remove("claim", claim)
+        try:
+            yield len(released)
+        finally:
+            for claim in released:
+                self._usage.add("claim", claim)
 
     def device_in_use(self, device_id: DeviceID) -> bool:
         return device_id in self._usage

@@ -63,6 +63,7 @@ PERSISTENT_VOLUMES = ResourceKind("", "v1", "persistentvolumes", "PersistentVolu
 PERSISTENT_VOLUME_CLAIMS = ResourceKind("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 STORAGE_CLASSES = ResourceKind("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False)
 CSI_NODES = ResourceKind("storage.k8s.io", "v1", "csinodes", "CSINode", namespaced=False)
+POD_DISRUPTION_BUDGETS = ResourceKind("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 
 
 class PatchType(StrEnum):
@@ -253,9 +254,15 @@ class KubeClient:
             "PUT", kind.path(namespace, name), body=body, what=_describe("PUT", kind, namespace, name, None)
         )
 
-    async def delete(self, kind: ResourceKind, namespace: str | None, name: str) -> dict[str, Any]:
+    async def delete(
+        self, kind: ResourceKind, namespace: str | None, name: str, *, body: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """DELETE; ``body``: DeleteOptions (preconditions, gracePeriodSeconds)."""
         return await self.request(
-            "DELETE", kind.path(namespace, name), what=_describe("DELETE", kind, namespace, name, None)
+            "DELETE",
+            kind.path(namespace, name),
+            body=body,
+            what=_describe("DELETE", kind, namespace, name, None),
         )
 
     async def watch_stream(

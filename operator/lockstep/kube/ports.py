@@ -3,11 +3,12 @@ implemented over the shared HTTP session."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 import aiohttp
 
-from lockstep.api.pod import InvalidObjectError, parse_pod
+from lockstep.api.pod import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER, InvalidObjectError, parse_pod
 from lockstep.api.podgroup import PodGroup
 from lockstep.api.resource import ResourceClaim, ResourceModelError, parse_resource
 from lockstep.api.volume import (
@@ -26,8 +27,9 @@ from lockstep.kube.client import (
     RESOURCE_CLAIMS,
     ApiError,
     KubeClient,
+    PatchType,
 )
-from lockstep.kube.patching import patch_pod_scheduled_false, post_binding, strict_merge_patch
+from lockstep.kube.patching import now_rfc3339, patch_pod_scheduled_false, post_binding, strict_merge_patch
 from lockstep.logging import get_logger
 from lockstep.scheduler.framework import PodInfo
 from lockstep.scheduler.ports import BindOutcome, BindResult, PatchOutcome, PatchResult, VolumeWriteOutcome
@@ -88,6 +90,54 @@ class KubePodAPI:
             return PatchOutcome(PatchResult.ERROR, str(exc))
         except TRANSPORT_ERRORS as exc:
             return PatchOutcome(PatchResult.ERROR, f"PATCH pods/status {pod.key}: {exc!r}")
+
+
+async def _pod_write(what: str, write: Awaitable[object]) -> PatchOutcome:
+    try:
+        await write
+        return PatchOutcome(PatchResult.OK)
+    except ApiError as exc:
+        if exc.conflict:
+            return PatchOutcome(PatchResult.CONFLICT, str(exc))
+        if exc.not_found:
+            return PatchOutcome(PatchResult.NOT_FOUND, str(exc))
+        return PatchOutcome(PatchResult.ERROR, str(exc))
+    except TRANSPORT_ERRORS as exc:
+        return PatchOutcome(PatchResult.ERROR, f"{what}: {exc!r}")
+
+
+class KubePreemptionAPI:
+    """``PreemptionAPI``: the victims' DisruptionTarget condition and deletion, the nominations."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+
+    async def mark_disruption_target(self, pod: PodInfo, message: str) -> PatchOutcome:
+        condition = {
+            "type": DISRUPTION_TARGET,
+            "status": "True",
+            "reason": PREEMPTION_BY_SCHEDULER,
+            "message": message,
+            "lastTransitionTime": now_rfc3339(),
+        }
+        body = {"metadata": {"uid": pod.uid}, "status": {"conditions": [condition]}}
+        return await _pod_write(
+            f"PATCH pods/status {pod.key}",
+            self.client.patch(PODS, pod.namespace, pod.name, body, PatchType.STRATEGIC, subresource="status"),
+        )
+
+    async def delete_victim(self, pod: PodInfo) -> PatchOutcome:
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": pod.uid}}
+        return await _pod_write(
+            f"DELETE pods {pod.key}", self.client.delete(PODS, pod.namespace, pod.name, body=options)
+        )
+
+    async def nominate(self, pod: PodInfo, node_name: str) -> PatchOutcome:
+        body = {"metadata": {"uid": pod.uid}, "status": {"nominatedNodeName": node_name or None}}
+        return await _pod_write(
+            f"PATCH pods/status {pod.key}",
+            self.client.patch(PODS, pod.namespace, pod.name, body, PatchType.MERGE, subresource="status"),
+        )
 
 
 def _write_failure(exc: ApiError) -> WriteResult:

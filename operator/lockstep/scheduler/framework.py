@@ -162,6 +162,11 @@ class PodInfo:
     scheduling_gated: bool = False  # spec.schedulingGates is not empty: not to be scheduled yet
     # inter-pod affinity, topology spread, host ports, refused fields; None: the pod sets none
     placement: PlacementSpec | None = None
+    preemption_policy: str = "PreemptLowerPriority"  # spec.preemptionPolicy
+    nominated_node_name: str = ""  # status.nominatedNodeName: where a preemption made room for it
+    # The group whose preemption marked this pod (DisruptionTarget=True, PreemptionByScheduler, with
+    # lockstep's message naming the group), or None.
+    preempted_by: GroupKey | None = None
 
     @property
     def key(self) -> str:
@@ -176,6 +181,40 @@ class PodInfo:
     @property
     def terminal(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
+
+
+class LabelRequirement(NamedTuple):
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist (matchLabels entries are In with one value)
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        present = self.key in labels
+        if self.operator == "In":
+            return present and labels[self.key] in self.values
+        if self.operator == "NotIn":
+            return not present or labels[self.key] not in self.values
+        if self.operator == "Exists":
+            return present
+        return not present
+
+
+@dataclass(frozen=True, slots=True)
+class DisruptionBudget:
+    """A PodDisruptionBudget as preemption weighs it: which pods it covers and how many may go."""
+
+    namespace: str
+    name: str
+    has_selector: bool  # policy/v1: an empty selector covers every pod of the namespace, none covers none
+    requirements: tuple[LabelRequirement, ...]
+    disruptions_allowed: int
+
+    def covers(self, pod: PodInfo) -> bool:
+        return (
+            self.has_selector
+            and pod.namespace == self.namespace
+            and all(r.matches(pod.labels) for r in self.requirements)
+        )
 
 
 @dataclass(slots=True)

@@ -84,3 +84,19 @@ class VolumeAPI(Protocol):
         """Set (or, with None, remove) the claim's ``volume.kubernetes.io/selected-node`` annotation;
         a patch carrying the claim's ``metadata.resourceVersion``."""
         ...
+
+
+class PreemptionAPI(Protocol):
+    """The writes of a preemption. Without one, the scheduler never preempts."""
+
+    async def mark_disruption_target(self, pod: PodInfo, message: str) -> PatchOutcome:
+        """Condition DisruptionTarget=True, reason PreemptionByScheduler, on a victim (pods/status)."""
+        ...
+
+    async def delete_victim(self, pod: PodInfo) -> PatchOutcome:
+        """DELETE the victim (its own grace period), guarded by its uid; NOT_FOUND when already gone."""
+        ...
+
+    async def nominate(self, pod: PodInfo, node_name: str) -> PatchOutcome:
+        """``status.nominatedNodeName`` of a preemptor pod; ``""`` clears it."""
+        ...

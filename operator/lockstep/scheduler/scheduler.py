@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Protocol
 
+from lockstep.api.pod import preemption_message
 from lockstep.config import ScoreStrategy, Settings
 from lockstep.scheduler.bind_queue import BindQueue
 from lockstep.scheduler.cycle import CycleOutcome, GroupCycle, Placement
@@ -35,9 +36,17 @@ from lockstep.scheduler.framework import (
     PodInfo,
     Status,
 )
+from lockstep.scheduler.plugins.dynamic_resources import STORE_SERVICE
 from lockstep.scheduler.plugins.gang import GangPermit
 from lockstep.scheduler.plugins.unsupported import UNSUPPORTED_POD_SPEC
-from lockstep.scheduler.ports import BindResult, PatchResult, PodAPI
+from lockstep.scheduler.ports import BindResult, PatchResult, PodAPI, PreemptionAPI
+from lockstep.scheduler.preemption import (
+    PlanResult,
+    PlanVerdict,
+    PreemptionPlan,
+    PreemptionPlanner,
+    ReleasableDevices,
+)
 from lockstep.scheduler.profile import DEFAULT_PLUGINS, PluginContext, build_profile
 from lockstep.scheduler.queue import GroupQueue
 from lockstep.scheduler.records import REASON_WAITING, GroupAttempt, PodDiagnosis, merge_causes, reason_for
@@ -135,9 +144,11 @@ class Scheduler:
         options: SchedulerOptions = SchedulerOptions(),
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        preemption_api: PreemptionAPI | None = None,
     ) -> None:
         self.settings = settings
         self.pod_api = pod_api
+        self.preemption_api = preemption_api
         self.options = options
         self.clock = clock
         self.wall_clock = wall_clock
@@ -154,6 +165,19 @@ class Scheduler:
             options.feasible_nodes_to_find,
             spread=settings.score_strategy is ScoreStrategy.LEAST_ALLOCATED,
         )
+        devices = (services or {}).get(STORE_SERVICE)
+        self.planner = PreemptionPlanner(
+            self.cache,
+            self.cycle,
+            devices if isinstance(devices, ReleasableDevices) else None,
+        )
+        # Plans being written, until the cache shows their victims terminating (or gone) and their
+        # nominations: meanwhile their victims are taken and their capacity held here.
+        self._plans: dict[GroupKey, PreemptionPlan] = {}
+        self._finishing: set[str] = set()  # uids of marked victims whose deletion is in flight
+        # Told of every preemption verdict (metrics) and of each executed plan (events).
+        self.on_preemption_verdict: Callable[[GroupKey, PlanVerdict], None] | None = None
+        self.on_preempted: Callable[[PreemptionPlan], None] | None = None
         self._attempts: dict[GroupKey, GroupAttempt] = {}
         self._listeners: list[SchedulerListener] = []
         self._tasks: set[asyncio.Task[None]] = set()
@@ -297,8 +321,121 @@ class Scheduler:
             return
         pods = self.cache.unscheduled_members(key)
         pods.sort(key=lambda p: -p.priority)  # stable: equal priorities keep first-seen order
-        outcome = self.cycle.run(group, pods)
+        priority = self._priority(key)
+        verdict: PlanVerdict | None = None
+        with self.cache.pods_held(self._nominations_above(key, priority)):
+            outcome = self.cycle.run(group, pods)
+            if self._may_preempt(key, outcome):
+                taken = {victim.uid for plan in self._plans.values() for victim in plan.victims}
+                verdict = self.planner.plan(key, group, pods, priority, taken)
+        if verdict is not None:
+            self._act_on(key, pods, verdict)
+            outcome = dataclasses.replace(
+                outcome,
+                status=dataclasses.replace(
+                    outcome.status, reasons=(*outcome.status.reasons, verdict.message)
+                ),
+            )
         self._after_cycle(key, group, outcome)
+
+    # ------------------------------------------------------------------ preemption
+
+    def _nominations_above(self, key: GroupKey, priority: int) -> list[tuple[PodInfo, str]]:
+        """Capacity freed by preemption for other groups of at least ``priority``: held from this one."""
+        self._forget_written_plans()
+        holds: dict[str, tuple[PodInfo, str]] = {}
+        for plan in self._plans.values():
+            holds.update(
+                (pod.uid, (pod, node)) for pod, node in plan.nominations if self.cache.get_pod(pod.uid)
+            )
+        holds.update((pod.uid, (pod, node)) for pod, node in self.cache.nominated())
+        return [
+            (pod, node)
+            for pod, node in holds.values()
+            if pod.group_key != key and self._priority(pod.group_key) >= priority
+        ]
+
+    def _forget_written_plans(self) -> None:
+        for key, plan in list(self._plans.items()):
+            if self._plan_written(plan):
+                del self._plans[key]
+
+    def _plan_written(self, plan: PreemptionPlan) -> bool:
+        """Whether the cache shows what the plan wrote (from then on the API state speaks for it)."""
+        for victim in plan.victims:
+            pod = self.cache.get_pod(victim.uid)
+            if pod is not None and not pod.deleting:
+                return False
+        for nominee, node in plan.nominations:
+            pod = self.cache.get_pod(nominee.uid)
+            if pod is not None and not pod.node_name and pod.nominated_node_name != node:
+                return False
+        return True
+
+    def _may_preempt(self, key: GroupKey, outcome: CycleOutcome) -> bool:
+        if self.preemption_api is None or key in self._plans:
+            return False
+        if outcome.status.code is not Code.UNSCHEDULABLE:
+            return False  # placed, waiting, an error, or unresolvable (fewer pods than minCount)
+        # a pod rejected as unresolvable everywhere cannot be helped by removing pods
+        return not any(d.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE for d in outcome.diagnoses)
+
+    def _act_on(self, key: GroupKey, pods: Sequence[PodInfo], verdict: PlanVerdict) -> None:
+        if self.on_preemption_verdict is not None:
+            self.on_preemption_verdict(key, verdict)
+        if verdict.plan is not None:
+            self._plans[key] = verdict.plan
+            self._spawn(self._preempt(verdict.plan))
+        elif verdict.result in (PlanResult.NO_PLAN, PlanResult.NOT_ELIGIBLE):
+            # A nomination left from an earlier plan would hold capacity for nothing.
+            for pod in pods:
+                if pod.nominated_node_name:
+                    self._spawn(self._nominate(pod, ""))
+
+    async def _preempt(self, plan: PreemptionPlan) -> None:
+        """Mark every victim, record the nominations, then delete the victims: a restart at any point
+        finds what is left to do in the API (marked victims are deleted; nominations hold capacity;
+        terminating victims make the group wait instead of preempting again)."""
+        api = self.preemption_api
+        assert api is not None
+        message = preemption_message(plan.group, plan.priority)
+        deleted = False
+        try:
+            await asyncio.gather(*(api.mark_disruption_target(v, message) for v in plan.victims))
+            await asyncio.gather(*(self._nominate(pod, node) for pod, node in plan.nominations))
+            outcomes = await asyncio.gather(*(api.delete_victim(v) for v in plan.victims))
+            deleted = all(o.result in (PatchResult.OK, PatchResult.NOT_FOUND) for o in outcomes)
+        finally:
+            if not deleted:  # the plan broke: the next cycle plans again
+                self._plans.pop(plan.group, None)
+                self._wakeup.set()
+        if deleted and self.on_preempted is not None:
+            self.on_preempted(plan)
+
+    async def _nominate(self, pod: PodInfo, node_name: str) -> None:
+        assert self.preemption_api is not None
+        outcome = await self.preemption_api.nominate(pod, node_name)
+        if outcome.result is PatchResult.ERROR:
+            log.warning("nominating pod %s for %r failed: %s", pod.key, node_name, outcome.message)
+
+    def finish_preemption(self, pod: PodInfo) -> None:
+        """A victim marked by a preemption but not deleted (the operator stopped in between): delete it."""
+        if (
+            self.preemption_api is None
+            or pod.deleting
+            or pod.preempted_by is None
+            or pod.uid in self._finishing
+        ):
+            return
+        self._finishing.add(pod.uid)
+        self._spawn(self._finish(pod))
+
+    async def _finish(self, pod: PodInfo) -> None:
+        assert self.preemption_api is not None
+        try:
+            await self.preemption_api.delete_victim(pod)
+        finally:
+            self._finishing.discard(pod.uid)
 
     def _after_cycle(self, key: GroupKey, group: PodGroupInfo | None, outcome: CycleOutcome) -> None:
         now = self.clock()

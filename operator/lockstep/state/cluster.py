@@ -14,12 +14,20 @@ Events that could make a parked group schedulable are reported to the registered
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from enum import Enum
 from typing import Protocol
 
 from lockstep.api.podgroup import PodGroup
-from lockstep.scheduler.framework import GroupKey, NodeInfo, PodClaimRef, PodGroupInfo, PodInfo
+from lockstep.scheduler.framework import (
+    DisruptionBudget,
+    GroupKey,
+    NodeInfo,
+    PodClaimRef,
+    PodGroupInfo,
+    PodInfo,
+)
 from lockstep.state.placed_pods import PlacedPodIndex
 
 
@@ -110,6 +118,8 @@ class ClusterCache:
         self._domain_free: dict[str, int] = {}
         self._placed_index = PlacedPodIndex(lambda: ((self._pods[u], n) for u, n in self._placed.items()))
         self._namespace_labels: dict[str, Mapping[str, str]] = {}
+        self._nominated: dict[str, str] = {}  # unbound live pod uid -> status.nominatedNodeName
+        self._budgets: dict[tuple[str, str], DisruptionBudget] = {}
         self._listeners: list[ClusterListener] = []
 
     # ----------------------------------------------------------------- listeners
@@ -135,8 +145,10 @@ class ClusterCache:
 
     def _place(self, pod: PodInfo) -> None:
         node_name = self._usage_node(pod)
-        if not node_name:
-            return
+        if node_name:
+            self._place_on(pod, node_name)
+
+    def _place_on(self, pod: PodInfo, node_name: str) -> None:
         self._placed[pod.uid] = node_name
         self._pods_on_node.setdefault(node_name, set()).add(pod.uid)
         self._placed_index.add(pod, node_name)
@@ -182,6 +194,10 @@ class ClusterCache:
             del self._assumed[pod.uid]  # the binding is confirmed by the API
         self._pods[pod.uid] = pod
         self._uid_by_key[pod.key] = pod.uid
+        if pod.nominated_node_name and not pod.node_name and not pod.deleting and not pod.terminal:
+            self._nominated[pod.uid] = pod.nominated_node_name
+        else:
+            self._nominated.pop(pod.uid, None)
         self._place(pod)
         if freed and self._placed.get(pod.uid) != freed:
             self._emit(ClusterEvent.ASSIGNED_POD_REMOVED)
@@ -205,6 +221,7 @@ class ClusterCache:
             del self._uid_by_key[pod.key]
         was_member = self._leave_group(pod)
         self._assumed.pop(uid, None)
+        self._nominated.pop(uid, None)
         freed = self._unplace(pod)
         if freed:
             self._emit(ClusterEvent.ASSIGNED_POD_REMOVED)
@@ -290,6 +307,49 @@ class ClusterCache:
     @property
     def namespaces(self) -> Mapping[str, Mapping[str, str]]:
         return self._namespace_labels
+
+    # ----------------------------------------------------------------- preemption
+
+    def nominated(self) -> Iterator[tuple[PodInfo, str]]:
+        """Unbound pods holding capacity a preemption freed for them, with their nominated node."""
+        for uid, node_name in self._nominated.items():
+            yield self._pods[uid], node_name
+
+    @contextmanager
+    def pods_held(self, holds: Iterable[tuple[PodInfo, str]]) -> Iterator[None]:
+        """Count unbound (nominated) pods on the given nodes for the duration of the block."""
+        held = {pod.uid: (self._pods[pod.uid], node) for pod, node in holds if pod.uid not in self._placed}
+        held_pods = list(held.values())
+        for pod, node_name in held_pods:
+            self._place_on(pod, node_name)
+        try:
+            yield
+        finally:
+            for pod, _ in held_pods:
+                self._unplace(pod)
+
+    @contextmanager
+    def pods_removed(self, pods: Iterable[PodInfo]) -> Iterator[None]:
+        """Leave the given placed pods out of their nodes' usage for the block (a preemption's trial).
+        Nothing is reported to the listeners; the group counts are left as they are."""
+        removed = [self._pods[pod.uid] for pod in pods if pod.uid in self._placed]
+        for pod in removed:
+            self._unplace(pod)
+        try:
+            yield
+        finally:
+            for pod in removed:
+                self._place(pod)
+
+    def upsert_budget(self, budget: DisruptionBudget) -> None:
+        self._budgets[(budget.namespace, budget.name)] = budget
+
+    def delete_budget(self, namespace: str, name: str) -> None:
+        self._budgets.pop((namespace, name), None)
+
+    @property
+    def budgets(self) -> Iterable[DisruptionBudget]:
+        return self._budgets.values()
 
     # ----------------------------------------------------------------- assume / forget
 

@@ -18,7 +18,8 @@ def _grants(group: str, resources: str, verbs: str) -> set[Permission]:
 
 # What the operator calls on the API cluster-wide (see the ClusterRole template for why).
 CLUSTER_NEEDS: set[Permission] = (
-    _grants("", "pods", "get list watch")
+    _grants("", "pods", "get list watch delete")
+    | _grants("policy", "poddisruptionbudgets", "list watch")
     | _grants("", "pods/binding", "create")
     | _grants("", "pods/status", "patch")
     | _grants("", "nodes", "list watch")
@@ -229,13 +230,12 @@ def test_scan_reports_what_it_cannot_map(tmp_path: Path, code: str, why: str) ->
 def test_scan_finds_a_call_the_role_does_not_allow(tmp_path: Path) -> None:
     source = tmp_path / "sample.py"
     source.write_text(
-        "import kubernetes_asyncio\n\n\n"
-        "async def f(core, client):\n    await core.delete_namespaced_pod('p', 'ns')\n"
+        "import kubernetes_asyncio\n\n\nasync def f(core, client):\n    await core.patch_node('n', {})\n"
     )
     sites, unmapped = scan([source])
     assert unmapped == []
     granted = granted_permissions(only(render(HA_VALUES), "ClusterRole"))
-    assert [p for site in sites for p in site.permissions - granted] == [Permission("", "pods", "delete")]
+    assert [p for site in sites for p in site.permissions - granted] == [Permission("", "nodes", "patch")]
 
 
 def test_scan_ignores_cache_methods_named_like_api_calls_outside_kubernetes_asyncio(tmp_path: Path) -> None:

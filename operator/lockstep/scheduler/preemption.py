@@ -1,0 +1,278 @@
+"""Gang-aware preemption planning: which lower-priority pods to remove so a whole group fits.
+
+Pure and synchronous, like the group cycle it drives: every question "would the group fit without
+these pods?" is a trial run of the real group cycle (every filter, DRA allocation included) on the
+cache with those pods left out of their nodes' usage and the devices of claims they alone hold
+counted free; the trial's reservations are released at once.
+
+A plan, for a group of priority P whose members do not say ``preemptionPolicy: Never``:
+
+1. If the group fits once what is already leaving is gone (terminating pods, claims held only by
+   pods that are gone or terminating), nothing is preempted: the group waits for them. This is
+   also how a preemption in progress, after a restart too, is never repeated.
+2. Victims come in units: a pod on its own, or a whole gang. A gang's pods are a unit when its
+   PodGroup says ``disruptionMode: PodGroup``, when it has no member beyond minCount to spare, or,
+   at the end, when more of its pods were chosen than it can spare: no gang is left running below
+   minCount because of a preemption. Only units whose every pod has a priority below P qualify.
+3. If the group does not fit with every qualifying unit removed, it never preempts (it would not fit
+   on an empty cluster of today's nodes either, or only by removing equal or higher priority).
+4. The lowest victim priority that suffices is found (units of that priority or below removed),
+   then units are given back one at a time while the group still fits: the highest priority first,
+   then those whose removal would violate a PodDisruptionBudget, then the largest. What is left is
+   the plan, with the nodes the trial placed the group on as its nominations.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+from lockstep.scheduler.cycle import GroupCycle
+from lockstep.scheduler.framework import DisruptionBudget, GroupKey, PodGroupInfo, PodInfo
+from lockstep.state.cluster import ClusterCache
+
+PREEMPTION_PLUGIN = "Preemption"
+DISRUPTION_MODE_POD_GROUP = "PodGroup"
+# Why a pod is a victim (the victims metric's label).
+REASON_POD = "pod"  # on its own: a lone pod, a basic group's, or a gang member beyond minCount
+REASON_GANG = "gang"  # with its whole gang
+
+
+class PlanResult(StrEnum):
+    PLANNED = "planned"
+    WAITING = "waiting"  # fits once terminating pods and released claims are gone
+    NOT_ELIGIBLE = "not_eligible"  # preemptionPolicy Never
+    NO_PLAN = "no_plan"  # does not fit even with every lower-priority pod removed
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionPlan:
+    group: GroupKey
+    priority: int
+    victims: tuple[PodInfo, ...]
+    reasons: dict[str, str]  # victim uid -> REASON_POD | REASON_GANG
+    nominations: tuple[tuple[PodInfo, str], ...]  # the group's pods and where the trial put them
+    violated_budgets: tuple[str, ...] = ()  # namespace/name of the PDBs the plan goes beyond
+
+    def victims_by_group(self) -> dict[GroupKey, int]:
+        return dict(Counter(victim.group_key for victim in self.victims))
+
+    def describe_victims(self) -> str:
+        parts = [
+            f"{'group' if key.pod_group else 'pod'} {key.namespace}/{key.name} ({count} pods)"
+            for key, count in sorted(self.victims_by_group().items())
+        ]
+        text = ", ".join(parts)
+        if self.violated_budgets:
+            text += "; violates PodDisruptionBudget " + ", ".join(self.violated_budgets)
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class PlanVerdict:
+    result: PlanResult
+    message: str
+    plan: PreemptionPlan | None = None
+    trials: int = 0
+
+
+@runtime_checkable
+class ReleasableDevices(Protocol):
+    def claims_released(
+        self, leaving: Collection[str], live: Callable[[str], bool]
+    ) -> AbstractContextManager[int]:
+        """Count the devices of claims that only ``leaving`` (or gone) pods hold as free."""
+        ...
+
+
+def group_disruption_mode(group: PodGroupInfo | None) -> str:
+    """``Pod`` unless the PodGroup says ``PodGroup`` (upstream's v1alpha2 field and default)."""
+    return str(getattr(group, "disruption_mode", "") or "Pod")
+
+
+def group_preempts(pods: Sequence[PodInfo]) -> bool:
+    """A group preempts only if none of its pods promised not to (``preemptionPolicy: Never``)."""
+    return all(pod.preemption_policy != "Never" for pod in pods)
+
+
+@dataclass(slots=True)
+class _Unit:
+    group: GroupKey
+    pods: tuple[PodInfo, ...]
+    priority: int
+    whole_gang: bool
+    spare: int = 0  # for a member of a gang in Pod mode: how many of the gang's pods may go alone
+    budget_hits: dict[str, int] = field(default_factory=dict)
+
+
+class PreemptionPlanner:
+    def __init__(self, cache: ClusterCache, cycle: GroupCycle, devices: ReleasableDevices | None) -> None:
+        self.cache = cache
+        self.cycle = cycle
+        self.devices = devices
+
+    def plan(
+        self,
+        key: GroupKey,
+        group: PodGroupInfo | None,
+        pods: Sequence[PodInfo],
+        priority: int,
+        taken: Collection[str] = (),
+    ) -> PlanVerdict:
+        """Plan on the cache as it is (it must not change during the call). ``taken``: uids of the
+        victims of plans still being written; like the pods already marked as victims they are
+        leaving, and never chosen again."""
+        if not group_preempts(pods):
+            return PlanVerdict(PlanResult.NOT_ELIGIBLE, "preemptionPolicy is Never: waits without preempting")
+        trials = 0
+        leaving = [
+            p
+            for p in self.cache.pods.values()
+            if (p.deleting or p.preempted_by is not None or p.uid in taken) and self._placed(p)
+        ]
+        trials += 1
+        if self._fits(group, pods, leaving) is not None:
+            return PlanVerdict(
+                PlanResult.WAITING,
+                f"fits once {len(leaving)} terminating pods and the claims they hold are gone",
+                trials=trials,
+            )
+        units = self._units(key, priority, {p.uid for p in leaving})
+        everything = [pod for unit in units for pod in unit.pods]
+        trials += 1
+        if not units or self._fits(group, pods, leaving + everything) is None:
+            why = (
+                "no lower-priority pods to preempt"
+                if not units
+                else f"does not fit even with all {len(everything)} lower-priority pods preempted"
+            )
+            return PlanVerdict(PlanResult.NO_PLAN, why, trials=trials)
+        chosen = units
+        for level in sorted({unit.priority for unit in units})[:-1]:
+            candidates = [unit for unit in units if unit.priority <= level]
+            trials += 1
+            if self._fits(group, pods, leaving + _pods_of(candidates)) is not None:
+                chosen = candidates
+                break
+        removed = list(chosen)
+        for unit in sorted(chosen, key=lambda u: (-u.priority, -bool(self._violations([u])), -len(u.pods))):
+            kept = [u for u in removed if u is not unit]
+            trials += 1
+            if self._fits(group, pods, leaving + _pods_of(_whole_gangs(kept, units))) is not None:
+                removed = kept
+        final = _whole_gangs(removed, units)
+        trials += 1
+        nominations = self._fits(group, pods, leaving + _pods_of(final))
+        if nominations is None:  # cannot happen: a superset of a fitting removal was tried above
+            return PlanVerdict(PlanResult.NO_PLAN, "the plan did not fit when checked again", trials=trials)
+        reasons = {
+            pod.uid: REASON_GANG if unit.whole_gang else REASON_POD for unit in final for pod in unit.pods
+        }
+        plan = PreemptionPlan(
+            group=key,
+            priority=priority,
+            victims=tuple(_pods_of(final)),
+            reasons=reasons,
+            nominations=nominations,
+            violated_budgets=tuple(sorted(self._violations(final))),
+        )
+        return PlanVerdict(PlanResult.PLANNED, f"preempting {plan.describe_victims()}", plan, trials)
+
+    # ------------------------------------------------------------------ trials
+
+    def _placed(self, pod: PodInfo) -> bool:
+        return bool(pod.node_name or self.cache.is_assumed(pod.uid)) and not pod.terminal
+
+    def _fits(
+        self, group: PodGroupInfo | None, pods: Sequence[PodInfo], removed: Sequence[PodInfo]
+    ) -> tuple[tuple[PodInfo, str], ...] | None:
+        """Where the group's pods go with ``removed`` gone, or None when it does not fit."""
+        leaving = {pod.uid for pod in removed}
+        released: AbstractContextManager[int] = (
+            self.devices.claims_released(leaving, lambda uid: self.cache.get_pod(uid) is not None)
+            if self.devices is not None
+            else nullcontext(0)
+        )
+        with self.cache.pods_removed(removed), released:
+            outcome = self.cycle.run(group, pods)
+            placements = outcome.placements
+            try:
+                wanted = len(pods) if group is None or not group.is_gang else 1
+                if not outcome.status.ok or len(placements) < wanted:
+                    return None
+                return tuple((placement.pod, placement.node_name) for placement in placements)
+            finally:
+                for placement in reversed(placements):
+                    self.cycle.release(placement)
+
+    # ------------------------------------------------------------------ victims
+
+    def _units(self, preemptor: GroupKey, priority: int, leaving: Collection[str]) -> list[_Unit]:
+        by_group: dict[GroupKey, list[PodInfo]] = {}
+        for pod in self.cache.pods.values():
+            if pod.node_name and not pod.terminal and pod.uid not in leaving and pod.group_key != preemptor:
+                by_group.setdefault(pod.group_key, []).append(pod)
+        units: list[_Unit] = []
+        budgets = list(self.cache.budgets)
+        for key, members in by_group.items():
+            top = max(pod.priority for pod in members)
+            info = self.cache.podgroup(key) if key.pod_group else None
+            ours = key.pod_group and info is not None and info.is_gang
+            if ours and info is not None:
+                if top >= priority:
+                    continue  # a gang is taken whole or not at all, and this one holds higher pods
+                spare = self.cache.scheduled_count(key) - info.min_count
+                if group_disruption_mode(info) == DISRUPTION_MODE_POD_GROUP or spare <= 0:
+                    units.append(_Unit(key, tuple(members), top, True, 0, _hits(members, budgets)))
+                    continue
+                units.extend(
+                    _Unit(key, (pod,), pod.priority, False, spare, _hits([pod], budgets)) for pod in members
+                )
+            else:
+                units.extend(
+                    _Unit(key, (pod,), pod.priority, False, len(members), _hits([pod], budgets))
+                    for pod in members
+                    if pod.priority < priority
+                )
+        return units
+
+    def _violations(self, units: Iterable[_Unit]) -> set[str]:
+        taken: Counter[str] = Counter()
+        for unit in units:
+            taken.update(unit.budget_hits)
+        allowed = {f"{b.namespace}/{b.name}": b.disruptions_allowed for b in self.cache.budgets}
+        return {name for name, count in taken.items() if count > allowed.get(name, 0)}
+
+
+def _hits(pods: Iterable[PodInfo], budgets: Sequence[DisruptionBudget]) -> dict[str, int]:
+    hits: Counter[str] = Counter()
+    for pod in pods:
+        for budget in budgets:
+            if budget.covers(pod):
+                hits[f"{budget.namespace}/{budget.name}"] += 1
+    return dict(hits)
+
+
+def _pods_of(units: Iterable[_Unit]) -> list[PodInfo]:
+    return [pod for unit in units for pod in unit.pods]
+
+
+def _whole_gangs(removed: Sequence[_Unit], units: Sequence[_Unit]) -> list[_Unit]:
+    """Replace the members of a gang chosen beyond what it can spare by the whole gang."""
+    alone: Counter[GroupKey] = Counter(u.group for u in removed if not u.whole_gang and u.spare)
+    over = {key for key, count in alone.items() if count > next(u.spare for u in removed if u.group == key)}
+    if not over:
+        return list(removed)
+    result = [u for u in removed if u.group not in over]
+    for key in over:
+        members = tuple(pod for u in units if u.group == key for pod in u.pods)
+        hits: Counter[str] = Counter()
+        for u in units:
+            if u.group == key:
+                hits.update(u.budget_hits)
+        result.append(_Unit(key, members, max(p.priority for p in members), True, 0, dict(hits)))
+    return result
