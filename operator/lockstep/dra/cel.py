@@ -11,18 +11,19 @@ As in k8s.io/dynamic-resource-allocation/cel plus k8s.io/apiserver/pkg/cel/libra
 * ``cel.bind``, two-variable comprehensions, cel-go's heterogeneous equality and cross-type numeric
   ordering;
 * the libraries of Kubernetes' 1.36 environment (:mod:`lockstep.dra.cel_libraries`): ext.Strings v2,
-  ext.Sets, Kubernetes lists and ext.Lists v3, regex, IP, CIDR and URL;
+  ext.Sets, Kubernetes lists and ext.Lists v3, regex, IP, CIDR, URL and format;
 * optional types (``cel.OptionalTypes``): ``x.?f``, ``x[?k]``, ``[?x]``, ``{?k: v}``, ``optional.of``,
   ``optional.ofNonZeroValue``, ``optional.none``, ``hasValue``, ``value``, ``or``, ``orValue``,
   ``optMap``, ``optFlatMap``; the syntax comes from :mod:`lockstep.dra.cel_syntax`.
 
 Each expression is compiled once per feature set (:func:`compile_selector`); a function the environment
-does not declare (``math.*``, ``base64.*``, the Kubernetes ``format`` library, ...) is refused at compile
-time, naming it. A compile or runtime error becomes :class:`CELError`, whose message quotes the
-expression; it never escapes as anything else. The runtime cost limit is upstream's
-``CELSelectorExpressionMaxCost`` (1,000,000), counted as one unit per evaluation step, loop iterations
-included. :meth:`Selector.estimated_cost` is cel-go's worst-case estimate (:mod:`lockstep.dra.cel_cost`),
-which kube-apiserver checks against the same limit when a selector is written.
+does not declare (``math.*``, ``base64.*``, ...) or that lockstep lacks (``transformList``,
+``transformMap``) is refused at compile time, naming it. A compile or runtime error becomes
+:class:`CELError`, whose message quotes the expression; it never escapes as anything else. The runtime
+cost limit is upstream's ``CELSelectorExpressionMaxCost`` (1,000,000), counted as one unit per evaluation
+step, loop iterations included. :meth:`Selector.estimated_cost` is cel-go's worst-case estimate
+(:mod:`lockstep.dra.cel_cost`), which kube-apiserver checks against the same limit when a selector is
+written.
 """
 
 from __future__ import annotations
@@ -294,7 +295,7 @@ _MISSING = object()
 _TWO_VARIABLE_MACROS = ("all", "exists", "existsOne", "exists_one")
 _OPTIONAL_SHORT_CIRCUITS = frozenset({"or", "orValue", "optMap", "optFlatMap"})
 # Receivers that name a function namespace (``optional.of(x)``), not a variable.
-NAMESPACES = frozenset({"optional", "sets", "lists", "strings", "ip"})
+NAMESPACES = frozenset({"optional", "sets", "lists", "strings", "ip", "format"})
 
 
 class _CostLimitExceeded(Exception):

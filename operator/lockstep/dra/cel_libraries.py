@@ -1,13 +1,17 @@
 """cel-go's and Kubernetes' CEL libraries that the DRA selector environment declares (Kubernetes 1.36).
 
 From ``k8s.io/apiserver/pkg/cel/environment/base.go``: ext.Strings v2, ext.Sets, ext.Lists v3, and the
-Kubernetes lists, regex, URL, IP and CIDR libraries. Each function is a plain callable over celpy values
-that returns a value or a CELEvalError with cel-go's message. Functions named ``ns.name`` are called as
-``ns.name(...)`` (see ``NAMESPACES`` in ``cel.py``); the others as ``name(...)`` or ``x.name(...)``.
+Kubernetes lists, regex, URL, IP, CIDR and format libraries. Each function is a plain callable over celpy
+values that returns a value or a CELEvalError with cel-go's message. Functions named ``ns.name`` are
+called as ``ns.name(...)`` (see ``NAMESPACES`` in ``cel.py``); the others as ``name(...)`` or
+``x.name(...)``.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import datetime
 import functools
 import ipaddress
 import itertools
@@ -624,6 +628,201 @@ _URLS: dict[str, Callable[..., Value]] = {
 }
 
 
+# --- Kubernetes format library (k8s.io/apimachinery/pkg/util/validation messages) --------------------
+
+
+def _regex_error(message: str, pattern: str, *examples: str) -> str:
+    """validation.RegexError, including its double space between examples."""
+    shown = " or ".join(f"'{example}', " for example in examples)
+    return f"{message} (e.g. {shown}regex used for validation is '{pattern}')"
+
+
+_DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN = rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*"
+_DNS1035_LABEL = "[a-z]([-a-z0-9]*[a-z0-9])?"
+_QUALIFIED_NAME = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_LABEL_VALUE = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?"
+_QUALIFIED_NAME_MESSAGE = (
+    "must consist of alphanumeric characters, '-', '_' or '.', "
+    "and must start and end with an alphanumeric character"
+)
+
+
+def _matching(pattern: str, max_length: int, message: str, *examples: str) -> Callable[[str], list[str]]:
+    compiled = re2.compile(pattern)
+
+    def validate(value: str) -> list[str]:
+        errors = [f"must be no more than {max_length} characters"] if len(value) > max_length else []
+        if not compiled.fullmatch(value):
+            errors.append(_regex_error(message, pattern, *examples))
+        return errors
+
+    return validate
+
+
+_is_dns1123_label = _matching(
+    _DNS1123_LABEL,
+    63,
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+    "and must start and end with an alphanumeric character",
+    "my-name",
+    "123-abc",
+)
+_is_dns1123_subdomain = _matching(
+    _DNS1123_SUBDOMAIN,
+    253,
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+    "and must start and end with an alphanumeric character",
+    "example.com",
+)
+_is_dns1035_label = _matching(
+    _DNS1035_LABEL,
+    63,
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
+    "start with an alphabetic character, and end with an alphanumeric character",
+    "my-name",
+    "abc-123",
+)
+_is_label_value = _matching(
+    _LABEL_VALUE,
+    63,
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+    "and must start and end with an alphanumeric character",
+    "MyValue",
+    "my_value",
+    "12345",
+)
+
+
+def _is_qualified_name(value: str) -> list[str]:
+    parts = value.split("/")
+    if len(parts) > 2:
+        return [
+            "a qualified name "
+            + _regex_error(_QUALIFIED_NAME_MESSAGE, _QUALIFIED_NAME, "MyName", "my.name", "123-abc")
+            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        ]
+    errors: list[str] = []
+    name = parts[-1]
+    if len(parts) == 2:
+        if not parts[0]:
+            errors.append("prefix part must be non-empty")
+        else:
+            errors.extend(f"prefix part {message}" for message in _is_dns1123_subdomain(parts[0]))
+    if not name:
+        errors.append("name part must be non-empty")
+    elif len(name) > 63:
+        errors.append("name part must be no more than 63 characters")
+    if not re2.fullmatch(_QUALIFIED_NAME, name):
+        errors.append(
+            "name part "
+            + _regex_error(_QUALIFIED_NAME_MESSAGE, _QUALIFIED_NAME, "MyName", "my.name", "123-abc")
+        )
+    return errors
+
+
+def _mask_trailing_dash(name: str) -> str:
+    """apimachinery's maskTrailingDash, which drops the two last characters."""
+    return name[:-2] + "a" if len(name) > 1 and name.endswith("-") else name
+
+
+def _uri(value: str) -> list[str]:
+    try:
+        _parse_url(value)
+    except ValueError:
+        return [f'parse "{value}": invalid URI for request']
+    return []
+
+
+def _one_message(valid: Callable[[str], bool], message: str) -> Callable[[str], list[str]]:
+    return lambda value: [] if valid(value) else [message]
+
+
+_UUID = re2.compile(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$")
+_DATETIME = re2.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
+)
+
+
+def _valid_base64(value: str) -> bool:
+    try:
+        base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
+
+
+def _valid_date(value: str) -> bool:
+    try:
+        datetime.date.fromisoformat(value)
+    except ValueError:
+        return False
+    return len(value) == 10
+
+
+def _valid_datetime(value: str) -> bool:
+    match = _DATETIME.match(value)
+    if not match:
+        return False
+    try:
+        year, month, day, hour, minute, second = (int(match.group(i)) for i in range(1, 7))
+        datetime.datetime(year, month, day, hour, minute, second)
+    except ValueError:
+        return False
+    return True
+
+
+class Format:
+    """A ``kubernetes.NamedFormat`` value of the format library."""
+
+    __slots__ = ("name", "validate")
+
+    def __init__(self, name: str, validate: Callable[[str], list[str]]) -> None:
+        self.name, self.validate = name, validate
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Format) and self.name == other.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+
+_FORMATS = {
+    name: Format(name, validate)
+    for name, validate in {
+        "dns1123Label": _is_dns1123_label,
+        "dns1123Subdomain": _is_dns1123_subdomain,
+        "dns1035Label": _is_dns1035_label,
+        "qualifiedName": _is_qualified_name,
+        "dns1123LabelPrefix": lambda v: _is_dns1123_label(_mask_trailing_dash(v)),
+        "dns1123SubdomainPrefix": lambda v: _is_dns1123_subdomain(_mask_trailing_dash(v)),
+        "dns1035LabelPrefix": lambda v: _is_dns1035_label(_mask_trailing_dash(v)),
+        "labelValue": _is_label_value,
+        "uri": _uri,
+        "uuid": _one_message(lambda v: bool(_UUID.match(v)), "does not match the UUID format"),
+        "byte": _one_message(_valid_base64, "invalid base64"),
+        "date": _one_message(_valid_date, "invalid date"),
+        "datetime": _one_message(_valid_datetime, "invalid datetime"),
+    }.items()
+}
+
+
+def _validate(format_: Value, text: Value) -> Value:
+    if not isinstance(format_, Format):
+        raise TypeError("not a format")
+    errors = format_.validate(_string(text))
+    return CELOptional(ct.ListType([ct.StringType(e) for e in errors])) if errors else OPTIONAL_NONE
+
+
+_FORMAT_FUNCTIONS: dict[str, Callable[..., Value]] = {
+    "format.named": lambda name: (
+        CELOptional(_FORMATS[_string(name)]) if _string(name) in _FORMATS else OPTIONAL_NONE
+    ),
+    "validate": _validate,
+    **{f"format.{name}": (lambda f=f: f) for name, f in _FORMATS.items()},
+}
+
+
 _STRINGS: dict[str, Callable[..., Value]] = {
     "charAt": _char_at,
     "indexOf": _index_of,
@@ -643,7 +842,7 @@ _STRINGS: dict[str, Callable[..., Value]] = {
 
 LIBRARY_FUNCTIONS: dict[str, Callable[..., Value]] = {
     name: _checked(name.rpartition(".")[2], impl)
-    for name, impl in {**_STRINGS, **_SETS, **_LISTS, **_NETWORK, **_URLS}.items()
+    for name, impl in {**_STRINGS, **_SETS, **_LISTS, **_NETWORK, **_URLS, **_FORMAT_FUNCTIONS}.items()
 }
 
 

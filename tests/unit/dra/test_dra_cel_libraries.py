@@ -337,6 +337,71 @@ LISTS: list[Case] = [
     ("[].first().hasValue()", False),
 ]
 
+_LABEL_MESSAGE = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+    "and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', "
+    "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+_SUBDOMAIN_MESSAGE = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+    "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    r"'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+_DNS1035_MESSAGE = (
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
+    "character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for "
+    "validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+)
+
+# k8s.io/apiserver/pkg/cel/library/format_test.go TestFormat
+FORMATS: list[Case] = [
+    ('format.dns1123Label().validate("my-label-name").hasValue()', False),
+    ('format.dns1123Subdomain().validate("apiextensions.k8s.io").hasValue()', False),
+    ('format.qualifiedName().validate("apiextensions.k8s.io/v1beta1").hasValue()', False),
+    ('format.dns1123LabelPrefix().validate("my-label-prefix-").hasValue()', False),
+    ('format.dns1123SubdomainPrefix().validate("mysubdomain.prefix.-").hasValue()', False),
+    ('format.dns1035LabelPrefix().validate("my-label-prefix-").hasValue()', False),
+    ('format.uri().validate("http://example.com").hasValue()', False),
+    ('format.uuid().validate("123e4567-e89b-12d3-a456-426614174000").hasValue()', False),
+    ('format.byte().validate("aGVsbG8=").hasValue()', False),
+    ('format.date().validate("2021-01-01").hasValue()', False),
+    ('format.datetime().validate("2021-01-01T00:00:00Z").hasValue()', False),
+    ('format.dns1123Label().validate("contains a space").value()', [_LABEL_MESSAGE]),
+    ('format.dns1123Subdomain().validate("contains a space").value()', [_SUBDOMAIN_MESSAGE]),
+    ('format.dns1035Label().validate("contains a space").value()', [_DNS1035_MESSAGE]),
+    (
+        'format.qualifiedName().validate("contains a space").value()',
+        [
+            "name part must consist of alphanumeric characters, '-', '_' or '.', "
+            "and must start and end with an alphanumeric character "
+            "(e.g. 'MyName',  or 'my.name',  or '123-abc', "
+            "regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+        ],
+    ),
+    ('format.dns1123LabelPrefix().validate("contains a space-").value()', [_LABEL_MESSAGE]),
+    ('format.dns1123SubdomainPrefix().validate("contains a space-").value()', [_SUBDOMAIN_MESSAGE]),
+    ('format.dns1035LabelPrefix().validate("contains a space-").value()', [_DNS1035_MESSAGE]),
+    ('format.dns1123Subdomain().validate("example.com").hasValue()', False),
+    ('format.qualifiedName().validate("my.name").hasValue()', False),
+    ('format.byte().validate("aGVsbG8").value()', ["invalid base64"]),
+    ('format.date().validate("2020-01-32").value()', ["invalid date"]),
+    ('format.datetime().validate("2020-01-32T00:00:00Z").value()', ["invalid datetime"]),
+    ('format.named("unknown").hasValue()', False),
+    ('format.labelValue().validate("my-cool-label-Value").hasValue()', False),
+    (
+        r'format.labelValue().validate("my-cool-label-Value!!\n\n!!!").value()',
+        [
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+            "and must start and end with an alphanumeric character "
+            "(e.g. 'MyValue',  or 'my_value',  or '12345', "
+            "regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+        ],
+    ),
+    ('format.named("dns1123Label").hasValue()', True),
+    ('format.named("uuid").value() == format.uuid()', True),
+    ("format.dns1123Label() == format.dns1035Label()", False),
+]
+
 # Libraries that Kubernetes does not put in the DRA environment: refused at compile time, by name.
 UNDECLARED: list[Case] = [
     ("math.greatest(1, 2) == 2", ("compile_error", "undeclared reference to 'math.greatest'")),
@@ -347,8 +412,8 @@ UNDECLARED: list[Case] = [
     ("[1, 2].reduce(a, b, 0) == 3", ("compile_error", "undeclared reference to 'reduce'")),
     ("[1].transformList(i, v, v) == [1]", ("compile_error", "undeclared reference to 'transformList'")),
     (
-        'format.named("dns1123Label").hasValue()',
-        ("compile_error", "undeclared reference to 'format.named'"),
+        "math.sqrt(4.0) == 2.0",
+        ("compile_error", "undeclared reference to 'math.sqrt'"),
     ),
     ("size(?optional.of([1])) == 1", ("compile_error", "optional element '?' outside a list literal")),
 ]
@@ -362,6 +427,7 @@ UNDECLARED: list[Case] = [
     + [pytest.param(e, x, id=f"strings-{i}") for i, (e, x) in enumerate(STRINGS)]
     + [pytest.param(e, x, id=f"sets-{i}") for i, (e, x) in enumerate(SETS)]
     + [pytest.param(e, x, id=f"lists-{i}") for i, (e, x) in enumerate(LISTS)]
+    + [pytest.param(e, x, id=f"format-{i}") for i, (e, x) in enumerate(FORMATS)]
     + [pytest.param(e, x, id=f"undeclared-{i}") for i, (e, x) in enumerate(UNDECLARED)],
 )
 def test_library(expression: str, expected: Any) -> None:
