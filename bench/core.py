@@ -1,5 +1,9 @@
 """Scheduler core benchmark, in-process, no API: ``python bench/core.py [--nodes 5000] [--gangs 1000]``.
 
+``--anti-affinity``: each gang's members carry a required pod anti-affinity on
+``kubernetes.io/hostname`` against their own gang (one member per node), so InterPodAffinity runs
+for every pod and every later pod's symmetric check sees every gang placed before.
+
 Builds a cluster cache with N nodes (10 zones), then feeds gangs of 8 pods (a PodGroup and its
 members, as watch events would) to the real ``Scheduler`` with an in-memory pod port whose bindings
 succeed at once and echo back to the cache as watch events. Reports the group-cycle time (median
@@ -22,6 +26,7 @@ import time
 from collections.abc import Sequence
 
 from lockstep import POD_GROUP_LABEL
+from lockstep.api.placement import parse_placement
 from lockstep.config import ScoreStrategy, Settings
 from lockstep.scheduler.framework import NodeInfo, PodCondition, PodGroupInfo, PodInfo
 from lockstep.scheduler.ports import BindOutcome, BindResult, PatchOutcome, PatchResult
@@ -70,9 +75,22 @@ def build_nodes(cache: ClusterCache, count: int, zones: int) -> None:
         )
 
 
-def add_gang(cache: ClusterCache, index: int, size: int, cpu_milli: int, memory: int) -> None:
+def one_per_node(name: str) -> dict[str, object]:
+    """A pod spec's required anti-affinity against the members of gang ``name`` on the same node."""
+    term = {
+        "labelSelector": {"matchLabels": {POD_GROUP_LABEL: name}},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    return {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
+
+
+def add_gang(
+    cache: ClusterCache, index: int, size: int, cpu_milli: int, memory: int, anti_affinity: bool = False
+) -> None:
     name = f"gang-{index:05d}"
     cache.upsert_podgroup(PodGroupInfo("bench", name, uid=f"uid-{name}", min_count=size, is_gang=True))
+    labels = {POD_GROUP_LABEL: name}
+    placement = parse_placement(one_per_node(name), {}, "bench", labels) if anti_affinity else None
     for member in range(size):
         pod_name = f"{name}-{member}"
         cache.upsert_pod(
@@ -85,6 +103,7 @@ def add_gang(cache: ClusterCache, index: int, size: int, cpu_milli: int, memory:
                 scheduler_name="lockstep",
                 group_name=name,
                 requests={"cpu": cpu_milli, "memory": memory},
+                placement=placement,
             )
         )
 
@@ -98,7 +117,7 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
     )
     build_nodes(cache, args.nodes, args.zones)
     for index in range(args.gangs):
-        add_gang(cache, index, args.gang_size, args.cpu_milli, args.memory_mib * 2**20)
+        add_gang(cache, index, args.gang_size, args.cpu_milli, args.memory_mib * 2**20, args.anti_affinity)
     gc.collect()
     cycle_ms: list[float] = []
     cycle_cpu_ms: list[float] = []
@@ -124,6 +143,10 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
         if node is not None:
             zones_per_gang.setdefault(pod.group_name, set()).add(node.labels["topology.kubernetes.io/zone"])
     in_one_zone = sum(1 for zones in zones_per_gang.values() if len(zones) == 1)
+    nodes_per_gang: dict[str, set[str]] = {}
+    for pod in cache.pods.values():
+        nodes_per_gang.setdefault(pod.group_name, set()).add(pod.node_name)
+    one_per_node = sum(1 for gang, nodes in nodes_per_gang.items() if len(nodes) == args.gang_size)
     cycle_ms.sort()
     cycle_cpu_ms.sort()
     result = {
@@ -139,6 +162,8 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
         "pods_per_cpu_second": round(placed_pods / cpu_seconds, 1),
         "elapsed_s": round(elapsed, 3),
         "gangs_in_one_zone": in_one_zone,
+        "gangs_one_member_per_node": one_per_node,
+        "cycle_cpu_us_per_pod": round(statistics.mean(cycle_cpu_ms) * 1000 / args.gang_size, 1),
     }
     return result
 
@@ -155,6 +180,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--strategy", choices=[s.value for s in ScoreStrategy], default="least-allocated")
     parser.add_argument("--feasible", type=int, default=SchedulerOptions().feasible_nodes_to_find)
+    parser.add_argument(
+        "--anti-affinity",
+        action="store_true",
+        help="members of a gang avoid each other's nodes (one per node)",
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON only")
     return parser.parse_args(argv)
 
@@ -171,6 +201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     expected = args.gangs * args.gang_size
     if result["pods_bound"] != expected:
         print(f"only {result['pods_bound']} of {expected} pods were bound", file=sys.stderr)
+        return 1
+    if args.anti_affinity and result["gangs_one_member_per_node"] != args.gangs:
+        print("a gang with one-per-node anti-affinity shares a node", file=sys.stderr)
         return 1
     if not args.json:
         print(

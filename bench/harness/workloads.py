@@ -1,4 +1,4 @@
-"""The five workloads, mirroring scheduler_perf, as plain data: gangs, their pods and setup objects.
+"""The workloads, mirroring scheduler_perf, as plain data: gangs, their pods and setup objects.
 
 A workload is generated from its name, a scale factor (1.0 is the published size; tests use tiny
 ones) and the shape of the simulated nodes, read from the cluster, so capacity-sensitive workloads
@@ -19,6 +19,7 @@ PODGROUP_API_VERSION = "scheduling.lockstep.dev/v1alpha1"
 RESOURCE_API_VERSION = "resource.k8s.io/v1"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 CLAIM_NAME = "gpu"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class GangSpec:
     claim: str | None = None  # "template": one claim per pod from the template; "group": one shared claim
     counted: bool = True
     scheduler: str = SCHEDULER_NAME  # another name: lockstep ignores the pods, and no PodGroup is created
+    one_per_node: bool = False  # members carry required pod anti-affinity on the hostname against each other
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,9 @@ def pod_manifest(gang: GangSpec, index: int, shape: NodeShape, namespace: str = 
         "terminationGracePeriodSeconds": 0,
         "containers": [container],
     }
+    if gang.one_per_node:
+        term = {"labelSelector": {"matchLabels": {POD_GROUP_LABEL: gang.name}}, "topologyKey": HOSTNAME_LABEL}
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
     if gang.claim == "template":
         spec["resourceClaims"] = [{"name": CLAIM_NAME, "resourceClaimTemplateName": template_name()}]
         container["resources"]["claims"] = [{"name": CLAIM_NAME}]
@@ -172,6 +177,7 @@ CLUSTER: dict[str, tuple[int, int]] = {
     "shared-claim": (100, 8),
     "mixed": (1000, 0),
     "churn": (1000, 0),
+    "anti-affinity": (1000, 0),
 }
 SHARED_CLAIM_PODS = 1000
 
@@ -307,12 +313,31 @@ def churn(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
     )
 
 
+def anti_affinity(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
+    nodes, _ = cluster_size("anti-affinity", scale)
+    pods = _scaled(5000, scale, 8)
+    gangs = tuple(
+        GangSpec(f"spread-{i}", pods=8, min_count=8, cpu_millis=100, one_per_node=True)
+        for i in range(pods // 8)
+    )
+    return Workload(
+        name="anti-affinity",
+        description=f"{nodes:,} nodes, {pods:,} pods in gangs of 8, each member with required pod "
+        "anti-affinity on the hostname against its gang (one member per node)",
+        nodes=nodes,
+        devices_per_node=0,
+        gangs=gangs,
+        pods_expected=pods,
+    )
+
+
 BUILDERS: dict[str, Callable[[float, NodeShape, DeviceDriver], Workload]] = {
     "basic": basic,
     "claim-template": claim_template,
     "shared-claim": shared_claim,
     "mixed": mixed,
     "churn": churn,
+    "anti-affinity": anti_affinity,
 }
 
 

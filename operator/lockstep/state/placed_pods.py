@@ -39,6 +39,9 @@ class PlacedPodIndex:
         self._placed = placed
         self._ports: dict[str, Counter[HostPort]] = {}
         self.anti_affinity_terms: dict[AffinityTerm, Counter[str]] = {}
+        # the same terms by the label (key, value; value None: any) every pod they match must have
+        self._anti_terms_by_label: dict[str, dict[str | None, set[AffinityTerm]]] = {}
+        self._anti_terms_unindexed: set[AffinityTerm] = set()
         self.scoring_terms: dict[tuple[int, int, AffinityTerm], Counter[str]] = {}  # (kind, weight, term)
         self._selectable = False
         self._by_label: dict[str, dict[str, Placed]] = {}
@@ -53,7 +56,11 @@ class PlacedPodIndex:
             if spec.host_ports:
                 self._ports.setdefault(node, Counter()).update(spec.host_ports)
             for term in spec.required_anti_affinity:
-                self.anti_affinity_terms.setdefault(term, Counter())[node] += 1
+                per_node = self.anti_affinity_terms.get(term)
+                if per_node is None:
+                    per_node = self.anti_affinity_terms[term] = Counter()
+                    self._index_anti_term(term, add=True)
+                per_node[node] += 1
             for key in _scoring_keys(pod):
                 self.scoring_terms.setdefault(key, Counter())[node] += 1
         if self._selectable:
@@ -72,10 +79,46 @@ class PlacedPodIndex:
                     del self._ports[node]
             for term in spec.required_anti_affinity:
                 _decrement(self.anti_affinity_terms, term, node)
+                if term not in self.anti_affinity_terms:
+                    self._index_anti_term(term, add=False)
             for key in _scoring_keys(pod):
                 _decrement(self.scoring_terms, key, node)
         if self._selectable:
             self._select_remove(pod, node)
+
+    def _index_anti_term(self, term: AffinityTerm, add: bool) -> None:
+        narrowest = term.selector.narrowest()
+        if narrowest is None:
+            slots = [self._anti_terms_unindexed]
+        else:
+            key, values = narrowest
+            by_value = self._anti_terms_by_label.setdefault(key, {})
+            slots = [
+                by_value.setdefault(value, set()) for value in (values if values is not None else (None,))
+            ]
+        for slot in slots:
+            if add:
+                slot.add(term)
+            else:
+                slot.discard(term)
+
+    def anti_affinity_terms_for(
+        self, labels: Mapping[str, str]
+    ) -> Iterator[tuple[AffinityTerm, Counter[str]]]:
+        """The placed pods' required anti-affinity terms that may match a pod with ``labels`` (the
+        caller checks each), with their pods per node: not every term, when the terms select by label."""
+        if not self.anti_affinity_terms:
+            return
+        candidates = set(self._anti_terms_unindexed)
+        for key, value in labels.items():
+            by_value = self._anti_terms_by_label.get(key)
+            if by_value:
+                candidates.update(by_value.get(value, ()))
+                candidates.update(by_value.get(None, ()))
+        for term in candidates:
+            per_node = self.anti_affinity_terms.get(term)
+            if per_node:
+                yield term, per_node
 
     def _select_add(self, pod: PodInfo, node: str) -> None:
         entry = (pod, node)

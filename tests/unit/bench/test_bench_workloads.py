@@ -118,3 +118,16 @@ def test_unknown_workload_and_bad_scale_are_named() -> None:
         build("nope", 1.0, SHAPE, DRIVER)
     with pytest.raises(ValueError, match="workload basic: scale must be positive"):
         build("basic", 0, SHAPE, DRIVER)
+
+
+def test_anti_affinity_members_avoid_their_own_gang_per_node() -> None:
+    workload = build("anti-affinity", 0.01, SHAPE, DRIVER)
+    gang = workload.gangs[0]
+    pod = pod_manifest(gang, 0, SHAPE)
+    (term,) = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term == {
+        "labelSelector": {"matchLabels": {POD_GROUP_LABEL: gang.name}},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    assert pod["metadata"]["labels"][POD_GROUP_LABEL] == gang.name
+    assert "affinity" not in pod_manifest(build("basic", 0.01, SHAPE, DRIVER).gangs[0], 0, SHAPE)["spec"]

@@ -87,7 +87,7 @@ class InterPodAffinity:
             return SKIP
         nodes = self.cache.nodes
         existing: Counter[TopologyPair] = Counter()
-        for term, per_node in placed.anti_affinity_terms.items():
+        for term, per_node in placed.anti_affinity_terms_for(pod.labels):
             if not self._matches(term, pod):
                 continue
             key = term.topology_key
