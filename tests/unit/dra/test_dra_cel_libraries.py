@@ -196,13 +196,39 @@ IP: list[Case] = [
     ('string(ip("192.168.0.1"))', "192.168.0.1"),
     # ip.go: zones and IPv4-mapped IPv6 addresses are refused
     ('ip("::ffff:1.2.3.4")', ("error", 'IPv4-mapped IPv6 address "::ffff:1.2.3.4" is not allowed')),
-    ('ip("fe80::1%eth0")', ("error", "with zone value is not allowed")),
+    ('ip("fe80::1%eth0")', ("error", 'IP address "fe80::1%eth0" with zone value is not allowed')),
+    # net/netip ParseAddr errors, which the library passes on
+    ('ip("1.2.3")', ("error", 'ParseAddr("1.2.3"): IPv4 address too short')),
+    ('ip("01.2.3.4")', ("error", 'ParseAddr("01.2.3.4"): IPv4 field has octet with leading zero')),
+    ('ip("256.1.1.1")', ("error", 'ParseAddr("256.1.1.1"): IPv4 field has value >255')),
+    ('ip("1::2::3")', ("error", 'ParseAddr("1::2::3"): multiple :: in address (at ":3")')),
+    (
+        'ip("12345::")',
+        ("error", 'ParseAddr("12345::"): each group must have 4 or less digits (at "12345::")'),
+    ),
+    ('ip("abc")', ("error", 'ParseAddr("abc"): unable to parse IP')),
 ]
 
 # k8s.io/apiserver/pkg/cel/library/cidr_test.go TestCIDR
 CIDRS: list[Case] = [
     ('cidr("192.168.0.0/24") == cidr("192.168.0.0/24")', True),
-    ('cidr("192.168.0.0/33")', ("error", 'network address "192.168.0.0/33" parse error during conversion')),
+    (
+        'cidr("192.168.0.0/33")',
+        (
+            "error",
+            'network address "192.168.0.0/33" parse error during conversion from string: '
+            'netip.ParsePrefix("192.168.0.0/33"): prefix length out of range',
+        ),
+    ),
+    ('cidr("192.168.0.0")', ("error", """netip.ParsePrefix("192.168.0.0"): no '/'""")),
+    (
+        'cidr("192.168.0.0/024")',
+        ("error", 'netip.ParsePrefix("192.168.0.0/024"): bad bits after slash: "024"'),
+    ),
+    (
+        'cidr("fe80::1%eth0/64")',
+        ("error", 'netip.ParsePrefix("fe80::1%eth0/64"): IPv6 zones cannot be present in a prefix'),
+    ),
     ('isCIDR("192.168.0.0/24")', True),
     ('isCIDR("192.168.0.0/33")', False),
     ('cidr("192.168.0.0/24").containsIP(ip("192.168.0.1"))', True),
