@@ -5,7 +5,8 @@
 
 The emulator (``lockstep sim``) and every operator incarnation (``lockstep run``) are separate
 processes. The soak creates a mixed workload (gangs and basic groups, with and without ResourceClaims,
-a few groups that can never fit), makes the emulator fail 5% of writes with 500 and 5% with 409, delay
+gangs whose members avoid each other's nodes by pod anti-affinity, a few groups that can never
+fit), makes the emulator fail 5% of writes with 500 and 5% with 409, delay
 every request 50-200 ms, drop watch streams every 10 s and answer resumed watches with 410, and kills
 the operator with SIGKILL at random moments, restarting it each time. Meanwhile the invariants of
 :mod:`lockstep.sim.invariants` are checked every couple of seconds; a pod watch records bindings so a
@@ -13,6 +14,7 @@ pod bound twice is caught. At the end:
 
 - every group that can fit is bound (at least minCount members on nodes) and every group that cannot
   has 0 members bound and a PodGroupScheduled=False condition with a reason;
+- no two members of a one-per-node (anti-affinity) gang share a node;
 - no invariant is violated (transient ones such as a gang mid-binding count only if they persist);
 - no in-flight allocation survives its pods (no claim allocated without a consumer, the operator's
   ``lockstep_inflight_claim_allocations`` gauge at 0);
@@ -60,6 +62,7 @@ NAMESPACE = "soak"
 LEASE_NAMESPACE = "lockstep-system"
 SCHEDULER_NAME = "lockstep"
 POD_GROUP_LABEL = "scheduling.lockstep.dev/pod-group"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 PODGROUPS = f"/apis/scheduling.lockstep.dev/v1alpha1/namespaces/{NAMESPACE}/podgroups"
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 CLAIMS = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims"
@@ -96,6 +99,7 @@ class GroupPlan:
     memory_mib: int
     claims: str  # "none" | "per-pod" | "shared"
     fits: bool
+    one_per_node: bool = False  # members carry required pod anti-affinity on the hostname against each other
 
     def pod_name(self, index: int) -> str:
         return f"{self.name}-{index}"
@@ -134,6 +138,9 @@ def plan_workload(total_pods: int, rng: random.Random) -> list[GroupPlan]:
             plan = GroupPlan(
                 f"shared-{index}", "gang", min(size, 6), min(size, 6), cpu, memory, "shared", True
             )
+        elif roll < 0.53:
+            spread = min(size, 8)
+            plan = GroupPlan(f"spread-{index}", "gang", spread, spread, cpu, memory, "none", True, True)
         else:
             min_count = size if rng.random() < 0.7 else max(2, size - rng.randint(1, 2))
             plan = GroupPlan(f"gang-{index}", "gang", size, min_count, cpu, memory, "none", True)
@@ -174,6 +181,9 @@ def pod_manifest(plan: GroupPlan, index: int) -> dict[str, Any]:
         "resources": {"requests": {"cpu": f"{plan.cpu_millis}m", "memory": f"{plan.memory_mib}Mi"}},
     }
     spec: dict[str, Any] = {"schedulerName": SCHEDULER_NAME, "containers": [container]}
+    if plan.one_per_node:
+        term = {"labelSelector": {"matchLabels": {POD_GROUP_LABEL: plan.name}}, "topologyKey": HOSTNAME_LABEL}
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
     if plan.claims != "none":
         spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name(plan, index)}]
         container["resources"]["claims"] = [{"name": "gpu"}]
@@ -479,6 +489,7 @@ class Report:
     bound_groups_that_cannot_fit: list[str] = field(default_factory=list)
     groups_without_clear_condition: list[str] = field(default_factory=list)
     pods_bound_twice: list[str] = field(default_factory=list)
+    anti_affinity_ignored: list[str] = field(default_factory=list)
     leaked_inflight_allocations: float | None = None
     unexplained_error_lines: list[str] = field(default_factory=list)
     # ERROR lines of a graceful shutdown (after the soak's SIGTERM): reported, not failed on, since
@@ -546,6 +557,21 @@ def bound_members(state: ClusterState, plan: GroupPlan) -> int:
         if (pod.get("metadata") or {}).get("labels", {}).get(POD_GROUP_LABEL) == plan.name
         and (pod.get("spec") or {}).get("nodeName")
     )
+
+
+def shared_nodes(state: ClusterState, plans: Iterable[GroupPlan]) -> list[str]:
+    """One-per-node groups with two members on one node (their anti-affinity was ignored)."""
+    spread = {plan.name for plan in plans if plan.one_per_node}
+    seen: dict[tuple[str, str], str] = {}
+    found = []
+    for pod in state.pods:
+        group = (pod.get("metadata") or {}).get("labels", {}).get(POD_GROUP_LABEL)
+        node = (pod.get("spec") or {}).get("nodeName")
+        if group in spread and node:
+            other = seen.setdefault((group, node), pod["metadata"]["name"])
+            if other != pod["metadata"]["name"]:
+                found.append(f"{group}: {other} and {pod['metadata']['name']} on {node}")
+    return found
 
 
 def settled(state: ClusterState, plans: Iterable[GroupPlan]) -> bool:
@@ -661,6 +687,7 @@ async def run_chaos_phase(
                         f"status {status_of(watch.last_state, plan)}"
                     )
         report.pods_bound_twice = [str(v) for v in watch.history.violations()]
+        report.anti_affinity_ignored = shared_nodes(watch.last_state, remaining)
         if not await operator.wait_healthy(within_seconds=30):
             report.fail("the operator is not healthy at the end")
         async with aiohttp.ClientSession() as session:
@@ -769,6 +796,7 @@ def judge(report: Report) -> None:
             report.groups_without_clear_condition,
         ),
         ("pods bound twice", report.pods_bound_twice),
+        ("one-per-node groups sharing a node", report.anti_affinity_ignored),
         ("unexplained ERROR log lines", report.unexplained_error_lines),
     ):
         if items:

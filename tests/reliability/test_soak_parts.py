@@ -14,6 +14,7 @@ from soak import (
     plan_workload,
     pod_manifest,
     settled,
+    shared_nodes,
     unexplained_errors,
 )
 
@@ -106,3 +107,25 @@ def test_leadership_overlap_is_reported_only_for_concurrent_leaders() -> None:
     still_leading = [lead("01", "became leader")]
     assert "two leaders at once" in str(leadership_overlap(still_leading, taker))
     assert leadership_overlap([record("info", "starting")], taker) is None
+
+
+def test_one_per_node_groups_carry_anti_affinity_and_sharing_a_node_is_reported() -> None:
+    plans = plan_workload(2000, random.Random(9))
+    spread = [p for p in plans if p.one_per_node]
+    assert spread and all(p.fits and p.pods <= 8 for p in spread)
+    manifest = pod_manifest(spread[0], 0)
+    (term,) = manifest["spec"]["affinity"]["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"] == {"matchLabels": {"scheduling.lockstep.dev/pod-group": spread[0].name}}
+
+    def member(name: str, node: str) -> dict[str, object]:
+        labels = {"scheduling.lockstep.dev/pod-group": "s"}
+        return {"metadata": {"name": name, "labels": labels}, "spec": {"nodeName": node}}
+
+    plan = GroupPlan("s", "gang", 2, 2, 100, 64, "none", True, True)
+    assert shared_nodes(ClusterState(pods=[member("s-0", "a"), member("s-1", "b")]), [plan]) == []
+    assert shared_nodes(ClusterState(pods=[member("s-0", "a"), member("s-1", "a")]), [plan]) == [
+        "s: s-0 and s-1 on a"
+    ]

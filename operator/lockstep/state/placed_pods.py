@@ -2,7 +2,8 @@
 
 The cluster cache adds a pod here when it counts it on a node and removes it when it stops, so a
 pod assumed earlier in a group cycle is seen like a bound one, a failed cycle's pods disappear with
-``forget``, and a planner can take a pod out (``ClusterCache.unplace_for_planning``) and put it back.
+``forget``, and any pod the cache stops counting on a node (deleted, finished, forgotten) leaves
+every index with it: a planner that takes pods out of the snapshot sees the filters without them.
 
 Always kept, and empty (free) when no pod uses the features:
   - host ports in use per node;
