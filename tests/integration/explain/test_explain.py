@@ -71,6 +71,22 @@ async def test_names_the_plugin_and_nodes_that_reject_a_group(cluster: tuple[Sim
     assert "NodeAffinity rejected 4 nodes (node-000, node-001, node-002, ...)" in text
 
 
+async def test_names_inter_pod_affinity_for_a_one_per_node_gang_larger_than_the_cluster(
+    cluster: tuple[SimCluster, Path],
+) -> None:
+    sim, kubeconfig = cluster
+    term = {
+        "labelSelector": {"matchLabels": {POD_GROUP_LABEL: "wide"}},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    affinity = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    await create(sim, "wide", 5, [pod(f"wide-{i}", "wide", affinity=affinity) for i in range(5)])
+    text = await explain(f"{NAMESPACE}/wide", load_settings(kubeconfig=str(kubeconfig)))
+    assert "verdict: Unschedulable" in text
+    assert "InterPodAffinity rejected 4 nodes" in text
+    assert "didn't match pod anti-affinity rules" in text
+
+
 async def test_a_feasible_group_shows_where_it_would_go(cluster: tuple[SimCluster, Path]) -> None:
     sim, kubeconfig = cluster
     await create(sim, "ok", 3, [pod(f"ok-{i}", "ok") for i in range(3)])
