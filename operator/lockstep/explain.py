@@ -4,7 +4,9 @@ Two sources, both printed: what the operator recorded in the API (the PodGroup's
 members' PodScheduled conditions, its claims), and a dry run of one group cycle against the
 cluster as it is now, with the same plugins and feature gates as the operator. The dry run names,
 per pod, the plugin that rejected nodes (with counts and a few node names) and, for claims, the
-request or constraint that could not be satisfied. It writes nothing.
+request or constraint that could not be satisfied; when the group does not fit it also runs the
+preemption planner and says whom it would preempt. A preemption in progress (nominated members,
+victims still terminating) is shown from the API. It writes nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import aiohttp
 
 from lockstep import POD_GROUP_LABEL
+from lockstep.api.pod import InvalidObjectError, parse_pod
 from lockstep.config import ConfigError, Settings, load_settings
 from lockstep.controller.core import SchedulerCore
 from lockstep.kube.client import (
@@ -28,6 +31,7 @@ from lockstep.kube.client import (
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
+    POD_DISRUPTION_BUDGETS,
     POD_GROUPS,
     PODS,
     RESOURCE_CLAIM_TEMPLATES,
@@ -42,7 +46,8 @@ from lockstep.kube.events import EventRecorder
 from lockstep.logging import configure_logging
 from lockstep.metrics import Metrics
 from lockstep.scheduler.cycle import CycleOutcome
-from lockstep.scheduler.framework import GroupKey
+from lockstep.scheduler.framework import Code, GroupKey
+from lockstep.scheduler.preemption import PlanVerdict
 
 INDENT = "  "
 
@@ -68,6 +73,7 @@ class ClusterState:
     volume_claims: list[dict[str, Any]] = field(default_factory=list)
     storage_classes: list[dict[str, Any]] = field(default_factory=list)
     csinodes: list[dict[str, Any]] = field(default_factory=list)
+    budgets: list[dict[str, Any]] = field(default_factory=list)
 
     def members(self, namespace: str, name: str) -> list[dict[str, Any]]:
         return sorted(
@@ -113,13 +119,22 @@ async def fetch(client: KubeClient, namespace: str, name: str) -> ClusterState:
         items(PERSISTENT_VOLUME_CLAIMS),
         items(STORAGE_CLASSES),
         items(CSI_NODES),
+        items(POD_DISRUPTION_BUDGETS),
     )
     return ClusterState(podgroup, *listed)
 
 
-def dry_run(settings: Settings, client: KubeClient, state: ClusterState) -> CycleOutcome | str:
-    """One group cycle on the listed state; a string when the group is not ready for a cycle."""
+@dataclass(frozen=True, slots=True)
+class DryRun:
+    outcome: CycleOutcome
+    preemption: PlanVerdict | None = None  # the planner's verdict when the group does not fit
+
+
+def dry_run(settings: Settings, client: KubeClient, state: ClusterState) -> DryRun | str:
+    """One group cycle on the listed state, then, if the group does not fit, the preemption planner;
+    a string when the group is not ready for a cycle."""
     core = SchedulerCore(settings, client, EventRecorder(client, "lockstep-explain"), Metrics())
+    core.scheduler.preemption_api = None  # plan, never write: not even a marked victim's deletion
     feeds = (
         (core.on_device_class, state.device_classes),
         (core.on_slice, state.slices),
@@ -132,6 +147,7 @@ def dry_run(settings: Settings, client: KubeClient, state: ClusterState) -> Cycl
         (core.on_node, state.nodes),
         (core.on_namespace, state.namespaces),
         (core.on_podgroup, state.podgroups),
+        (core.on_pdb, state.budgets),
         (core.on_pod, state.pods),
     )
     for handler, objects in feeds:
@@ -149,10 +165,16 @@ def dry_run(settings: Settings, client: KubeClient, state: ClusterState) -> Cycl
     min_count = group.min_count if group.is_gang else 1
     if total < min_count:
         return f"waiting for pods: {total} of minCount {min_count} exist, {min_count - total} missing"
-    outcome = core.scheduler.cycle.run(group, pods)
-    for placement in outcome.placements:
-        core.scheduler.cycle.release(placement)
-    return outcome
+    scheduler = core.scheduler
+    priority = core.cache.group_priority(key)
+    verdict = None
+    with core.cache.pods_held(scheduler.nominations_above(key, priority)):
+        outcome = scheduler.cycle.run(group, pods)
+        for placement in outcome.placements:
+            scheduler.cycle.release(placement)
+        if outcome.status.code is Code.UNSCHEDULABLE:
+            verdict = scheduler.planner.plan(key, group, pods, priority)
+    return DryRun(outcome, verdict)
 
 
 def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
@@ -252,10 +274,54 @@ def _consumers(reserved_for: list[dict[str, Any]]) -> str:
     return ", ".join(parts)
 
 
-def describe_dry_run(result: CycleOutcome | str) -> list[str]:
+def describe_preemption(podgroup: Mapping[str, Any], state: ClusterState) -> list[str]:
+    """A preemption in progress, from the API: nominated members and victims still terminating."""
+    meta = podgroup["metadata"]
+    key = GroupKey(meta["namespace"], meta["name"])
+    nominated = [
+        f"{p['metadata']['name']} on {p['status']['nominatedNodeName']}"
+        for p in state.members(key.namespace, key.name)
+        if (p.get("status") or {}).get("nominatedNodeName") and not (p.get("spec") or {}).get("nodeName")
+    ]
+    victims: list[str] = []
+    for raw in state.pods:
+        try:
+            pod = parse_pod(raw)
+        except InvalidObjectError:
+            continue
+        if pod.preempted_by == key:
+            group = f" of {pod.group_name}" if pod.group_name else ""
+            where = f" on {pod.node_name}" if pod.node_name else ""
+            victims.append(f"{pod.key}{group}{where} ({'terminating' if pod.deleting else 'marked'})")
+    if not nominated and not victims:
+        return []
+    lines = ["preemption in progress:"]
+    if nominated:
+        lines.append(f"{INDENT}nominated: {', '.join(nominated)}")
+    if victims:
+        lines.append(f"{INDENT}victims not gone yet: {', '.join(sorted(victims))}")
+    return lines
+
+
+def describe_dry_run(result: DryRun | str) -> list[str]:
     lines = ["dry run of one group cycle against the cluster now (writes nothing):"]
     if isinstance(result, str):
         return [*lines, f"{INDENT}{result}"]
+    lines += _describe_outcome(result.outcome)
+    verdict = result.preemption
+    if verdict is not None:
+        lines.append(f"{INDENT}preemption: {verdict.result.value}: {verdict.message}")
+        if verdict.plan is not None:
+            for victim in verdict.plan.victims:
+                where = f"on {victim.node_name} (priority {victim.priority})"
+                lines.append(f"{INDENT * 2}would preempt {victim.key} {where}")
+            for pod, node in verdict.plan.nominations:
+                lines.append(f"{INDENT * 2}would nominate {pod.key} for {node}")
+    return lines
+
+
+def _describe_outcome(result: CycleOutcome) -> list[str]:
+    lines: list[str] = []
     verdict = result.status.code.name.replace("_", " ").title().replace(" ", "")
     lines.append(f"{INDENT}verdict: {verdict}: {result.status.message or 'minCount can be met'}")
     for placement in result.placements:
@@ -279,6 +345,7 @@ async def explain(reference: str, settings: Settings) -> str:
     members = state.members(namespace, name)
     lines = describe_status(state.podgroup, members)
     lines += describe_claims(state.podgroup, state)
+    lines += describe_preemption(state.podgroup, state)
     lines += describe_dry_run(result)
     return "\n".join(lines)
 

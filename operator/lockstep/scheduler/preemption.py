@@ -138,7 +138,8 @@ class PreemptionPlanner:
         if self._fits(group, pods, leaving) is not None:
             return PlanVerdict(
                 PlanResult.WAITING,
-                f"fits once {len(leaving)} terminating pods and the claims they hold are gone",
+                f"fits once {len(leaving)} pods already leaving (terminating or marked as victims) and "
+                "the claims only they hold are gone",
                 trials=trials,
             )
         units = self._units(key, priority, {p.uid for p in leaving})

@@ -323,7 +323,7 @@ class Scheduler:
         pods.sort(key=lambda p: -p.priority)  # stable: equal priorities keep first-seen order
         priority = self._priority(key)
         verdict: PlanVerdict | None = None
-        with self.cache.pods_held(self._nominations_above(key, priority)):
+        with self.cache.pods_held(self.nominations_above(key, priority)):
             outcome = self.cycle.run(group, pods)
             if self._may_preempt(key, outcome):
                 taken = {victim.uid for plan in self._plans.values() for victim in plan.victims}
@@ -340,7 +340,7 @@ class Scheduler:
 
     # ------------------------------------------------------------------ preemption
 
-    def _nominations_above(self, key: GroupKey, priority: int) -> list[tuple[PodInfo, str]]:
+    def nominations_above(self, key: GroupKey, priority: int) -> list[tuple[PodInfo, str]]:
         """Capacity freed by preemption for other groups of at least ``priority``: held from this one."""
         self._forget_written_plans()
         holds: dict[str, tuple[PodInfo, str]] = {}

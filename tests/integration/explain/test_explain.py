@@ -129,3 +129,54 @@ def test_claim_consumers_name_a_podgroup_reservation_and_count_pods() -> None:
     assert _consumers(pod_refs) == "3 pods"
     assert _consumers(pod_refs[:1]) == "1 pod"
     assert _consumers([group, *pod_refs]) == "PodGroup team, 3 pods"
+
+
+async def test_a_group_that_could_preempt_shows_the_plan_and_a_preemption_in_progress(
+    cluster: tuple[SimCluster, Path],
+) -> None:
+    sim, kubeconfig = cluster
+    classes = "/apis/scheduling.k8s.io/v1/priorityclasses"
+    await sim.http.create(classes, {"metadata": {"name": "explain-low"}, "value": 1})
+    await sim.http.create(classes, {"metadata": {"name": "explain-high"}, "value": 100})
+    big = {"requests": {"cpu": "30"}}
+    low = [pod(f"low-{i}", "low", priorityClassName="explain-low") for i in range(4)]
+    for body in low:
+        body["spec"]["containers"][0]["resources"] = big
+    await create(sim, "low", 4, low)
+    for i in range(4):  # no operator runs: bind by hand, one per node
+        await sim.http.create(
+            f"/api/v1/namespaces/{NAMESPACE}/pods/low-{i}/binding",
+            {"metadata": {"name": f"low-{i}"}, "target": {"name": f"node-00{i}"}},
+        )
+    urgent = pod("urgent-0", "urgent", priorityClassName="explain-high")
+    urgent["spec"]["containers"][0]["resources"] = big
+    await create(sim, "urgent", 1, [urgent])
+    settings = load_settings(kubeconfig=str(kubeconfig))
+    text = await explain(f"{NAMESPACE}/urgent", settings)
+    assert (
+        "preemption: planned: preempting group explain/low (4 pods)" in text
+    )  # a gang at minCount goes whole
+    assert sum(line.strip().startswith("would preempt explain/low-") for line in text.splitlines()) == 4
+    assert "would nominate explain/urgent-0 for node-00" in text
+    assert "preemption in progress" not in text
+
+    # what the operator writes when it preempts, as explain reads it back (it writes nothing itself)
+    condition = {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": "PreemptionByScheduler",
+        "message": "lockstep: preempted by group explain/urgent, priority 100",
+    }
+    for i in range(4):
+        await sim.http.patch(
+            f"/api/v1/namespaces/{NAMESPACE}/pods/low-{i}/status", {"status": {"conditions": [condition]}}
+        )
+    await sim.http.patch(
+        f"/api/v1/namespaces/{NAMESPACE}/pods/urgent-0/status", {"status": {"nominatedNodeName": "node-001"}}
+    )
+    text = await explain(f"{NAMESPACE}/urgent", settings)
+    assert "nominated: urgent-0 on node-001" in text
+    assert "victims not gone yet: explain/low-0 of low on node-000 (marked)" in text
+    assert "preemption: waiting: fits once 4 pods already leaving" in text
+    low_0 = await sim.http.get(f"/api/v1/namespaces/{NAMESPACE}/pods/low-0")
+    assert "deletionTimestamp" not in low_0["metadata"]
