@@ -232,21 +232,23 @@ async def test_claims_freed_by_victims_are_reallocated_with_no_device_twice() ->
 
 async def test_a_restart_mid_preemption_neither_loses_nor_repeats_it() -> None:
     async with cluster() as env:
-        # the victims terminate for 3 s: the operator is replaced meanwhile
-        await gang(env, "low-a", 2, 2, "low", grace=3)
-        await gang(env, "low-b", 2, 2, "low", grace=3)
+        # the victims terminate for 4 s: the operator is replaced meanwhile
+        await gang(env, "low-a", 2, 2, "low", grace=4)
+        await gang(env, "low-b", 2, 2, "low", grace=4)
         await running(env, "low-a", 2)
         await running(env, "low-b", 2)
         await gang(env, "urgent", 2, 2, "high")
 
-        async def terminating() -> int:
+        async def terminating() -> set[str]:
             pods = (await env.client.list(PODS, NAMESPACE)).get("items") or []
-            return sum(1 for p in pods if p["metadata"].get("deletionTimestamp"))
+            names = {p["metadata"]["name"] for p in pods if p["metadata"].get("deletionTimestamp")}
+            return names if len(names) == 2 else set()
 
-        await eventually(terminating, what="victims terminating")
+        victims = await eventually(terminating, what="victims terminating")
         await env.stop_operators()
+        assert await terminating() == victims, "the victims were gone before the new operator started"
         await env.start_operator()
-        victims = await bound_after_victims(env, "urgent", 2)
+        await bound_after_victims(env, "urgent", 2)
         left = await remaining(env)
         assert left["urgent"] == 2 and left["low-a"] + left["low-b"] == 2
-        assert len(victims) == 2
+        assert {e["involvedObject"]["name"] for e in await events(env, "Preempted")} == victims
