@@ -38,7 +38,14 @@ import lark
 from celpy.evaluation import CELEvalError, Evaluator
 
 from lockstep.dra.cel_cost import estimated_cost
-from lockstep.dra.cel_libraries import LIBRARY_FUNCTIONS, library_string, sort_values
+from lockstep.dra.cel_libraries import (
+    LIBRARY_FUNCTIONS,
+    UnknownFormatArgument,
+    check_format_call,
+    go_double_string,
+    library_string,
+    sort_values,
+)
 from lockstep.dra.cel_syntax import OptionalSyntaxParser
 from lockstep.dra.cel_values import (
     OPTIONAL_NONE,
@@ -220,7 +227,11 @@ def _fn_includes(target: Value, item: Value) -> Value:
 
 
 def _fn_string(value: Value) -> Value:
-    """string(x), also of the library types IP, CIDR and URL."""
+    """string(x) as cel-go converts: "true"/"false", doubles as Go's %g, and the library types."""
+    if isinstance(value, ct.BoolType):
+        return ct.StringType("true" if value else "false")
+    if isinstance(value, ct.DoubleType):
+        return ct.StringType(go_double_string(float(value)))
     text = library_string(value)
     return ct.StringType(text) if text is not None else celpy.evaluation.base_functions["string"](value)
 
@@ -638,6 +649,42 @@ def _undeclared(expression: str, token: Any, name: str) -> CELError:
     )
 
 
+def _constant(tree: Any, functions: Mapping[str, Any]) -> Value:
+    """The value of a subexpression without variables, or UnknownFormatArgument."""
+    if any(isinstance(node, lark.Tree) and node.data == "ident" for node in tree.iter_subtrees()):
+        return UnknownFormatArgument()
+    try:
+        value = _DRARunner(_ENVIRONMENT, tree, functions, SELECTOR_MAX_COST).evaluate({})
+    except Exception:  # an error is the run time's to report
+        return UnknownFormatArgument()
+    return UnknownFormatArgument() if isinstance(value, CELEvalError) else value
+
+
+def _format_call_problem(node: Any, functions: Mapping[str, Any]) -> str | None:
+    """cel-go checks ``"literal".format([...])`` when compiling: clauses, argument count and kinds."""
+    target, args = node.children[0], node.children[2].children if len(node.children) == 3 else []
+    while (
+        isinstance(target, lark.Tree)
+        and target.data in _PASS_THROUGH | {"primary"}
+        and len(target.children) == 1
+    ):
+        target = target.children[0]
+    argument = args[0] if len(args) == 1 else None
+    while isinstance(argument, lark.Tree) and argument.data in _PASS_THROUGH | {"primary"}:
+        argument = argument.children[0]
+    if not (isinstance(target, lark.Tree) and target.data == "literal") or not (
+        isinstance(argument, lark.Tree) and argument.data == "list_lit"
+    ):
+        return None
+    text = _constant(target, functions)
+    if not isinstance(text, ct.StringType):
+        return None
+    elements = argument.children[0].children if argument.children else []
+    if any(isinstance(e, lark.Tree) and e.data == "opt_elem" for e in elements):
+        return None
+    return check_format_call(str(text), [_constant(element, functions) for element in elements])
+
+
 def _check_declarations(expression: str, tree: Any, functions: Mapping[str, Any]) -> None:
     """Refuse, naming it, a function the DRA environment does not declare (cel-go's checker does)."""
     stack: list[tuple[Any, tuple[str, ...]]] = [(tree, ())]
@@ -659,6 +706,9 @@ def _check_declarations(expression: str, tree: Any, functions: Mapping[str, Any]
                     raise _undeclared(expression, method, qualified)
             elif method not in functions and method not in _STANDARD_METHODS and method not in _MACROS:
                 raise _undeclared(expression, method, str(method))
+            elif method == "format" and (problem := _format_call_problem(node, functions)):
+                column = getattr(method, "column", 1)
+                raise CELError(expression, f"compilation failed: ERROR: <input>:1:{column}: {problem}")
         elif node.data == "opt_elem" and ancestors[-2:-1] != ("list_lit",):
             raise CELError(expression, "compilation failed: optional element '?' outside a list literal")
         child_ancestors = (*ancestors, str(node.data))

@@ -12,10 +12,12 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime
+import decimal
 import functools
 import ipaddress
 import itertools
 import json
+import math
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
@@ -148,30 +150,92 @@ def _quote(text: Value) -> Value:
     return ct.StringType(f'"{body}"')
 
 
-def _format_value(value: Value, verb: str, precision: int | None) -> str:
-    if verb == "s":
-        return _format_string(value)
-    if verb == "d":
-        if isinstance(value, ct.IntType | ct.UintType) and not isinstance(value, ct.BoolType):
-            return str(int(value))
-        raise TypeError("d")
-    if verb in "fe":
-        if not isinstance(value, ct.IntType | ct.UintType | ct.DoubleType) or isinstance(value, ct.BoolType):
-            raise TypeError(verb)
-        number = float(value)
-        if number != number:
-            return "NaN"
-        if number in (float("inf"), float("-inf")):
-            return "Infinity" if number > 0 else "-Infinity"
-        return f"{number:.{6 if precision is None else precision}{verb}}"
-    if verb in "boxX":
-        if isinstance(value, ct.IntType | ct.UintType) and not isinstance(value, ct.BoolType):
-            return format(int(value), verb)
-        if verb in "xX" and isinstance(value, str | bytes):
-            data = value.encode() if isinstance(value, str) else bytes(value)
-            return data.hex() if verb == "x" else data.hex().upper()
-        raise TypeError(verb)
-    raise ValueError(verb)
+def go_double_string(number: float) -> str:
+    """strconv.FormatFloat(x, 'g', -1, 64): how cel-go turns a double into a string."""
+    if number != number:
+        return "NaN"
+    if number in (math.inf, -math.inf):
+        return "+Inf" if number > 0 else "-Inf"
+    sign, digit_tuple, exponent = decimal.Decimal(repr(number)).as_tuple()
+    assert isinstance(exponent, int)
+    digits = "".join(map(str, digit_tuple)).rstrip("0") or "0"
+    exponent += len(digit_tuple) - len(digits)
+    point = len(digits) + exponent if digits != "0" else 1  # digits before the decimal point
+    prefix = "-" if sign else ""
+    if digits != "0" and not -4 <= point - 1 < 6:  # %e when the exponent is < -4 or >= 6
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{prefix}{mantissa}e{'-' if point - 1 < 0 else '+'}{abs(point - 1):02d}"
+    if point <= 0:
+        return f"{prefix}0.{'0' * -point}{digits}"
+    if point >= len(digits):
+        return prefix + digits + "0" * (point - len(digits))
+    return f"{prefix}{digits[:point]}.{digits[point:]}"
+
+
+_SUPERSCRIPTS = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+_SPECIAL_DOUBLES = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _cel_type_name(value: Value) -> str:
+    """cel-go's TypeName() of a value, as format's errors name it."""
+    if value is None or isinstance(value, ct.NullType):
+        return "null_type"
+    for cel_type, name in (
+        (ct.BoolType, "bool"),
+        (ct.IntType, "int"),
+        (ct.UintType, "uint"),
+        (ct.DoubleType, "double"),
+        (ct.StringType, "string"),
+        (ct.BytesType, "bytes"),
+        (list, "list"),
+        (dict, "map"),
+        (ct.DurationType, "google.protobuf.Duration"),
+        (ct.TimestampType, "google.protobuf.Timestamp"),
+    ):
+        if isinstance(value, cel_type):
+            return name
+    return type(value).__name__
+
+
+class _FormatError(Exception):
+    pass
+
+
+def _is_integer(value: Value) -> bool:
+    return isinstance(value, ct.IntType | ct.UintType) and not isinstance(value, ct.BoolType)
+
+
+def _double_operand(value: Value, clause: str) -> float:
+    """%f / %e take doubles and the strings "NaN", "Infinity" and "-Infinity"."""
+    if isinstance(value, ct.StringType) and str(value) in _SPECIAL_DOUBLES:
+        return _SPECIAL_DOUBLES[str(value)]
+    if not isinstance(value, ct.DoubleType):
+        raise _FormatError(f"{clause} clause can only be used on doubles, was given {_cel_type_name(value)}")
+    return float(value)
+
+
+def _fixed(value: Value, precision: int) -> str:
+    """%f as cel-go prints it with its default locale, en_US (x/text/message: grouped thousands)."""
+    number = _double_operand(value, "fixed-point")
+    if number != number:
+        return "NaN"
+    if number in (math.inf, -math.inf):
+        return "∞" if number > 0 else "-∞"
+    return f"{number:,.{precision}f}"
+
+
+def _scientific(value: Value) -> str:
+    """%e as cel-go prints it: the clause's precision is used as a width, so 6 digits always; en_US shows
+    the exponent as a multiplication sign, 10 and superscript digits, with narrow no-break spaces."""
+    number = _double_operand(value, "scientific")
+    if number != number:
+        return "NaN"
+    if number in (math.inf, -math.inf):
+        return "∞" if number > 0 else "-∞"
+    mantissa, _, exponent = f"{number:.6e}".partition("e")
+    power = int(exponent)
+    superscript = f"{'-' if power < 0 else ''}{abs(power):02d}".translate(_SUPERSCRIPTS)
+    return f"{mantissa}\u202f\u00d7\u202f10{superscript}"
 
 
 def _format_string(value: Value) -> str:
@@ -180,49 +244,153 @@ def _format_string(value: Value) -> str:
     if isinstance(value, ct.BoolType):
         return "true" if value else "false"
     if isinstance(value, ct.DoubleType):
-        return repr(float(value)).replace("inf", "Infinity").replace("nan", "NaN")
+        return go_double_string(float(value))
+    if isinstance(value, ct.BytesType):
+        return bytes(value).decode("utf-8", "replace")
     if isinstance(value, list):
-        return "[" + ", ".join(_format_string(v) for v in value) + "]"
+        return "[" + ", ".join(_quote_for_cel(v, _format_member(v)) for v in value) + "]"
     if isinstance(value, dict):
-        entries = sorted((_format_string(k), _format_string(v)) for k, v in value.items())
-        return "{" + ", ".join(f"{k}: {v}" for k, v in entries) + "}"
-    return str(value)
+        entries = []
+        for key, item in value.items():
+            if not isinstance(key, ct.StringType | ct.BoolType | ct.IntType | ct.UintType):
+                raise _FormatError(f"no formatting function for map key of type {_cel_type_name(key)}")
+            entries.append(
+                (_quote_for_cel(key, _format_string(key)), _quote_for_cel(item, _format_member(item)))
+            )
+        return "{" + ", ".join(f"{k}:{v}" for k, v in sorted(entries, key=lambda e: e[0])) + "}"
+    if isinstance(value, str | ct.IntType | ct.UintType | ct.DurationType | ct.TimestampType):
+        return str(value)
+    raise _FormatError(
+        "string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, types, "
+        f"durations, and timestamps, was given {_cel_type_name(value)}"
+    )
 
 
-def _format(template: Value, args: Value) -> Value:
-    text, values = _string(template), _list(args)
+def _format_member(value: Value) -> str:
+    """clauseForType: how a list element or map value is printed inside %s."""
+    if isinstance(value, ct.DoubleType):
+        return f"{float(value):.6f}" if math.isfinite(value) else go_double_string(float(value))
+    if isinstance(value, ct.TimestampType):
+        return f'timestamp("{value}")'
+    if isinstance(value, ct.DurationType):
+        return f'duration("{value}")'
+    return _format_string(value)
+
+
+def _quote_for_cel(value: Value, text: str) -> str:
+    if isinstance(value, ct.StringType):
+        return json.dumps(text, ensure_ascii=False)
+    if isinstance(value, ct.BytesType):
+        return "b" + json.dumps(text, ensure_ascii=False)
+    if isinstance(value, ct.DoubleType) and not math.isfinite(value):
+        return json.dumps(text)
+    return text
+
+
+def _format_clause(value: Value, verb: str, precision: int | None) -> str:
+    if verb == "s":
+        return _format_string(value)
+    if verb == "d":
+        if not _is_integer(value):
+            raise _FormatError(
+                f"decimal clause can only be used on integers, was given {_cel_type_name(value)}"
+            )
+        return str(int(value))
+    if verb == "f":
+        return _fixed(value, 6 if precision is None else precision)
+    if verb == "e":
+        return _scientific(value)
+    if verb == "b":
+        if isinstance(value, ct.BoolType):
+            return "1" if value else "0"
+        if not _is_integer(value):
+            raise _FormatError(
+                f"only integers and bools can be formatted as binary, was given {_cel_type_name(value)}"
+            )
+        return format(int(value), "b")
+    if verb in "xX":
+        if isinstance(value, ct.StringType | ct.BytesType):
+            data = str(value).encode() if isinstance(value, ct.StringType) else bytes(value)
+            text = data.hex()
+        elif _is_integer(value):
+            text = format(int(value), "x")
+        else:
+            raise _FormatError(
+                "only integers, byte buffers, and strings can be formatted as hex, "
+                f"was given {_cel_type_name(value)}"
+            )
+        return text.upper() if verb == "X" else text
+    if not _is_integer(value):
+        raise _FormatError(f"octal clause can only be used on integers, was given {_cel_type_name(value)}")
+    return format(int(value), "o")
+
+
+class UnknownFormatArgument:
+    """An argument whose value is known only at run time: every clause accepts it (compile-time check)."""
+
+
+def format_string(text: str, values: list[Value]) -> tuple[str, int]:
+    """cel-go's formatting of ``text.format(values)``: the result and how many values it used.
+
+    Raises _FormatError with cel-go's message."""
     out, i, used = [], 0, 0
     while i < len(text):
         c = text[i]
+        i += 1
         if c != "%":
             out.append(c)
-            i += 1
             continue
-        i += 1
         if i < len(text) and text[i] == "%":
             out.append("%")
             i += 1
             continue
+        if i >= len(text):
+            raise _FormatError("unexpected end of string")
         precision = None
-        if i < len(text) and text[i] == ".":
+        if text[i] == ".":
             j = i + 1
             while j < len(text) and text[j].isdigit():
                 j += 1
+            if j >= len(text):
+                raise _FormatError(
+                    "could not parse formatting clause: error while parsing precision: "
+                    "could not find end of precision specifier"
+                )
             precision, i = int(text[i + 1 : j] or 0), j
-        if i >= len(text):
-            return eval_error("unexpected end of format string")
         verb = text[i]
         i += 1
+        if verb not in "sdfebxXo":
+            raise _FormatError(f'could not parse formatting clause: unrecognized formatting clause "{verb}"')
         if used >= len(values):
-            return eval_error(f"index {used} out of range")
-        try:
-            out.append(_format_value(values[used], verb, precision))
-        except ValueError:
-            return eval_error(f'could not parse formatting clause: unrecognized formatting clause "{verb}"')
-        except TypeError:
-            return eval_error(f"error during formatting: {verb} clause can't be used with {values[used]!r}")
+            raise _FormatError(f"index {used} out of range")
+        value = values[used]
         used += 1
-    return ct.StringType("".join(out))
+        if isinstance(value, UnknownFormatArgument):
+            continue
+        try:
+            out.append(_format_clause(value, verb, precision))
+        except _FormatError as exc:
+            raise _FormatError(f"error during formatting: {exc}") from None
+    return "".join(out), used
+
+
+def check_format_call(text: str, values: list[Value]) -> str | None:
+    """The compile-time check cel-go's strings library runs on ``"literal".format([...])``."""
+    try:
+        _, used = format_string(text, values)
+    except _FormatError as exc:
+        return str(exc)
+    if len(values) > used:
+        return f"too many arguments supplied to string.format (expected {used}, got {len(values)})"
+    return None
+
+
+def _format(template: Value, args: Value) -> Value:
+    """ext.Strings ``<string>.format(<list>)`` (cel-go's formatting of strings versions 1 to 3)."""
+    try:
+        return ct.StringType(format_string(_string(template), _list(args))[0])
+    except _FormatError as exc:
+        return eval_error(str(exc))
 
 
 # --- ext.Sets ----------------------------------------------------------------------------------------

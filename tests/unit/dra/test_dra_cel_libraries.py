@@ -311,6 +311,100 @@ STRINGS: list[Case] = [
     ("'abc'.reverse()", ("error", "no such overload")),
 ]
 
+# cel-go ext/formatting_test.go TestStringFormat (strings versions 1 to 3, default locale en_US)
+STRING_FORMAT: list[Case] = [
+    ('"no substitution".format([])', "no substitution"),
+    ('"str is %s and some more".format(["filler"])', "str is filler and some more"),
+    ('"%% and also %%".format([])', "% and also %"),
+    ('"%%%s%%".format(["text"])', "%text%"),
+    ('"%d %d %d, %s %s %s".format([1, 2, 3, "A", "B", "C"])', "1 2 3, A B C"),
+    ('"%.3f".format([1.2345])', "1.234"),
+    ('"this is 5 in binary: %b".format([5])', "this is 5 in binary: 101"),
+    ('"this is -5 in binary: %b".format([-5])', "this is -5 in binary: -101"),
+    ('"unsigned 64 in binary: %b".format([uint(64)])', "unsigned 64 in binary: 1000000"),
+    ('"bit set from bool: %b".format([true])', "bit set from bool: 1"),
+    ('"%o".format([11])', "13"),
+    ('"%o".format([-11])', "-13"),
+    ('"%x is 30 in hexadecimal".format([30])', "1e is 30 in hexadecimal"),
+    ('"%X is 20 in hexadecimal".format([30])', "1E is 20 in hexadecimal"),
+    ('"%x is -30 in hexadecimal".format([-30])', "-1e is -30 in hexadecimal"),
+    ('"%x".format(["Hello world!"])', "48656c6c6f20776f726c6421"),
+    ('"%X".format([b"byte string"])', "6279746520737472696E67"),
+    ('"%.6e".format([1052.032911275])', "1.052033\u202f\u00d7\u202f10\u2070\u00b3"),
+    ('"%f".format([2.71828])', "2.718280"),
+    ('"%e".format([2.71828])', "2.718280\u202f\u00d7\u202f10\u2070\u2070"),
+    ('"%s".format([2.71])', "2.71"),
+    ('"%s".format([[2.71]])', "[2.710000]"),
+    ('"%s".format([0.000000002])', "2e-09"),
+    ('"%s".format([[0.000000002]])', "[0.000000]"),
+    ('"%f".format(["NaN"])', "NaN"),
+    ('"%f".format(["Infinity"])', "\u221e"),
+    ('"%f".format(["-Infinity"])', "-\u221e"),
+    ('"%s".format([double("NaN")])', "NaN"),
+    ('"%s".format([double("Inf")])', "+Inf"),
+    ('"%s".format([[double("NaN"), double("+Inf"), double("-Inf")]])', '["NaN", "+Inf", "-Inf"]'),
+    ('"%d".format([uint(64)])', "64"),
+    ('"null: %s".format([null])', "null: null"),
+    ('"%s".format([999999999999])', "999999999999"),
+    ('"some bytes: %s".format([b"xyz"])', "some bytes: xyz"),
+    ('"%s".format([timestamp("2023-02-03T23:31:20+00:00")])', "2023-02-03T23:31:20Z"),
+    ('"%s".format([duration("1h45m47s")])', "6347s"),
+    (
+        '"%s".format([["abc", 3.14, null, [9, 8, 7, 6], timestamp("2023-02-03T23:31:20Z")]])',
+        '["abc", 3.140000, null, [9, 8, 7, 6], timestamp("2023-02-03T23:31:20Z")]',
+    ),
+    (
+        '"%s".format([{"key1": b"xyz", "key5": null, "key2": duration("2h"), '
+        '"key4": true, "key3": 2.71828}])',
+        '{"key1":b"xyz", "key2":duration("7200s"), "key3":2.718280, "key4":true, "key5":null}',
+    ),
+    ('"true bool: %s, false bool: %s".format([true, false])', "true bool: true, false bool: false"),
+    # run-time errors (arguments known only when evaluating)
+    (
+        'cel.bind(x, "string is %b", x.format(["abc"]))',
+        (
+            "error",
+            "error during formatting: only integers and bools can be formatted as binary, was given string",
+        ),
+    ),
+    (
+        'cel.bind(x, [duration("30m2s")], "%d".format(x))',
+        (
+            "error",
+            "error during formatting: decimal clause can only be used on integers, "
+            "was given google.protobuf.Duration",
+        ),
+    ),
+    (
+        'cel.bind(x, [null], "null: %o".format(x))',
+        ("error", "octal clause can only be used on integers, was given null_type"),
+    ),
+    ('cel.bind(x, [0, 1], "%d %d %d".format(x))', ("error", "index 2 out of range")),
+    # the compile-time check of a literal format string with a list literal
+    ('"%s %s".format(["abc"])', ("compile_error", "index 1 out of range")),
+    (
+        '"%s %s".format(["abc", "def", "ghi"])',
+        ("compile_error", "too many arguments supplied to string.format (expected 2, got 3)"),
+    ),
+    ('"filler %".format([])', ("compile_error", "unexpected end of string")),
+    (
+        '"%j".format([123])',
+        ("compile_error", 'could not parse formatting clause: unrecognized formatting clause "j"'),
+    ),
+    ('"int is %d".format([5.2])', ("compile_error", "decimal clause can only be used on integers")),
+    ('"double is %f".format([true])', ("compile_error", "fixed-point clause can only be used on doubles")),
+    (
+        '"double is %.34".format([5.0])',
+        ("compile_error", "error while parsing precision: could not find end of precision specifier"),
+    ),
+    ('"an octal: %o".format([3.14])', ("compile_error", "octal clause can only be used on integers")),
+    # cel-go converts doubles and bools to strings as Go does
+    ("string(1.0)", "1"),
+    ("string(1e6)", "1e+06"),
+    ("string(123456.0)", "123456"),
+    ("string(true)", "true"),
+]
+
 # cel-go ext/sets_test.go
 SETS: list[Case] = [
     ("sets.contains([], [])", True),
@@ -451,6 +545,7 @@ UNDECLARED: list[Case] = [
     + [pytest.param(e, x, id=f"cidr-{i}") for i, (e, x) in enumerate(CIDRS)]
     + [pytest.param(e, x, id=f"url-{i}") for i, (e, x) in enumerate(URLS)]
     + [pytest.param(e, x, id=f"strings-{i}") for i, (e, x) in enumerate(STRINGS)]
+    + [pytest.param(e, x, id=f"string-format-{i}") for i, (e, x) in enumerate(STRING_FORMAT)]
     + [pytest.param(e, x, id=f"sets-{i}") for i, (e, x) in enumerate(SETS)]
     + [pytest.param(e, x, id=f"lists-{i}") for i, (e, x) in enumerate(LISTS)]
     + [pytest.param(e, x, id=f"format-{i}") for i, (e, x) in enumerate(FORMATS)]
