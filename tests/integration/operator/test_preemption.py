@@ -232,9 +232,9 @@ async def test_claims_freed_by_victims_are_reallocated_with_no_device_twice() ->
 
 async def test_a_restart_mid_preemption_neither_loses_nor_repeats_it() -> None:
     async with cluster() as env:
-        # the victims terminate for 4 s: the operator is replaced meanwhile
-        await gang(env, "low-a", 2, 2, "low", grace=4)
-        await gang(env, "low-b", 2, 2, "low", grace=4)
+        # the victims terminate for 10 s: the operator is replaced meanwhile (stopping it takes seconds)
+        await gang(env, "low-a", 2, 2, "low", grace=10)
+        await gang(env, "low-b", 2, 2, "low", grace=10)
         await running(env, "low-a", 2)
         await running(env, "low-b", 2)
         await gang(env, "urgent", 2, 2, "high")
