@@ -327,6 +327,10 @@ def _describe_outcome(result: CycleOutcome) -> list[str]:
     for placement in result.placements:
         lines.append(f"{INDENT}would place {placement.pod.key} on {placement.node_name}")
     for diagnosis in result.diagnoses:
+        if not diagnosis.nodes_evaluated:  # refused at PreFilter: no node was looked at
+            lines.append(f"{INDENT}{diagnosis.pod}: refused before any node was evaluated")
+            lines.append(f"{INDENT * 2}{diagnosis.message}")
+            continue
         lines.append(f"{INDENT}{diagnosis.pod}: no node among {diagnosis.nodes_evaluated} evaluated")
         for rejection in diagnosis.plugins:
             sample = ", ".join(rejection.sample_nodes)

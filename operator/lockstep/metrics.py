@@ -52,6 +52,12 @@ class Metrics:
             "ResourceClaim allocations reserved in memory and not yet written to the API.",
             registry=r,
         )
+        self.parked_podgroups = Gauge(
+            "lockstep_parked_podgroups",
+            "PodGroups whose last verdict no retry can change, waiting for an event that could (no timed"
+            " retry).",
+            registry=r,
+        )
         self.permit_waiting_capacity = Gauge(
             "lockstep_permit_waiting_capacity",
             "Capacity (base units: millicores, bytes, pods) held by gangs waiting at Permit.",

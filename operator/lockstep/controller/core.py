@@ -68,7 +68,13 @@ log = get_logger("lockstep.scheduler")
 PODGROUP_API_VERSION = "scheduling.lockstep.dev/v1alpha1"
 LOGGED_PLACEMENTS = 16  # a gang of 1,000 gets one readable log line, not a 60 kB one
 # Group queue state -> kube-scheduler's scheduler_pending_pods{queue} label.
-PENDING_QUEUES = {"active": "active", "backoff": "backoff", "idle": "unschedulable", "gated": "gated"}
+PENDING_QUEUES = {
+    "active": "active",
+    "backoff": "backoff",
+    "idle": "unschedulable",
+    "parked": "unschedulable",
+    "gated": "gated",
+}
 RESULT_LABELS = {
     Code.SUCCESS: "scheduled",
     Code.WAIT: "waiting",
@@ -614,6 +620,7 @@ class SchedulerCore:
         for queue, count in pending.items():
             self.metrics.pending_pods.labels(queue).set(count)
         self.metrics.inflight_claim_allocations.set(len(self.resources.in_flight))
+        self.metrics.parked_podgroups.set(scheduler.queue.parked())
         held: dict[str, int] = {}
         for key in scheduler.attempts:
             if not scheduler.waiting.count(key):
@@ -643,8 +650,11 @@ def _cause_message(cause: str, count: int, attempt: GroupAttempt) -> str:
     diagnosis = next((d for d in attempt.pods if cause in d.causes), None)
     if diagnosis is None:
         return f"{count} nodes rejected: {cause}"
+    if not diagnosis.nodes_evaluated:
+        # Refused at PreFilter, before any node was looked at: the plugin's own words, no node list.
+        return f"pod {diagnosis.pod}: {diagnosis.message}"
     rejections = "; ".join(
-        f"{r.plugin} rejected {r.count} ({', '.join(r.sample_nodes)}{more})"
+        f"{r.plugin} rejected {r.count}" + (f" ({', '.join(r.sample_nodes)}{more})" if r.sample_nodes else "")
         for r in diagnosis.plugins
         for more in [", ..." if r.count > len(r.sample_nodes) else ""]
     )

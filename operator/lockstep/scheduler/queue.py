@@ -7,6 +7,10 @@ A group is in one of four states:
            initial backoff after its last attempt, so a busy cluster cannot make it spin;
   gated    PreEnqueue failed (PodGroup or members missing): waits for a group event that can lift the
            gate (a member added, the PodGroup created or its minCount lowered);
+  parked   its last attempt failed with a verdict no retry can change (every failed pod was
+           UnschedulableAndUnresolvable on every node): no timer, it waits for an event that could
+           change the verdict, any change of the group itself (its pods or PodGroup) or one of the
+           cluster-wide events it was parked with, and then backs off as above;
   idle     nothing to do, or being scheduled right now.
 A group's own cycle never re-activates it.
 """
@@ -27,6 +31,7 @@ class GroupState(Enum):
     ACTIVE = "active"
     BACKOFF = "backoff"
     GATED = "gated"
+    PARKED = "parked"
 
 
 class _Entry:
@@ -92,7 +97,7 @@ class GroupQueue:
         if idle or (entry.state is GroupState.ACTIVE and priority > entry.priority):
             entry.priority = priority
             self._push_active(entry)
-        elif entry.state is GroupState.BACKOFF:
+        elif entry.state in (GroupState.BACKOFF, GroupState.PARKED):
             entry.priority = max(entry.priority, priority)
             self._hurry(entry, now)
 
@@ -105,8 +110,9 @@ class GroupQueue:
         """A cluster-wide event: hurry the backed-off groups it could help, except the group whose
         own failure caused it (``source``). Returns how many."""
         helped = 0
+        waiting = (GroupState.BACKOFF, GroupState.PARKED)
         for entry in self._entries.values():
-            if entry.state is GroupState.BACKOFF and event in entry.hints and entry.key != source:
+            if entry.state in waiting and event in entry.hints and entry.key != source:
                 self._hurry(entry, now)
                 helped += 1
         return helped
@@ -129,6 +135,17 @@ class GroupQueue:
         ready_at = now + self.backoff_for(entry.attempts)
         self._push_backoff(entry, ready_at)
         return ready_at
+
+    def park_until_event(self, key: GroupKey, now: float, hints: Iterable[ClusterEvent]) -> None:
+        """The group failed for good as the cluster is: no timed retry, only an event (see the module
+        docstring) makes it due again."""
+        entry = self._entry(key)
+        entry.attempts += 1
+        entry.last_attempt = now
+        entry.hints = frozenset(hints)
+        entry.state = GroupState.PARKED
+        entry.ready_at = float("inf")
+        entry.token += 1  # drop any earlier heap item
 
     def gate(self, key: GroupKey, until: Iterable[ClusterEvent] = frozenset(ClusterEvent)) -> None:
         """PreEnqueue failed: hold the group until one of the ``until`` group events (default: any)."""
@@ -186,3 +203,7 @@ class GroupQueue:
 
     def __len__(self) -> int:
         return sum(1 for e in self._entries.values() if e.state in (GroupState.ACTIVE, GroupState.BACKOFF))
+
+    def parked(self) -> int:
+        """How many groups wait for an event, with no timed retry."""
+        return sum(1 for e in self._entries.values() if e.state is GroupState.PARKED)

@@ -48,7 +48,7 @@ from lockstep.scheduler.preemption import (
     ReleasableDevices,
 )
 from lockstep.scheduler.profile import DEFAULT_PLUGINS, PluginContext, build_profile
-from lockstep.scheduler.queue import GroupQueue
+from lockstep.scheduler.queue import GroupQueue, GroupState
 from lockstep.scheduler.records import REASON_WAITING, GroupAttempt, PodDiagnosis, merge_causes, reason_for
 from lockstep.scheduler.waiting import WaitingPods
 from lockstep.state.cluster import ClusterCache, ClusterEvent
@@ -96,6 +96,19 @@ _CAUSE_HINTS: dict[str, frozenset[ClusterEvent]] = {
     "TooFewPods": frozenset(),
 }
 _RESOURCE_HINTS = _NODE_EVENTS | {ClusterEvent.ASSIGNED_POD_REMOVED}
+# Causes whose unresolvable form no cluster-wide event cures (only the group's own pods or PodGroup).
+_UNRESOLVABLE_CAUSE_HINTS: dict[str, frozenset[ClusterEvent]] = {
+    # The group's own members alone need more reservedFor entries than the API allows.
+    "ReservedForLimit": frozenset(),
+}
+# What each cluster-wide event means, for the status of a parked group.
+_EVENT_WORDS = {
+    ClusterEvent.NODE_ADDED: "a node is added",
+    ClusterEvent.NODE_CHANGED: "a node changes",
+    ClusterEvent.ASSIGNED_POD_REMOVED: "a pod leaves a node",
+    ClusterEvent.CLAIMS_CHANGED: "a ResourceClaim, ResourceSlice or DeviceClass changes",
+    ClusterEvent.VOLUMES_CHANGED: "a volume object changes",
+}
 
 
 def hints_for(causes: Mapping[str, int], pods: Sequence[PodDiagnosis] = ()) -> frozenset[ClusterEvent]:
@@ -103,8 +116,12 @@ def hints_for(causes: Mapping[str, int], pods: Sequence[PodDiagnosis] = ()) -> f
     rejected as unresolvable everywhere, freeing capacity on the existing nodes cannot help."""
     if not causes:
         return _CLUSTER_EVENTS
-    if pods and all(p.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE for p in pods):
-        return hints_for(causes) - {ClusterEvent.ASSIGNED_POD_REMOVED}
+    if unresolvable(pods):
+        cured: set[ClusterEvent] = set()
+        for cause in causes:
+            known = _UNRESOLVABLE_CAUSE_HINTS.get(cause)
+            cured |= hints_for({cause: 1}) if known is None else known
+        return frozenset(cured) - {ClusterEvent.ASSIGNED_POD_REMOVED}
     hints: set[ClusterEvent] = set()
     for cause in causes:
         if cause.startswith("Insufficient"):
@@ -112,6 +129,18 @@ def hints_for(causes: Mapping[str, int], pods: Sequence[PodDiagnosis] = ()) -> f
         else:
             hints |= _CAUSE_HINTS.get(cause, _CLUSTER_EVENTS)
     return frozenset(hints)
+
+
+def unresolvable(pods: Sequence[PodDiagnosis]) -> bool:
+    """Every failed pod was rejected as UnschedulableAndUnresolvable: no retry as the cluster is can
+    change the verdict."""
+    return bool(pods) and all(p.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE for p in pods)
+
+
+def parked_until(hints: frozenset[ClusterEvent]) -> str:
+    """What a parked group waits for, in words."""
+    events = [_EVENT_WORDS[event] for event in ClusterEvent if event in hints and event in _EVENT_WORDS]
+    return ", or ".join(["the group's pods or PodGroup change", *events])
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,8 +255,9 @@ class Scheduler:
                 if pod is None:
                     gone = Status.unschedulable(BINDING_PLUGIN, "PodDeleted", "pod was deleted")
                     self.waiting.reject(uid, gone)
-            self._forget_if_gone(group)
-            return
+            if self._forget_if_gone(group) or self.queue.state(group) is not GroupState.PARKED:
+                return
+            self.queue.add(group, self._priority(group), now)  # fewer members may change the verdict
         elif event in _CLUSTER_EVENTS:
             if not self.queue.on_event(event, now, self._releasing):
                 return
@@ -452,14 +482,20 @@ class Scheduler:
             for index, placement in enumerate(outcome.placements):
                 self._spawn(self._binding_cycle(key, placement, (sequence, index)))
             next_retry = None
-            if outcome.unplaced:
-                next_retry = self.queue.park(key, now, hints_for(causes, diagnoses))
+            hints = hints_for(causes, diagnoses)
+            parked = bool(outcome.unplaced) and unresolvable(diagnoses)
+            if parked:
+                self.queue.park_until_event(key, now, hints)
+            elif outcome.unplaced:
+                next_retry = self.queue.park(key, now, hints)
             message = (
                 f"{len(outcome.placements)} pods placed, "
                 f"{outcome.scheduled} of minCount {outcome.min_count} scheduled"
             )
             if outcome.unplaced:
                 message += f"; {outcome.unplaced} pods did not fit"
+            if parked:
+                message += f", parked (no timed retry) until {parked_until(hints)}"
             self._record(
                 key,
                 Code.SUCCESS,
@@ -474,10 +510,17 @@ class Scheduler:
                 next_retry=next_retry,
             )
         else:
-            next_retry = self.queue.park(key, now, hints_for(causes, diagnoses))
+            hints = hints_for(causes, diagnoses)
             message = status.message
             if diagnoses and diagnoses[0].message not in message:
                 message = f"{message}; {diagnoses[0].pod}: {diagnoses[0].message}"
+            if unresolvable(diagnoses):
+                # Retrying on a timer would only repeat the verdict (and the pod writes with it).
+                self.queue.park_until_event(key, now, hints)
+                next_retry = None
+                message = f"{message}; parked (no timed retry) until {parked_until(hints)}"
+            else:
+                next_retry = self.queue.park(key, now, hints)
             self._record(
                 key,
                 status.code,

@@ -73,8 +73,9 @@ async def test_a_gang_that_does_not_fit_binds_nothing_and_says_why() -> None:
 
 async def test_the_same_failure_is_not_patched_twice() -> None:
     scheduler, api, cache = make_scheduler()
-    cache.upsert_node(make_node("n0", cpu="1"))
-    api.add(make_pod("big", cpu="2"))
+    cache.upsert_node(make_node("n0", cpu="2"))
+    cache.upsert_pod(make_pod("running", cpu="1", node_name="n0", scheduler="other"))
+    api.add(make_pod("big", cpu="2"))  # fits once the other pod is gone: retried on backoff
     await settle(scheduler)
     assert len(api.patch_calls) == 1
     scheduler.clock.advance(2)  # type: ignore[attr-defined]

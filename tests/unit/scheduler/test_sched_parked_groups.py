@@ -1,5 +1,6 @@
-"""A group that cannot fit stays parked while other gangs bind and run: only an event that could
-help it (a node added or grown, a change to its own pods or PodGroup) or its backoff brings it back."""
+"""A group no retry can help (a member larger than every node) is parked without a timer while other
+gangs bind and run: only an event that could help it (a node added or grown, a change to its own pods
+or PodGroup) brings it back."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import dataclasses
 from sched_helpers import FakeClock, MemoryPodAPI, gang, make_node, make_pod, make_scheduler, settle
 
 from lockstep.scheduler.framework import GroupKey
+from lockstep.scheduler.queue import GroupState
 from lockstep.scheduler.scheduler import Scheduler
 from lockstep.state.cluster import ClusterCache
 
@@ -53,20 +55,36 @@ async def _run_a_gang(scheduler: Scheduler, api: MemoryPodAPI, clock: FakeClock,
     await settle(scheduler)
 
 
-async def test_parked_groups_are_not_retried_while_other_gangs_bind_and_run() -> None:
+async def test_a_group_no_retry_can_help_is_parked_without_a_timer_while_other_gangs_run() -> None:
     scheduler, api, _cache, clock = _cluster()
     await settle(scheduler)
     assert _attempts(scheduler, OVERSIZED) == 1
     assert _attempts(scheduler, SHORT) == 1
-    ready_at = scheduler.queue.ready_at(OVERSIZED)
-    assert ready_at is not None
-    clock.advance(ready_at - clock())
-    await settle(scheduler)
-    assert _attempts(scheduler, OVERSIZED) == 2  # its backoff expired: retried once, now parked 2s
+    # o3 is larger than every node (UnschedulableAndUnresolvable everywhere): no timed retry.
+    assert scheduler.queue.state(OVERSIZED) is GroupState.PARKED
+    assert scheduler.queue.ready_at(OVERSIZED) is None and scheduler.queue.parked() == 1
+    attempt = scheduler.attempts[OVERSIZED]
+    assert attempt.next_retry_at is None
+    assert attempt.message.endswith(
+        "parked (no timed retry) until the group's pods or PodGroup change, or a node is added, "
+        "or a node changes"
+    )
     for n in range(3):
-        await _run_a_gang(scheduler, api, clock, f"fits-{n}")  # 4.5 s pass in all
-    assert _attempts(scheduler, OVERSIZED) == 3  # only its own 2 s backoff expired, then 4 s
+        await _run_a_gang(scheduler, api, clock, f"fits-{n}")  # pods bind, run, finish
+    clock.advance(600)  # far past any backoff
+    await settle(scheduler)
+    assert _attempts(scheduler, OVERSIZED) == 1
     assert _attempts(scheduler, SHORT) == 1  # gated until a member arrives or minCount is lowered
+
+
+async def test_a_parked_group_comes_back_when_its_own_pods_change() -> None:
+    scheduler, api, _cache, clock = _cluster()
+    await settle(scheduler)
+    clock.advance(1.0)
+    api.add(dataclasses.replace(api.pods["default/o3"], requests={"cpu": 1000}))  # resized to fit
+    await settle(scheduler)
+    assert _attempts(scheduler, OVERSIZED) == 2
+    assert all(api.pods[f"default/o{i}"].node_name for i in range(4))
 
 
 async def test_a_parked_group_comes_back_when_a_node_that_could_fit_it_is_added() -> None:

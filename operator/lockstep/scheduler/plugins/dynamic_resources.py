@@ -256,11 +256,11 @@ class DynamicResources:
             consumer = consumer_for(source, pod, state.group)
             consumers = self._consumers(claim)
             if consumer.uid not in consumers and len(consumers) >= RESERVED_FOR_MAX_SIZE:
-                return Status.unschedulable(
-                    self.name,
-                    "ReservedForLimit",
-                    reserved_for_limit_message(claim.key, pod.key, len(consumers) + 1),
-                )
+                message = reserved_for_limit_message(claim.key, pod.key, len(consumers) + 1)
+                if self._all_of_group(consumers, pod):
+                    # Only the group's own members hold the entries: nothing else leaving can help.
+                    return Status.unresolvable(self.name, "ReservedForLimit", message)
+                return Status.unschedulable(self.name, "ReservedForLimit", message)
             pod_claims.claims.append(claim)
             pod_claims.consumers.append(consumer)
             pending = claim.status.allocation or self.store.in_flight.get(claim.metadata.uid)
@@ -302,6 +302,17 @@ class DynamicResources:
                     "device with a ResourceClaim instead",
                 )
         return None
+
+    def _all_of_group(self, consumer_uids: set[str], pod: PodInfo) -> bool:
+        """Whether every consumer is a member of ``pod``'s group (a pod the cache knows)."""
+        if self.cache is None:
+            return False
+        group = pod.group_key
+        for uid in consumer_uids:
+            member = self.cache.get_pod(uid)
+            if member is None or member.group_key != group:
+                return False
+        return True
 
     @staticmethod
     def _may_use_busy_devices(pod_claims: _PodClaims) -> bool:
