@@ -27,6 +27,7 @@ from multidict import CIMultiDict
 from lockstep.sim import crd as crds
 from lockstep.sim import errors as fe
 from lockstep.sim import openapi, protobuf, tables
+from lockstep.sim.decoding import DecodeError, check_decodable
 from lockstep.sim.errors import ApiError, FieldError, bad_request, generic_not_found, page_not_found
 from lockstep.sim.faults import FaultRule, Faults, RequestStats
 from lockstep.sim.features import FeatureGates
@@ -36,7 +37,7 @@ from lockstep.sim.objectmeta import (
     random_name,
     validate_object_meta,
 )
-from lockstep.sim.patch import JsonPatchError, json_patch, merge_patch, strategic_merge
+from lockstep.sim.patch import JsonPatchError, MergeKeyError, json_patch, merge_patch, strategic_merge
 from lockstep.sim.registry import policy, served_types
 from lockstep.sim.resources import ResourceType, WriteContext
 from lockstep.sim.selectors import parse_field_selector, parse_label_selector
@@ -484,6 +485,8 @@ class ApiServer:
             if injected is not None:
                 raise injected
         verb = req.verb
+        if verb not in rt.verbs and not req.subresource:
+            raise fe.method_not_allowed()
         if verb == "get":
             return self._get(request, req)
         if verb == "list":
@@ -492,9 +495,11 @@ class ApiServer:
             return await self._watch(request, req)
         if verb == "create":
             if req.name is None:
+                if rt.kind == "Binding":
+                    return await self._bind(request, req.namespace, None)
                 return await self._create(request, req)
             if req.subresource == "binding":
-                return await self._bind(request, req)
+                return await self._bind(request, req.namespace, req.name)
             if req.subresource == "eviction":
                 return await self._evict(request, req)
             raise fe.method_not_allowed()
@@ -616,6 +621,7 @@ class ApiServer:
         """Create an object as a POST would (also used in-process, e.g. for bootstrap namespaces)."""
         ctx = ctx or WriteContext()
         obj = ensure_object_shape(rt, body)
+        self._check_decodable(rt, obj)
         if rt.view is not None:
             obj = rt.view.revert(obj)
         meta = obj["metadata"]
@@ -956,6 +962,7 @@ class ApiServer:
         rt = req.rt
         assert req.name is not None
         body = ensure_object_shape(rt, await self._body(request))
+        self._check_decodable(rt, body)
         if rt.view is not None:
             body = rt.view.revert(body)
         meta = body["metadata"]
@@ -1017,7 +1024,19 @@ class ApiServer:
         elif content_type == STRATEGIC_PATCH:
             if not isinstance(patch, dict):
                 raise bad_request("error decoding patch: a strategic merge patch must be a JSON object")
-            new = strategic_merge(base, patch, (), rt.smp_lists or {})
+            try:
+                new = strategic_merge(base, patch, (), rt.smp_lists or {})
+            except MergeKeyError as error:
+                if rt.storage == "/pods" and error.path == ("status", "conditions"):
+                    # kube-apiserver answers this one with a 500 (the smp-conditions transcript).
+                    raise ApiError(500, None, error.message) from None
+                field = ".".join(error.path) + f"[{error.index}]"
+                problem = (
+                    fe.required(f"{field}.{error.key}")
+                    if isinstance(error.item, dict)
+                    else fe.invalid(field, error.item, "must be an object")
+                )
+                raise fe.unprocessable(rt.kind, rt.group, req.name, [problem]) from None
         else:
             if not isinstance(patch, dict):
                 raise bad_request("error decoding patch: a merge patch must be a JSON object")
@@ -1025,6 +1044,25 @@ class ApiServer:
         if not isinstance(new, dict):
             raise PATCH_REJECTED
         new = ensure_object_shape(rt, new)
+        try:
+            check_decodable(rt.group, rt.version, rt.kind, new)
+        except DecodeError as error:
+            # PATCH decodes the patched object: kube-apiserver reports it on the field "patch".
+            value = orjson.dumps(patch).decode()
+            raise ApiError(
+                422,
+                "Invalid",
+                f' "" is invalid: patch: Invalid value: "{value}": {error.message}',
+                {
+                    "causes": [
+                        {
+                            "reason": "FieldValueInvalid",
+                            "message": f'Invalid value: "{value}": {error.message}',
+                            "field": "patch",
+                        }
+                    ]
+                },
+            ) from None
         if rt.view is not None:
             new = rt.view.revert(new)
         response, stored = self.update_object(rt, current, new, ctx)
@@ -1138,31 +1176,63 @@ class ApiServer:
             result["status"] = old["status"]
         return result
 
+    @staticmethod
+    def _check_decodable(rt: ResourceType, obj: JsonObject) -> None:
+        """A create or update body that does not decode into the kind's Go struct is a 400."""
+        try:
+            check_decodable(rt.group, rt.version, rt.kind, obj)
+        except DecodeError as error:
+            raise bad_request(
+                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {error.message}'
+            ) from None
+
     # ------------------------------------------------------------------ binding
 
-    async def _bind(self, request: web.Request, req: ResourceRequest) -> web.Response:
-        assert req.name is not None
-        body = await self._body(request)
-        if not isinstance(body, dict):
-            raise bad_request("a Binding must be a JSON object")
-        name = req.name
-        binding_meta = body.get("metadata") or {}
-        if binding_meta.get("name") and binding_meta["name"] != name:
+    async def _bind(self, request: web.Request, namespace: str | None, url_name: str | None) -> web.Response:
+        """BindingREST: ``pods/{name}/binding`` (``url_name`` set) or the legacy ``bindings`` collection
+        (the pod named in the Binding's metadata). The Binding's uid and resourceVersion are
+        preconditions, its annotations are merged onto the pod in the same write."""
+        binding_rt = self.types[("", "v1", "bindings")]
+        body = ensure_object_shape(binding_rt, await self._body(request))
+        self._check_decodable(binding_rt, body)
+        binding_meta = body["metadata"]
+        name = binding_meta.get("name") or ""
+        if url_name is not None and name != url_name:
             raise bad_request("name in URL does not match name in Binding object")
-        target = (body.get("target") or {}).get("name")
-        if not target:
-            raise fe.unprocessable("Binding", "", name, [fe.required("target.name")])
-        rt = req.rt
-        current = self._current(rt, req.namespace, name)
+        if binding_meta.get("namespace") and binding_meta["namespace"] != namespace:
+            raise bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        if not name:
+            raise bad_request("Name parameter required.")
+        annotations = binding_meta.get("annotations") or {}
+        target = body.get("target") or {}
+        errors = []
+        if target.get("kind") not in (None, "", "Node"):
+            errors.append(fe.not_supported("target.kind", target.get("kind"), ["Node", "<empty>"]))
+        if not target.get("name"):
+            errors.append(fe.required("target.name"))
+        if errors:
+            raise fe.unprocessable("Binding", "", name, errors)
+        rt = self.types[("", "v1", "pods")]
+        current = self._current(rt, namespace, name)
         pod = current.obj
-        uid = binding_meta.get("uid")
+        uid, resource_version = binding_meta.get("uid"), binding_meta.get("resourceVersion")
         if uid and uid != pod["metadata"].get("uid"):
             raise fe.conflict(
-                "pods/binding",
+                "pods",
                 "",
                 name,
                 f"Precondition failed: UID in precondition: {uid}, "
                 f"UID in object meta: {pod['metadata'].get('uid')}",
+            )
+        if resource_version and resource_version != pod["metadata"].get("resourceVersion"):
+            raise fe.conflict(
+                "pods",
+                "",
+                name,
+                f"Precondition failed: ResourceVersion in precondition: {resource_version}, "
+                f"ResourceVersion in object meta: {pod['metadata'].get('resourceVersion')}",
             )
         if pod["metadata"].get("deletionTimestamp"):
             raise fe.conflict(
@@ -1173,8 +1243,13 @@ class ApiServer:
             raise fe.conflict("pods/binding", "", name, f'pod {name} is already assigned to node "{node}"')
         if (pod.get("spec") or {}).get("schedulingGates"):
             raise fe.conflict("pods/binding", "", name, f"pod {name} has non-empty .spec.schedulingGates")
+        if self._write_context(request, "binding").dry_run:
+            return web.Response(status=201, body=CREATED_STATUS, headers={"Content-Type": JSON})
+        target_name = target["name"]
         bound = current.copy()
-        bound["spec"]["nodeName"] = target
+        bound["spec"]["nodeName"] = target_name
+        if annotations:
+            bound["metadata"]["annotations"] = {**(bound["metadata"].get("annotations") or {}), **annotations}
         condition = {
             "type": "PodScheduled",
             "status": "True",
@@ -1189,7 +1264,7 @@ class ApiServer:
                 break
         else:
             conditions.append(condition)
-        self._commit(rt, self._key(rt, req.namespace, name), bound, "MODIFIED", current)
+        self._commit(rt, self._key(rt, namespace, name), bound, "MODIFIED", current)
         return web.Response(status=201, body=CREATED_STATUS, headers={"Content-Type": JSON})
 
     # ------------------------------------------------------------------ eviction

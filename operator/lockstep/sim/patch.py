@@ -5,8 +5,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from lockstep.sim.errors import ApiError
-
 JsonObject = dict[str, Any]
 
 # Strategic-merge metadata of a list field: "key1,key2" (merge by these keys), "$set" (primitive
@@ -152,12 +150,27 @@ def _go_map(value: JsonObject) -> str:
     return "map[" + " ".join(parts) + "]"
 
 
-def _merge_key(item: Any, keys: list[str]) -> tuple[Any, ...]:
+class MergeKeyError(Exception):
+    """An entry of a patch's merge-keyed list that is not an object or lacks its merge key.
+
+    ``message`` is kube-apiserver's text, ``path``, ``index`` and ``key`` locate the entry."""
+
+    def __init__(self, path: tuple[str, ...], index: int, key: str, item: Any) -> None:
+        self.path, self.index, self.key, self.item = path, index, key, item
+        if isinstance(item, dict):
+            message = f"map: {_go_map(item)} does not contain declared merge key: {key}"
+        else:
+            message = f"expected a map in a list with merge key {key}, got {item!r}"
+        super().__init__(message)
+        self.message = message
+
+
+def _merge_key(item: Any, keys: list[str], path: tuple[str, ...] = (), index: int = 0) -> tuple[Any, ...]:
     if not isinstance(item, dict):
-        raise ApiError(500, None, f"expected a map in a list with merge key {keys[0]}, got {item!r}")
+        raise MergeKeyError(path, index, keys[0], item)
     for key in keys:
         if key not in item:
-            raise ApiError(500, None, f"map: {_go_map(item)} does not contain declared merge key: {key}")
+            raise MergeKeyError(path, index, key, item)
     return tuple(orjson_key(item[k]) for k in keys)
 
 
@@ -208,8 +221,8 @@ def _merge_keyed_list(
         merged[k] = item
         order.append(k)
     patch_keys: list[tuple[Any, ...]] = []
-    for item in patch:
-        k = key_of(item)
+    for index, item in enumerate(patch):
+        k = _merge_key(item, keys, path, index)
         if isinstance(item, dict) and item.get("$patch") == "delete":
             if k in merged:
                 del merged[k]

@@ -11,6 +11,7 @@ from lockstep.sim.godiff import internal_pod_spec, object_diff
 from lockstep.sim.objectmeta import (
     DNS1123_LABEL,
     LABEL_MESSAGE,
+    PlainStrategy,
     now_rfc3339,
     random_suffix,
     validate_name,
@@ -388,6 +389,7 @@ def core_types() -> list[ResourceType]:
             False,
             NamespaceStrategy(),
             short_names=("ns",),
+            returns_deleted_object=True,
             verbs=tuple(v for v in ("create", "delete", "get", "list", "patch", "update", "watch")),
             subresources=("status",),
             field_labels={**METADATA_FIELDS, "status.phase": "status.phase"},
@@ -428,4 +430,7 @@ def core_types() -> list[ResourceType]:
             field_labels=pod_fields,
             smp_lists=dict(POD_SMP_LISTS),
         ),
+        # The legacy POST /api/v1/namespaces/{ns}/bindings: binds the pod its metadata names, as
+        # pods/{name}/binding does (the server handles it; nothing is stored).
+        ResourceType("", "v1", "bindings", "binding", "Binding", True, PlainStrategy(), verbs=("create",)),
     ]

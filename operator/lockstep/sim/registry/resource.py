@@ -560,6 +560,7 @@ def dra_types(gates: FeatureGates) -> list[ResourceType]:
             False,
             DeviceClassStrategy(),
             has_generation=True,
+            returns_deleted_object=True,
             smp_lists={},
         ),
         ResourceType(
@@ -571,6 +572,7 @@ def dra_types(gates: FeatureGates) -> list[ResourceType]:
             True,
             ResourceClaimStrategy(),
             subresources=("status",),
+            returns_deleted_object=True,
             smp_lists=claim_lists,
         ),
         ResourceType(
@@ -581,6 +583,7 @@ def dra_types(gates: FeatureGates) -> list[ResourceType]:
             "ResourceClaimTemplate",
             True,
             ResourceClaimTemplateStrategy(),
+            returns_deleted_object=True,
             smp_lists={},
         ),
         ResourceType(
@@ -593,6 +596,7 @@ def dra_types(gates: FeatureGates) -> list[ResourceType]:
             ResourceSliceStrategy(gates),
             has_generation=True,
             field_labels=slice_fields,
+            returns_deleted_object=True,
             smp_lists={},
         ),
     ]

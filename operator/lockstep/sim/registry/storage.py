@@ -104,6 +104,7 @@ def storage_types() -> list[ResourceType]:
             StorageClassStrategy(),
             short_names=("sc",),
             smp_lists={},
+            returns_deleted_object=True,
         ),
         ResourceType(
             GROUP,
@@ -114,5 +115,6 @@ def storage_types() -> list[ResourceType]:
             False,
             CSINodeStrategy(),
             smp_lists={("spec", "drivers"): "name"},
+            returns_deleted_object=True,
         ),
     ]
