@@ -11,6 +11,7 @@ import json
 import sys
 from collections.abc import Mapping
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator
@@ -54,6 +55,10 @@ SYSTEM_DEFAULT_SPREAD = (
     '[{"maxSkew":3,"topologyKey":"kubernetes.io/hostname","whenUnsatisfiable":"ScheduleAnyway"},'
     '{"maxSkew":5,"topologyKey":"topology.kubernetes.io/zone","whenUnsatisfiable":"ScheduleAnyway"}]'
 )
+
+# Where a pod finds its own namespace; kube-system is the namespace every cluster has.
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+OUTSIDE_CLUSTER_LEASE_NAMESPACE = "kube-system"
 
 
 class ConfigError(ValueError):
@@ -162,8 +167,12 @@ class Settings(BaseSettings):
     )
     leader_elect: bool = Field(True, description="Run leader election; only the leader schedules.")
     lease_name: str = Field("lockstep", min_length=1, description="Name of the coordination.k8s.io Lease.")
-    lease_namespace: str = Field(
-        "lockstep-system", min_length=1, description="Namespace of the leader-election Lease."
+    lease_namespace: str | None = Field(
+        None,
+        min_length=1,
+        description="Namespace of the leader-election Lease; by default the operator pod's own "
+        "namespace in a cluster (its service account's namespace file), else kube-system.",
+        json_schema_extra={"default_text": "(own namespace)"},
     )
     lease_duration_seconds: float = Field(
         15.0, gt=0, description="How long a lease is valid after its last renewal."
@@ -237,6 +246,16 @@ class Settings(BaseSettings):
             raise ValueError(f"must be >= backoff_initial_seconds ({initial})")
         return value
 
+    def resolved_lease_namespace(self, namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE) -> str:
+        """As kube-scheduler does: the configured namespace, else the pod's own, else kube-system."""
+        if self.lease_namespace:
+            return self.lease_namespace
+        try:
+            own = namespace_file.read_text().strip()
+        except OSError:
+            own = ""
+        return own or OUTSIDE_CLUSTER_LEASE_NAMESPACE
+
     def resolved_log_format(self) -> LogFormat:
         if self.log_format is LogFormat.AUTO:
             return LogFormat.CONSOLE if sys.stderr.isatty() else LogFormat.JSON
@@ -279,6 +298,9 @@ def load_settings(**overrides: Any) -> Settings:
 
 def _default_text(name: str) -> str:
     field = Settings.model_fields[name]
+    extra = field.json_schema_extra
+    if isinstance(extra, dict) and isinstance(extra.get("default_text"), str):
+        return str(extra["default_text"])
     default = field.get_default(call_default_factory=True)
     if isinstance(default, dict):
         return ",".join(f"{k}={str(v).lower()}" for k, v in sorted(default.items()))

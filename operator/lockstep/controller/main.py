@@ -36,6 +36,9 @@ async def run_operator(settings: Settings) -> int:
         scheduler=settings.scheduler_name,
         identity=operator.identity,
         leader_elect=settings.leader_elect,
+        lease=f"{settings.resolved_lease_namespace()}/{settings.lease_name}"
+        if settings.leader_elect
+        else None,
         namespaces=settings.namespaces or "all",
         feature_gates=settings.feature_gates,
     )

@@ -53,7 +53,7 @@ from lockstep.kube.client import (
 )
 from lockstep.kube.credentials import load_connection_info
 from lockstep.kube.events import EventRecorder
-from lockstep.kube.lease import LeaderElector
+from lockstep.kube.lease import LeaderElector, LeaseNamespaceMissingError
 from lockstep.kube.watch import EventSink, RawWatch
 from lockstep.logging import get_logger
 from lockstep.metrics import Metrics, bound_port, start_metrics_server
@@ -324,7 +324,11 @@ class Operator:
             return
         error = task.exception()
         if error is not None:
-            log.error("background task failed, stopping", task=task.get_name(), error=repr(error))
+            if isinstance(error, LeaseNamespaceMissingError):
+                log.error("cannot start", error=str(error))
+            else:
+                log.error("background task failed, stopping", task=task.get_name(), error=repr(error))
+            self.failed = True
             if self._stop is not None:
                 self._stop.set()
 
@@ -436,7 +440,7 @@ class Operator:
         assert self.client is not None
         self.elector = LeaderElector(
             self.client,
-            namespace=settings.lease_namespace,
+            namespace=settings.resolved_lease_namespace(),
             name=settings.lease_name,
             identity=self.identity,
             lease_duration=settings.lease_duration_seconds,
@@ -502,7 +506,7 @@ class Operator:
                 log.warning("events still unwritten at the end of the grace period")
         if self._lead_task is not None:
             self._lead_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, LeaseNamespaceMissingError):
                 await self._lead_task
         if self.elector is not None and not self.stopped_leading:
             await self.elector.release()

@@ -24,6 +24,19 @@ from lockstep.logging import get_logger
 log = get_logger("lockstep.kube.lease")
 
 
+class LeaseNamespaceMissingError(RuntimeError):
+    """The Lease cannot be created because its namespace does not exist: a configuration error that
+    waiting does not cure, so the operator stops instead of retrying."""
+
+    def __init__(self, namespace: str, name: str) -> None:
+        super().__init__(
+            f"cannot create the leader-election Lease {namespace}/{name}: namespace {namespace!r} does not "
+            f"exist. Create it (kubectl create namespace {namespace}) or point --lease-namespace "
+            "(LOCKSTEP_LEASE_NAMESPACE) at an existing namespace"
+        )
+        self.namespace = namespace
+
+
 class LeaderElector:
     def __init__(
         self,
@@ -148,14 +161,9 @@ class LeaderElector:
         try:
             created = await self.client.create(LEASES, self.namespace, body)
         except ApiError as exc:
-            if exc.not_found:
-                log.error(
-                    "cannot create the leader-election Lease: its namespace does not exist "
-                    "(create it, or set --lease-namespace)",
-                    lease=f"{self.namespace}/{self.name}",
-                    error=str(exc),
-                )
-            elif not exc.conflict:  # a conflict: another candidate created it first
+            if exc.not_found:  # creating in a namespace that does not exist (NamespaceLifecycle)
+                raise LeaseNamespaceMissingError(self.namespace, self.name) from exc
+            if not exc.conflict:  # a conflict: another candidate created it first
                 log.warning("lease create failed", lease=f"{self.namespace}/{self.name}", error=str(exc))
             return False
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from lockstep.config import KNOWN_FEATURE_GATES, ConfigError, LogFormat, load_settings, parse_feature_gates
@@ -66,3 +68,11 @@ def test_auto_log_format_is_json_without_a_terminal() -> None:
     # pytest captures stderr, so it is not a TTY here.
     assert load_settings().resolved_log_format() is LogFormat.JSON
     assert load_settings(log_format="console").resolved_log_format() is LogFormat.CONSOLE
+
+
+def test_lease_namespace_is_the_pods_own_then_kube_system(tmp_path: Path) -> None:
+    namespace_file = tmp_path / "namespace"
+    assert load_settings().resolved_lease_namespace(namespace_file) == "kube-system"
+    namespace_file.write_text("team-sched\n")
+    assert load_settings().resolved_lease_namespace(namespace_file) == "team-sched"
+    assert load_settings(lease_namespace="ops").resolved_lease_namespace(namespace_file) == "ops"
