@@ -41,6 +41,7 @@ KNOWN_FEATURE_GATES: dict[str, bool] = {
 DEFAULT_SCORE_WEIGHTS: dict[str, int] = {
     "NodeResourcesScore": 1,  # kube-scheduler's NodeResourcesFit score
     "NodeResourcesBalancedAllocation": 1,
+    "ImageLocality": 1,
     "NodeAffinity": 2,
     "TaintToleration": 3,
     "InterPodAffinity": 2,

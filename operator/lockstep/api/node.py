@@ -40,10 +40,20 @@ def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
                 f"must be one of {', '.join(TAINT_EFFECTS)}, got {taint.get('effect')!r}",
             )
         taints.append(taint)
+    images: dict[str, int] = {}
+    for index, image in enumerate(status.get("images") or ()):
+        if not isinstance(image, Mapping):
+            raise InvalidObjectError("Node", name, f"status.images[{index}]", "must be an object")
+        size = image.get("sizeBytes") or 0
+        if isinstance(size, bool) or not isinstance(size, int):
+            raise InvalidObjectError("Node", name, f"status.images[{index}].sizeBytes", "must be an integer")
+        for image_name in image.get("names") or ():
+            images[str(image_name)] = size
     return NodeInfo(
         name=name,
         labels={str(k): str(v) for k, v in labels.items()},
         allocatable=allocatable,
         taints=tuple(taints),
         unschedulable=bool(spec.get("unschedulable", False)),
+        images=images,
     )

@@ -116,6 +116,20 @@ def pod_requests(spec: Mapping[str, Any], key: str) -> dict[str, int]:
     return {resource: amount for resource, amount in requests.items() if amount}
 
 
+def normalized_image_name(name: str) -> str:
+    """As kube-scheduler's ImageLocality: an image without a tag (or digest) means ``:latest``."""
+    return name if name.rfind(":") > name.rfind("/") else f"{name}:latest"
+
+
+def _images(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(
+        normalized_image_name(container["image"])
+        for field in ("initContainers", "containers")
+        for container in spec.get(field) or ()
+        if isinstance(container, Mapping) and isinstance(container.get("image"), str)
+    )
+
+
 def _claims(spec: Mapping[str, Any], key: str) -> tuple[PodClaimRef, ...]:
     refs = []
     for index, raw in enumerate(_list(spec.get("resourceClaims"), "Pod", key, "spec.resourceClaims")):
@@ -233,6 +247,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
         scheduled_condition=_scheduled_condition(status, key),
         scheduling_gated=bool(_list(spec.get("schedulingGates"), "Pod", key, "spec.schedulingGates")),
         placement=placement,
+        images=_images(spec),
         preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
         nominated_node_name=str(status.get("nominatedNodeName") or ""),
         preempted_by=_preempted_by(status, key),

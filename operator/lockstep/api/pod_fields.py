@@ -72,8 +72,7 @@ _CONTAINER_IRRELEVANT = [
 
 def _container(prefix: str, ports: Support) -> dict[str, Support]:
     table = {prefix[:-2]: _D, f"{prefix}.resources": _I, f"{prefix}.restartPolicy": _I}
-    # ImageLocality (a score, not a constraint) is not implemented: images do not steer placement.
-    table[f"{prefix}.image"] = _X
+    table[f"{prefix}.image"] = _I  # ImageLocality (a score)
     table[f"{prefix}.ports"] = ports
     if ports is _D:
         table.update({f"{prefix}.ports[].{name}": _I for name in ("hostPort", "hostIP", "protocol")})

@@ -162,6 +162,8 @@ class PodInfo:
     scheduling_gated: bool = False  # spec.schedulingGates is not empty: not to be scheduled yet
     # inter-pod affinity, topology spread, host ports, refused fields; None: the pod sets none
     placement: PlacementSpec | None = None
+    # the images of the init and app containers, ":latest" added to an untagged name (ImageLocality)
+    images: tuple[str, ...] = ()
     preemption_policy: str = "PreemptLowerPriority"  # spec.preemptionPolicy
     nominated_node_name: str = ""  # status.nominatedNodeName: where a preemption made room for it
     # The group whose preemption marked this pod (DisruptionTarget=True, PreemptionByScheduler, with
@@ -228,6 +230,7 @@ class NodeInfo:
     pod_count: int = 0
     taints: tuple[Mapping[str, Any], ...] = ()
     unschedulable: bool = False
+    images: Mapping[str, int] = field(default_factory=dict)  # status.images: each name -> size in bytes
 
 
 CYCLE_PODS = "lockstep/cycle-pods"

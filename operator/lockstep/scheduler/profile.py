@@ -28,6 +28,7 @@ from lockstep.scheduler.framework import (
 )
 from lockstep.scheduler.plugins.dynamic_resources import DynamicResources
 from lockstep.scheduler.plugins.gang import GangPermit, GangTopology
+from lockstep.scheduler.plugins.image_locality import ImageLocality
 from lockstep.scheduler.plugins.inter_pod_affinity import InterPodAffinity
 from lockstep.scheduler.plugins.node_affinity import NodeAffinity
 from lockstep.scheduler.plugins.node_basics import NodeName, NodeUnschedulable, TaintToleration
@@ -88,6 +89,7 @@ REGISTRY: dict[str, PluginFactory] = {
     NodeResourcesFit.name: lambda ctx: NodeResourcesFit(),
     NodeResourcesScore.name: lambda ctx: NodeResourcesScore(ctx.settings.score_strategy),
     NodeResourcesBalancedAllocation.name: lambda ctx: NodeResourcesBalancedAllocation(),
+    ImageLocality.name: lambda ctx: ImageLocality(ctx.cache),
     NodePorts.name: lambda ctx: NodePorts(ctx.cache),
     InterPodAffinity.name: lambda ctx: InterPodAffinity(ctx.cache),
     PodTopologySpread.name: _pod_topology_spread,
@@ -120,6 +122,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     DynamicResources.name,  # after the node filters: it is the most expensive one
     NodeResourcesScore.name,
     NodeResourcesBalancedAllocation.name,
+    ImageLocality.name,
     GangTopology.name,
     GangPermit.name,
 )

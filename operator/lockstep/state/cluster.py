@@ -118,6 +118,7 @@ class ClusterCache:
         self._domain_free: dict[str, int] = {}
         self._placed_index = PlacedPodIndex(lambda: ((self._pods[u], n) for u, n in self._placed.items()))
         self._namespace_labels: dict[str, Mapping[str, str]] = {}
+        self._image_nodes: dict[str, int] = {}  # image name -> nodes that report it
         self._nominated: dict[str, str] = {}  # unbound live pod uid -> status.nominatedNodeName
         self._budgets: dict[tuple[str, str], DisruptionBudget] = {}
         self._listeners: list[ClusterListener] = []
@@ -393,6 +394,8 @@ class ClusterCache:
         old = self._nodes.get(node.name)
         if old is not None:
             self._unindex_labels(old)
+            self._count_images(old, -1)
+        self._count_images(node, 1)
         node.requested = {}
         node.pod_count = 0
         self._nodes[node.name] = node
@@ -415,10 +418,27 @@ class ClusterCache:
         if node is None:
             return
         self._unindex_labels(node)
+        self._count_images(node, -1)
         self._unbucket(name)
         self._forget_free(name)
         if not self._pods_on_node.get(name):
             self._pods_on_node.pop(name, None)
+
+    def _count_images(self, node: NodeInfo, delta: int) -> None:
+        for image in node.images:
+            count = self._image_nodes.get(image, 0) + delta
+            if count > 0:
+                self._image_nodes[image] = count
+            else:
+                self._image_nodes.pop(image, None)
+
+    def image_node_count(self, image: str) -> int:
+        """How many nodes report the image in status.images (ImageLocality's spread)."""
+        return self._image_nodes.get(image, 0)
+
+    @property
+    def any_node_images(self) -> bool:
+        return bool(self._image_nodes)
 
     def _unindex_labels(self, node: NodeInfo) -> None:
         for key, value in node.labels.items():

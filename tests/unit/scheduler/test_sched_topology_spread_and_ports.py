@@ -1,5 +1,6 @@
-"""PodTopologySpread and NodePorts: tables after kube-scheduler's podtopologyspread
-filtering_test.go / scoring_test.go and nodeports node_ports_test.go, and gang cycles."""
+"""PodTopologySpread, NodePorts and ImageLocality: tables after kube-scheduler's podtopologyspread
+filtering_test.go / scoring_test.go, nodeports node_ports_test.go and imagelocality
+image_locality_test.go, and gang cycles."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from typing import Any
 import pytest
 from sched_helpers import gang, make_node, make_scheduler, pod_dict, settle
 
+from lockstep.api.node import parse_node
 from lockstep.api.pod import parse_pod
 from lockstep.config import Settings
-from lockstep.scheduler.framework import Code, CycleState, GroupKey, PodInfo
+from lockstep.scheduler.framework import Code, CycleState, GroupKey, NodeInfo, PodInfo
 from lockstep.scheduler.placement import HostPort
+from lockstep.scheduler.plugins.image_locality import ImageLocality
 from lockstep.scheduler.plugins.node_ports import NodePorts
 from lockstep.scheduler.plugins.pod_topology_spread import PodTopologySpread
 from lockstep.scheduler.profile import PluginContext, _pod_topology_spread
@@ -365,3 +368,47 @@ async def test_host_ports_conflict_within_a_gang_and_with_bound_pods() -> None:
     attempt = scheduler.attempts[GroupKey("default", "h")]
     assert attempt.causes == {"HostPortConflict": 3}
     assert "didn't have free ports" in attempt.message
+
+
+def image_node(name: str, images: dict[str, int]) -> NodeInfo:
+    return parse_node(
+        {
+            "metadata": {"name": name},
+            "status": {
+                "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                "images": [{"names": [image], "sizeBytes": size} for image, size in images.items()],
+            },
+        }
+    )
+
+
+MB = 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("images", "expected"),
+    [
+        # after image_locality_test.go: two nodes, sizes scaled by the share of nodes holding the image
+        (["gcr.io/40", "gcr.io/250"], {"node1": 0, "node2": 5}),
+        (["gcr.io/40", "gcr.io/300"], {"node1": 7, "node2": 0}),
+        (["gcr.io/2000:latest", "gcr.io/10"], {"node1": 0, "node2": 0}),
+    ],
+)
+def test_image_locality(images: list[str], expected: dict[str, int]) -> None:
+    cache = ClusterCache("lockstep")
+    cache.upsert_node(image_node("node1", {"gcr.io/40:latest": 40 * MB, "gcr.io/300:latest": 300 * MB}))
+    cache.upsert_node(image_node("node2", {"gcr.io/250:latest": 250 * MB, "gcr.io/10:latest": 10 * MB}))
+    body = pod_dict("p")
+    body["spec"]["containers"] = [{"name": f"c{i}", "image": image} for i, image in enumerate(images)]
+    incoming = parse_pod(body)
+    plugin = ImageLocality(cache)
+    nodes = list(cache.nodes.values())
+    assert plugin.pre_score(CycleState(), incoming, nodes).code is OK
+    assert {n.name: plugin.score(CycleState(), incoming, n) for n in nodes} == expected
+
+
+def test_image_locality_costs_nothing_when_no_node_reports_images() -> None:
+    cache = cluster({"n": None})
+    assert (
+        ImageLocality(cache).pre_score(CycleState(), pod("p"), list(cache.nodes.values())).code is Code.SKIP
+    )
