@@ -141,6 +141,8 @@ class WatchFailed(RuntimeError):
 class CompletionWatcher:
     """Watches the benchmark namespace's pods and marks each pod bound when spec.nodeName appears."""
 
+    path = PODS_PATH
+
     def __init__(self, client: ApiClient, tracker: Tracker) -> None:
         self.client = client
         self.tracker = tracker
@@ -156,10 +158,10 @@ class CompletionWatcher:
         """Raise what ended the watch, if it ended: a phase must not wait for a watcher that died."""
         if self._task is not None and self._task.done() and not self._task.cancelled():
             error = self._task.exception()
-            raise WatchFailed(f"the completion watch on {PODS_PATH} ended: {error}") from error
+            raise WatchFailed(f"the completion watch on {self.path} ended: {error}") from error
 
     async def _list(self) -> None:
-        listing = await self.client.get(PODS_PATH)
+        listing = await self.client.get(self.path)
         self.resource_version = str(listing.get("metadata", {}).get("resourceVersion", ""))
         for pod in listing.get("items", []):
             self._see(pod)
@@ -191,13 +193,24 @@ class CompletionWatcher:
                 await self._list()
 
     async def _watch_once(self) -> None:
-        async for event_type, obj in self.client.watch(PODS_PATH, self.resource_version):
+        async for event_type, obj in self.client.watch(self.path, self.resource_version):
             self.events += 1
             if event_type == "ERROR":
-                raise ApiError("GET", f"{PODS_PATH}?watch=true", int(obj.get("code", 500)), obj)
+                raise ApiError("GET", f"{self.path}?watch=true", int(obj.get("code", 500)), obj)
             self.resource_version = str(obj.get("metadata", {}).get("resourceVersion", self.resource_version))
             if event_type in ("ADDED", "MODIFIED"):
                 self._see(obj)
+
+
+class StatusWatcher(CompletionWatcher):
+    """Watches the benchmark namespace's PodGroups: when each one's status first counts all its
+    members scheduled (what ``kubectl get lpg`` shows)."""
+
+    path = PODGROUPS_PATH
+
+    def _see(self, podgroup: dict[str, Any]) -> None:
+        name = str(podgroup.get("metadata", {}).get("name", ""))
+        self.tracker.group_status(name, int(podgroup.get("status", {}).get("scheduled") or 0))
 
 
 class CeilingBinder:

@@ -73,6 +73,21 @@ def gang_bind_spreads(pods: Mapping[str, PodTimes]) -> list[float]:
     return [last[g] - first[g] for g in first if g not in incomplete]
 
 
+def status_lags(pods: Mapping[str, PodTimes], status_at: Mapping[str, float]) -> list[float]:
+    """Per complete gang whose PodGroup status came to count every member scheduled: that moment
+    minus its last member's bind (as the watches saw them; a status seen first counts as 0)."""
+    last: dict[str, float] = {}
+    incomplete: set[str] = set()
+    for times in pods.values():
+        if times.bound_at is None:
+            incomplete.add(times.gang)
+            continue
+        last[times.gang] = max(last.get(times.gang, times.bound_at), times.bound_at)
+    return [
+        max(status_at[g] - bound, 0.0) for g, bound in last.items() if g not in incomplete and g in status_at
+    ]
+
+
 def spread_summary(spreads: Sequence[float]) -> dict[str, float | int]:
     """p50, p99 and max of the gang bind spreads, and how many gangs spread over one second."""
     if not spreads:
@@ -409,6 +424,7 @@ TARGETS: dict[str, tuple[Target, ...]] = {
         Target("operator peak RSS (MB)", "operator_rss_peak_mb", "<=", 300),
         Target("gang bind spread p99 (s)", "gang_spread_p99", "<=", 0.2),
         Target("gangs bound over more than 1 s", "gangs_spread_over_1s", "<=", 0),
+        Target("PodGroup status lag after the last bind, p99 (s)", "status_lag_p99", "<=", 0.5),
     ),
     "claim-template": (Target("throughput", "pods_per_second", ">=", 200),),
     "shared-claim": (

@@ -26,6 +26,7 @@ from harness.loadgen import (
     CeilingBinder,
     CompletionWatcher,
     LoadGenerator,
+    StatusWatcher,
     WatchFailed,
     churn,
     create_setup,
@@ -33,7 +34,14 @@ from harness.loadgen import (
 from harness.opmetrics import CONFLICTS, REQUESTS, Samples, delta, scrape, writes
 from harness.procs import Child, ProcessFailed, start_operator, start_sim
 from harness.profile import Profiler, report
-from harness.results import PhaseResult, WorkloadRun, server_minus_own, summarize_phase
+from harness.results import (
+    PhaseResult,
+    WorkloadRun,
+    percentile,
+    server_minus_own,
+    status_lags,
+    summarize_phase,
+)
 from harness.tracker import Tracker
 from harness.workloads import (
     POD_GROUP_LABEL,
@@ -172,6 +180,8 @@ async def measure(
     tracker = Tracker(workload.pods_expected, claims_allocated=operator is not None)
     watcher = CompletionWatcher(client, tracker)
     await watcher.start()
+    status_watcher = StatusWatcher(client, tracker)
+    await status_watcher.start()
     binder = CeilingBinder(client, node_names, workload.pods_expected) if operator is None else None
     generator = LoadGenerator(client, tracker, shape, binder)
     stats_before = server_counts(await client.admin("/__sim/stats"))
@@ -222,6 +232,7 @@ async def measure(
         for profiler in profilers.values():
             profiler.stop()
         await watcher.stop()
+        await status_watcher.stop()
     stats_after = server_counts(await client.admin("/__sim/stats"))
     own = client.sent - sent_before
     result = summarize_phase(phase, tracker.pods, tracker.counted, start, create_done - start)
@@ -237,6 +248,13 @@ async def measure(
         "sim_cpu_seconds": round(sim_usage_after.cpu_seconds - sim_usage_before.cpu_seconds, 2),
     }
 
+    lags = status_lags(tracker.pods, tracker.status_at)
+    if lags and operator is not None:
+        # How long `kubectl get lpg` lagged behind the pods: the PodGroup status counting every member
+        # scheduled, after the gang's last bind.
+        result.extra["status_lag_p50"] = round(percentile(lags, 50), 4)
+        result.extra["status_lag_p99"] = round(percentile(lags, 99), 4)
+        result.extra["status_lag_over_0_5s"] = float(sum(1 for lag in lags if lag > 0.5))
     if tracker.claims_recorded_at:
         # How fast the emulator's resourceclaim controller made the pods' claims: a scheduler cannot
         # place a pod before its claim exists.

@@ -39,8 +39,11 @@ class Tracker:
         # Without a scheduler nobody allocates claims, and the kubelets never start pods that have one.
         self.claims_allocated = claims_allocated
         self.never_run: set[str] = set()
+        self.gang_sizes: dict[str, int] = {}
+        self.status_at: dict[str, float] = {}  # gang -> when its PodGroup status first counted all scheduled
 
     def add_gang(self, gang: GangSpec) -> None:
+        self.gang_sizes[gang.name] = gang.pods
         for index in range(gang.pods):
             name = pod_name(gang, index)
             if name in self.pods:
@@ -55,6 +58,8 @@ class Tracker:
         self._check()
 
     def remove_gang(self, gang: GangSpec) -> None:
+        self.gang_sizes.pop(gang.name, None)
+        self.status_at.pop(gang.name, None)
         for index in range(gang.pods):
             name = pod_name(gang, index)
             times = self.pods.pop(name, None)
@@ -98,6 +103,12 @@ class Tracker:
             self.awaiting_claims.discard(name)
             self.claims_recorded_at.append(self.clock())
             self._check()
+
+    def group_status(self, gang: str, scheduled: int) -> None:
+        """PodGroup ``gang``'s status counts ``scheduled`` members scheduled."""
+        size = self.gang_sizes.get(gang)
+        if size is not None and scheduled >= size and gang not in self.status_at:
+            self.status_at[gang] = self.clock()
 
     def creation_finished(self) -> None:
         self.all_created = True

@@ -7,6 +7,7 @@ import pytest
 
 from harness.api import classify, load_kubeconfig
 from harness.procs import parse_cpu_seconds, parse_rss_peak_mb
+from harness.results import status_lags
 from harness.tracker import Tracker
 from harness.workloads import GangSpec
 
@@ -275,3 +276,16 @@ def test_tracker_without_a_scheduler_does_not_wait_for_pods_with_claims_to_run()
     tracker.claims_recorded("c-0")
     assert tracker.settled.is_set()
     assert tracker.claims_recorded_at == [4.0]
+
+
+def test_status_lag_is_the_podgroup_counting_every_member_after_the_last_bind() -> None:
+    clock = FakeClock()
+    tracker = Tracker(target=4, clock=clock)
+    for name in ("a", "b", "c"):
+        tracker.add_gang(GangSpec(name, pods=2, min_count=2, cpu_millis=1))
+    for clock.now, pod in ((1.0, "a-0"), (1.2, "a-1"), (1.0, "b-0"), (1.1, "b-1"), (1.0, "c-0")):
+        tracker.bound(pod)
+    for clock.now, gang, scheduled in ((1.3, "a", 1), (1.5, "a", 2), (1.6, "a", 2), (1.0, "b", 2)):
+        tracker.group_status(gang, scheduled)
+    # a: 1.5 - 1.2; b: its status was seen before the pod watch saw its last bind; c: incomplete.
+    assert [round(lag, 3) for lag in sorted(status_lags(tracker.pods, tracker.status_at))] == [0.0, 0.3]
