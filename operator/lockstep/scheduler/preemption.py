@@ -134,6 +134,10 @@ class PreemptionPlanner:
             for p in self.cache.pods.values()
             if (p.deleting or p.preempted_by is not None or p.uid in taken) and self._placed(p)
         ]
+        units = self._units(key, priority, {p.uid for p in leaving})
+        if not units and not leaving:
+            return PlanVerdict(PlanResult.NO_PLAN, "no lower-priority pods to preempt", trials=trials)
+        # What is leaving already (claims of pods gone but not yet released included) may be enough.
         trials += 1
         if self._fits(group, pods, leaving) is not None:
             return PlanVerdict(
@@ -142,15 +146,12 @@ class PreemptionPlanner:
                 "the claims only they hold are gone",
                 trials=trials,
             )
-        units = self._units(key, priority, {p.uid for p in leaving})
+        if not units:
+            return PlanVerdict(PlanResult.NO_PLAN, "no lower-priority pods to preempt", trials=trials)
         everything = [pod for unit in units for pod in unit.pods]
         trials += 1
-        if not units or self._fits(group, pods, leaving + everything) is None:
-            why = (
-                "no lower-priority pods to preempt"
-                if not units
-                else f"does not fit even with all {len(everything)} lower-priority pods preempted"
-            )
+        if self._fits(group, pods, leaving + everything) is None:
+            why = f"does not fit even with all {len(everything)} lower-priority pods preempted"
             return PlanVerdict(PlanResult.NO_PLAN, why, trials=trials)
         chosen = units
         for level in sorted({unit.priority for unit in units})[:-1]:

@@ -1,0 +1,118 @@
+"""The preemption planner on the scheduler's cache, without a server: whom it picks and why."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from sched_helpers import gang, make_node, make_pod, make_scheduler
+
+from lockstep import POD_GROUP_LABEL
+from lockstep.scheduler.framework import DisruptionBudget, GroupKey, LabelRequirement
+from lockstep.scheduler.preemption import REASON_GANG, REASON_POD, PlanResult, PlanVerdict
+from lockstep.scheduler.scheduler import Scheduler
+from lockstep.state.cluster import ClusterCache
+
+
+def cluster(nodes: int = 2) -> tuple[Scheduler, ClusterCache]:
+    scheduler, _, cache = make_scheduler()
+    for i in range(nodes):
+        cache.upsert_node(make_node(f"n{i}", cpu="4"))
+    return scheduler, cache
+
+
+def running_gang(cache: ClusterCache, name: str, nodes: list[str], min_count: int, priority: int) -> None:
+    cache.upsert_podgroup(gang(name, min_count))
+    for i, node in enumerate(nodes):
+        cache.upsert_pod(make_pod(f"{name}-{i}", group=name, cpu="2", priority=priority, node_name=node))
+
+
+def plan(
+    scheduler: Scheduler, cache: ClusterCache, name: str, size: int, priority: int, **pod: Any
+) -> PlanVerdict:
+    cache.upsert_podgroup(gang(name, size))
+    for i in range(size):
+        cache.upsert_pod(make_pod(f"{name}-{i}", group=name, priority=priority, **{"cpu": "2", **pod}))
+    key = GroupKey("default", name)
+    return scheduler.planner.plan(key, cache.podgroup(key), cache.unscheduled_members(key), priority)
+
+
+def victims(verdict: PlanVerdict) -> set[str]:
+    assert verdict.plan is not None, verdict.message
+    return {v.name for v in verdict.plan.victims}
+
+
+def test_the_lowest_priority_that_suffices_then_the_fewest_pods() -> None:
+    scheduler, cache = cluster()
+    running_gang(cache, "mid", ["n0", "n0"], 2, priority=50)
+    running_gang(cache, "low-big", ["n1", "n1"], 2, priority=10)
+    verdict = plan(scheduler, cache, "urgent", 2, priority=100)
+    assert verdict.result is PlanResult.PLANNED
+    assert victims(verdict) == {"low-big-0", "low-big-1"}  # never the priority-50 gang
+    assert verdict.plan is not None and {node for _, node in verdict.plan.nominations} == {"n1"}
+    assert set(verdict.plan.reasons.values()) == {REASON_GANG}
+
+
+def test_a_gang_in_pod_mode_gives_what_it_can_spare_and_goes_whole_beyond() -> None:
+    scheduler, cache = cluster()
+    running_gang(cache, "wide", ["n0", "n0", "n1", "n1"], 3, priority=10)  # one pod to spare
+    one = plan(scheduler, cache, "one", 1, priority=100)
+    assert len(victims(one)) == 1
+    assert one.plan is not None and set(one.plan.reasons.values()) == {REASON_POD}
+    two = plan(scheduler, cache, "two", 2, priority=100)
+    assert victims(two) == {"wide-0", "wide-1", "wide-2", "wide-3"}  # two would leave it below minCount
+
+
+def test_a_plan_within_the_budgets_is_preferred() -> None:
+    scheduler, cache = cluster()
+    running_gang(cache, "guarded", ["n0", "n0"], 2, priority=10)
+    running_gang(cache, "free", ["n1", "n1"], 2, priority=10)
+    cache.upsert_budget(
+        DisruptionBudget(
+            "default", "guard", True, (LabelRequirement(POD_GROUP_LABEL, "In", ("guarded",)),), 0
+        )
+    )
+    verdict = plan(scheduler, cache, "urgent", 1, priority=100)
+    assert victims(verdict) == {"free-0", "free-1"}
+    assert verdict.plan is not None and verdict.plan.violated_budgets == ()
+
+    cache.delete_pod("uid-default-free-0")
+    cache.delete_pod("uid-default-free-1")
+    cache.upsert_pod(make_pod("other", cpu="4", priority=500, node_name="n1"))
+    forced = plan(scheduler, cache, "urgent2", 1, priority=100)
+    assert victims(forced) == {"guarded-0", "guarded-1"}
+    assert forced.plan is not None and forced.plan.violated_budgets == ("default/guard",)
+    assert "violates PodDisruptionBudget default/guard" in forced.message
+
+
+def test_equal_priority_never_and_unfit_plan_nothing() -> None:
+    scheduler, cache = cluster()
+    running_gang(cache, "low", ["n0", "n0", "n1", "n1"], 4, priority=10)
+    assert plan(scheduler, cache, "peer", 1, priority=10).result is PlanResult.NO_PLAN
+    never = plan(scheduler, cache, "polite", 1, priority=100, preemptionPolicy="Never")
+    assert never.result is PlanResult.NOT_ELIGIBLE
+    unfit = plan(scheduler, cache, "huge", 1, priority=100, cpu="5")
+    assert unfit.result is PlanResult.NO_PLAN
+    assert "does not fit even with all 4 lower-priority pods preempted" in unfit.message
+
+
+def test_pods_already_leaving_make_the_group_wait_instead_of_preempting_again() -> None:
+    scheduler, cache = cluster()
+    running_gang(cache, "low-a", ["n0", "n0"], 2, priority=10)
+    running_gang(cache, "low-b", ["n1", "n1"], 2, priority=10)
+    for i in range(2):
+        leaving = cache.get_pod(f"uid-default-low-a-{i}")
+        assert leaving is not None
+        cache.upsert_pod(dataclasses.replace(leaving, deleting=True))
+    verdict = plan(scheduler, cache, "urgent", 2, priority=100)
+    assert verdict.result is PlanResult.WAITING
+    assert cache.get_pod("uid-default-low-b-0") is not None
+
+
+def test_trials_leave_the_cache_as_it_was() -> None:
+    scheduler, cache = cluster()
+    running_gang(cache, "low", ["n0", "n0", "n1", "n1"], 4, priority=10)
+    before = {name: dict(node.requested) for name, node in cache.nodes.items()}
+    plan(scheduler, cache, "urgent", 2, priority=100)
+    assert {name: dict(node.requested) for name, node in cache.nodes.items()} == before
+    assert not any(cache.is_assumed(p.uid) for p in cache.pods.values())
