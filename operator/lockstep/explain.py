@@ -258,10 +258,41 @@ def describe_claims(podgroup: Mapping[str, Any], state: ClusterState) -> list[st
                 f"{r['driver']}/{r['pool']}/{r['device']}"
                 for r in allocation.get("devices", {}).get("results", [])
             )
-            lines.append(f"{INDENT}{name} [{origin}]: allocated ({devices}), reserved for {reserved}")
+            lines.append(
+                f"{INDENT}{name} [{origin}]: allocated ({devices}), reserved for {reserved}"
+                f"{binding_state(claim)}"
+            )
         else:
             lines.append(f"{INDENT}{name} [{origin}]: not allocated")
     return lines
+
+
+def binding_state(claim: Mapping[str, Any]) -> str:
+    """Where the binding conditions of an allocated claim's devices stand ("" when it has none): the
+    binding cycle waits for them (DRADeviceBindingConditions)."""
+    status = claim.get("status") or {}
+    reported = {
+        (d.get("pool"), d.get("device")): {c.get("type"): c.get("status") for c in d.get("conditions") or []}
+        for d in status.get("devices") or []
+    }
+    waiting, failed = [], []
+    for result in ((status.get("allocation") or {}).get("devices") or {}).get("results") or []:
+        conditions = reported.get((result.get("pool"), result.get("device")), {})
+        failed += [
+            f"{c} on {result['device']}"
+            for c in result.get("bindingFailureConditions") or []
+            if conditions.get(c) == "True"
+        ]
+        waiting += [
+            f"{c} on {result['device']}"
+            for c in result.get("bindingConditions") or []
+            if conditions.get(c) != "True"
+        ]
+    if failed:
+        return f"; binding failed: {', '.join(failed)}"
+    if waiting:
+        return f"; binding waits for {', '.join(waiting)}"
+    return ""
 
 
 def _consumers(reserved_for: list[dict[str, Any]]) -> str:

@@ -548,6 +548,11 @@ class SchedulerCore:
     def _group_fields(key: GroupKey) -> dict[str, str]:
         return {"podgroup" if key.pod_group else "pod": f"{key.namespace}/{key.name}"}
 
+    def on_group_note(self, attempt: GroupAttempt) -> None:
+        key = attempt.group
+        if key.pod_group and self.on_attempt is not None:
+            self.on_attempt((key.namespace, key.name))  # its status shows the new message
+
     def _record_event(self, attempt: GroupAttempt) -> None:
         key = attempt.group
         previous = self._last_event_reason.get(key)

@@ -234,6 +234,9 @@ class NodeInfo:
 
 
 CYCLE_PODS = "lockstep/cycle-pods"
+# The plugin service through which PreBind says what a placed group's binding waits for:
+# ``note_binding(group key, message)`` (the Scheduler's).
+BINDING_NOTE_SERVICE = "scheduler.binding_note"
 
 
 class CycleState:

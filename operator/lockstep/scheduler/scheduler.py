@@ -27,6 +27,7 @@ from lockstep.config import ScoreStrategy, Settings
 from lockstep.scheduler.bind_queue import BindQueue
 from lockstep.scheduler.cycle import CycleOutcome, GroupCycle, Placement
 from lockstep.scheduler.framework import (
+    BINDING_NOTE_SERVICE,
     SUCCESS,
     Code,
     GroupKey,
@@ -159,6 +160,10 @@ class SchedulerListener(Protocol):
 
     def on_group_attempt(self, attempt: GroupAttempt) -> None: ...
 
+    def on_group_note(self, attempt: GroupAttempt) -> None:
+        """The message of a group's last attempt changed without a new attempt (a binding wait)."""
+        ...
+
 
 class Scheduler:
     def __init__(
@@ -185,7 +190,8 @@ class Scheduler:
             cache if cache is not None else ClusterCache(settings.scheduler_name, settings.topology_key)
         )
         self.waiting = WaitingPods()
-        context = PluginContext(settings, self.cache, self.waiting, services or {})
+        services = {BINDING_NOTE_SERVICE: self.note_binding, **(services or {})}
+        context = PluginContext(settings, self.cache, self.waiting, services)
         self.profile = build_profile(context, plugins, extra_plugins)
         self.queue = GroupQueue(settings.backoff_initial_seconds, settings.backoff_max_seconds)
         self.cycle = GroupCycle(
@@ -585,6 +591,20 @@ class Scheduler:
         self._attempts[key] = attempt
         self._notify_attempt(attempt)
         return attempt
+
+    def note_binding(self, key: GroupKey, message: str) -> None:
+        """What a placed group's binding cycle waits for (a PreBind plugin says it): the message of its
+        last attempt, so its status shows the wait."""
+        previous = self._attempts.get(key)
+        if previous is None or previous.code is not Code.SUCCESS or previous.message == message:
+            return
+        attempt = dataclasses.replace(previous, message=message)
+        self._attempts[key] = attempt
+        for listener in self._listeners:
+            try:
+                listener.on_group_note(attempt)
+            except Exception:
+                log.exception("listener %r failed on a note of group %s", listener, key)
 
     def _notify_attempt(self, attempt: GroupAttempt) -> None:
         for listener in self._listeners:

@@ -211,6 +211,7 @@ class SimCluster:
         install_crd: bool = True,
         start_timeout: float = 60.0,
         feature_gates: str | Mapping[str, bool] | None = None,
+        attach_seconds: float = 0.2,
     ) -> None:
         if nodes < 1:
             raise ValueError(f"SimCluster nodes: must be at least 1, got {nodes}")
@@ -227,6 +228,7 @@ class SimCluster:
         self.kubelet_delete_delay = kubelet_delete_delay
         self.pod_run_seconds = pod_run_seconds
         self.install_crd = install_crd
+        self.attach_seconds = attach_seconds  # the DRA driver's time to meet a device's binding conditions
         self.start_timeout = start_timeout
         self.url = ""
         self.node_names = [node_name(i, nodes) for i in range(nodes)]
@@ -324,6 +326,8 @@ class SimCluster:
                 self.node_names,
                 self.devices_per_node,
                 list_attributes=self.server.feature_gates["DRAListTypeAttributes"],
+                claims=claims,
+                attach_seconds=self.attach_seconds,
             )
             await self._dra_driver.start()
 

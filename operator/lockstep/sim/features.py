@@ -22,6 +22,13 @@ GATES: Mapping[str, bool] = {
     "DRAListTypeAttributes": True,
     # scheduling.k8s.io/v1alpha2 Workloads and PodGroups (and the pod's spec.schedulingGroup).
     "GenericWorkload": True,
+    # The DRA betas on in 1.36: the ResourceSlice, ResourceClaim and DeviceClass fields they serve.
+    "DRADeviceTaints": True,
+    "DRAPartitionableDevices": True,
+    "DRADeviceBindingConditions": True,
+    "DRAResourceClaimDeviceStatus": True,
+    "DRAConsumableCapacity": True,
+    "DRAExtendedResource": True,
 }
 
 

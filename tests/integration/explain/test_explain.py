@@ -180,3 +180,30 @@ async def test_a_group_that_could_preempt_shows_the_plan_and_a_preemption_in_pro
     assert "preemption: waiting: fits once 4 pods already leaving" in text
     low_0 = await sim.http.get(f"/api/v1/namespaces/{NAMESPACE}/pods/low-0")
     assert "deletionTimestamp" not in low_0["metadata"]
+
+
+def test_claims_say_where_their_binding_conditions_stand() -> None:
+    from lockstep.explain import binding_state
+
+    result = {
+        "request": "r",
+        "driver": "d",
+        "pool": "p",
+        "device": "f0",
+        "bindingConditions": ["example.com/attached"],
+        "bindingFailureConditions": ["example.com/attach-failed"],
+    }
+    allocated = {"status": {"allocation": {"devices": {"results": [result]}}}}
+    assert binding_state(allocated) == "; binding waits for example.com/attached on f0"
+
+    def reported(condition: str) -> dict[str, Any]:
+        conditions = [{"type": condition, "status": "True"}]
+        devices = [{"driver": "d", "pool": "p", "device": "f0", "conditions": conditions}]
+        return {"status": {**allocated["status"], "devices": devices}}
+
+    assert binding_state(reported("example.com/attached")) == ""
+    assert (
+        binding_state(reported("example.com/attach-failed"))
+        == "; binding failed: example.com/attach-failed on f0"
+    )
+    assert binding_state({"status": {"allocation": {"devices": {"results": [{"device": "x"}]}}}}) == ""

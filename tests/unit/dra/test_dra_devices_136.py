@@ -397,6 +397,8 @@ def gang_of(plugin: DynamicResources, api: MemoryClaimAPI, *claim_names: str) ->
 
 async def test_a_binding_condition_delays_the_gang_then_allows_it() -> None:
     _, api, plugin = binding_setup(fabric("f1"), device("plain"))
+    notes: list[tuple[Any, str]] = []
+    plugin.note_binding = lambda key, message: notes.append((key, message))
     placements = gang_of(plugin, api, "c1", "c2")  # c1 gets fabric f1, c2 the plain device
     assert len(placements) == 2
     binding = asyncio.gather(*(plugin.pre_bind(p.state, p.pod, p.node) for p in placements))
@@ -406,6 +408,12 @@ async def test_a_binding_condition_delays_the_gang_then_allows_it() -> None:
     report(api, "ns/c1", "example.com/attached")
     assert await asyncio.wait_for(binding, 2) == [Status(), Status()]
     assert not plugin.binding_waits
+    # The group's status was told what its binding waited for.
+    waited = "waiting for binding conditions: ResourceClaim ns/c1 device f1 (example.com/attached)"
+    assert [(key.namespace, key.name, message) for key, message in notes] == [
+        ("ns", "g", waited),
+        ("ns", "g", "binding conditions met, binding"),
+    ]
 
 
 async def test_a_failure_condition_fails_the_whole_gang_and_clears_the_allocation() -> None:

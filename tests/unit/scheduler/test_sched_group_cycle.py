@@ -297,6 +297,9 @@ class BrokenListener:
     def on_group_attempt(self, attempt: object) -> None:
         raise ValueError("status writer bug")
 
+    def on_group_note(self, attempt: object) -> None:
+        raise ValueError("status writer bug")
+
 
 async def test_a_failing_listener_does_not_stop_scheduling() -> None:
     scheduler, api, cache = make_scheduler()

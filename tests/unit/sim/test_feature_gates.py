@@ -58,7 +58,10 @@ def test_unknown_gate_or_value_is_an_error_naming_it() -> None:
 def test_defaults_and_flag_syntax() -> None:
     gates = FeatureGates("GenericWorkload=false")
     assert dict(gates) == {**GATES, "GenericWorkload": False}
-    assert str(gates) == "DRAListTypeAttributes=true,GenericWorkload=false"
+    assert str(gates).endswith(
+        ",DRAListTypeAttributes=true,DRAPartitionableDevices=true,"
+        "DRAResourceClaimDeviceStatus=true,GenericWorkload=false"
+    )
     assert FeatureGates(str(gates)) == gates
 
 

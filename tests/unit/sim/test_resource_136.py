@@ -107,3 +107,35 @@ async def test_claim_tolerations_are_validated(client: Client) -> None:
             'Unsupported value: "PreferNoSchedule": supported values: "NoExecute", "NoSchedule", "None"',
         ),
     ]
+
+
+async def test_fields_of_a_disabled_gate_are_dropped_unless_already_stored() -> None:
+    import aiohttp
+
+    from lockstep.sim.apiserver import ApiServer
+
+    server = ApiServer(feature_gates="DRADeviceTaints=false,DRAPartitionableDevices=false")
+    await server.start()
+    try:
+        async with aiohttp.ClientSession() as session:
+            client = Client(session, server.url)
+            device = {
+                "name": "d",
+                "taints": [{"key": "k", "effect": "NoSchedule"}],
+                "consumesCounters": [{"counterSet": "s", "counters": {"m": {"value": "1"}}}],
+                "bindingConditions": ["x.io/a"],
+                "bindingFailureConditions": ["x.io/b"],
+            }
+            status, created, _ = await client.call("POST", SLICES, slice_body("s", [device]))
+            assert status == 201, created
+            kept = created["spec"]["devices"][0]
+            assert "taints" not in kept and "consumesCounters" not in kept
+            assert kept["bindingConditions"] == ["x.io/a"]  # its gate is on
+            status, created, _ = await client.call(
+                "POST",
+                SLICES,
+                slice_body("c", sharedCounters=[{"name": "s", "counters": {"m": {"value": "1"}}}]),
+            )
+            assert status == 201 and "sharedCounters" not in created["spec"]
+    finally:
+        await server.stop()

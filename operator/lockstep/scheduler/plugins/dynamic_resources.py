@@ -36,7 +36,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Collection, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -63,11 +63,13 @@ from lockstep.dra.node_selector import node_selector_matches
 from lockstep.dra.ports import ClaimStatusAPI, ClaimWriteOutcome, WriteResult
 from lockstep.dra.store import ResourceStore
 from lockstep.scheduler.framework import (
+    BINDING_NOTE_SERVICE,
     CYCLE_PODS,
     SKIP,
     SUCCESS,
     Code,
     CycleState,
+    GroupKey,
     NodeInfo,
     PodGroupInfo,
     PodInfo,
@@ -177,9 +179,15 @@ class DynamicResources:
     name: ClassVar[str] = "DynamicResources"
 
     def __init__(
-        self, store: ResourceStore, claim_api: ClaimStatusAPI | None, cache: ClusterCache | None = None
+        self,
+        store: ResourceStore,
+        claim_api: ClaimStatusAPI | None,
+        cache: ClusterCache | None = None,
+        note_binding: Callable[[GroupKey, str], None] | None = None,
     ) -> None:
+        """``note_binding``: told what a placed group's binding waits for (its status shows it)."""
         self.store = store
+        self.note_binding = note_binding
         self.claim_api = claim_api
         self.cache = cache  # the nodes, for the gang lookahead
         # Reservation plans: claim key -> pod uid -> consumer, for pods reserved but not yet written.
@@ -198,7 +206,13 @@ class DynamicResources:
         if not isinstance(store, ResourceStore):
             store = ResourceStore(allocator_features(ctx.settings.feature_gates), ctx.cache.on_claims_changed)
         claim_api = ctx.services.get(CLAIM_API_SERVICE)
-        return cls(store, claim_api if isinstance(claim_api, ClaimStatusAPI) else None, ctx.cache)
+        note = ctx.services.get(BINDING_NOTE_SERVICE)
+        return cls(
+            store,
+            claim_api if isinstance(claim_api, ClaimStatusAPI) else None,
+            ctx.cache,
+            note if callable(note) else None,
+        )
 
     def _state_key(self, pod: PodInfo) -> str:
         return f"{_STATE_KEY}/{pod.uid}"
@@ -556,6 +570,8 @@ class DynamicResources:
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         pod_claims = self._pod_claims(state, pod)
         if pod_claims is None:
+            if self._in_gang(state):  # it waits for its gang's binding conditions all the same
+                self._binding_wait(state, pod).members.add(pod.uid)
             return SUCCESS
         new_allocations: dict[int, AllocationResult] = {}
         if pod_claims.to_allocate:
@@ -617,6 +633,11 @@ class DynamicResources:
                     wait.conditioned[claim.key] = None
         return SUCCESS
 
+    def _in_gang(self, state: CycleState) -> bool:
+        return (
+            self.store.features.device_binding_and_status and state.group is not None and state.group.is_gang
+        )
+
     def _binding_wait(self, state: CycleState, pod: PodInfo) -> _BindingWait:
         """The gang's shared wait, or the pod's own outside a gang."""
         gang = state.group is not None and state.group.is_gang
@@ -642,7 +663,7 @@ class DynamicResources:
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         pod_claims = self._pod_claims(state, pod)
-        if pod_claims is None:
+        if pod_claims is None and not self._in_gang(state):
             return
         if self.store.features.device_binding_and_status:
             wait = self._binding_wait(state, pod)
@@ -654,9 +675,11 @@ class DynamicResources:
                         self.name, "GangMemberFailed", f"pod {pod.key} of the gang did not bind"
                     )
                 )
-                for conditioned in pod_claims.claims:
+                for conditioned in pod_claims.claims if pod_claims is not None else ():
                     if conditioned.key in wait.conditioned:
                         self._in_background(self._clear_conditioned_allocation(conditioned.key))
+        if pod_claims is None:
+            return
         for uid, key in pod_claims.signaled:
             if self.store.in_flight.maybe_remove(uid, force=False):
                 self.store.claims.restore(key)
@@ -772,7 +795,7 @@ class DynamicResources:
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         pod_claims = self._pod_claims(state, pod)
         if pod_claims is None:
-            return SUCCESS
+            return await self._await_binding_conditions(state, pod) if self._in_gang(state) else SUCCESS
         for claim, consumer in zip(pod_claims.claims, pod_claims.consumers, strict=True):
             async with self._claim_lock(claim.key):
                 status = await self._write_claim(claim, pod, consumer)
@@ -780,6 +803,10 @@ class DynamicResources:
                 return status
         if not self.store.features.device_binding_and_status:
             return SUCCESS
+        return await self._await_binding_conditions(state, pod)
+
+    async def _await_binding_conditions(self, state: CycleState, pod: PodInfo) -> Status:
+        """The verdict on the binding conditions the pod's gang (or the pod) waits for."""
         wait = self._binding_wait(state, pod)
         if not wait.conditioned:
             return SUCCESS
@@ -801,9 +828,15 @@ class DynamicResources:
             while True:
                 status, pending = self._binding_status(list(wait.conditioned))
                 if status is not None:
+                    if status.ok and who in self.binding_waits and self.note_binding and state.group:
+                        self.note_binding(state.group.key, "binding conditions met, binding")
                     wait.decide(status)
                     return
-                self.binding_waits[who] = f"waiting for binding conditions: {pending}"
+                message = f"waiting for binding conditions: {pending}"
+                if self.binding_waits.get(who) != message:
+                    self.binding_waits[who] = message
+                    if self.note_binding is not None and state.group is not None:
+                        self.note_binding(state.group.key, message)
                 if asyncio.get_running_loop().time() >= deadline:
                     wait.decide(
                         Status.unschedulable(

@@ -10,6 +10,12 @@ therefore accepts {gpu-3, gpu-4} but not {gpu-0, gpu-4}. On a cluster without th
 
 Like a kubelet plugin, the driver keeps its slices published: it watches them and re-creates any
 that disappear.
+
+Devices of this driver published with ``bindingConditions`` (by a test, or ``extra_devices``) are
+attached as a driver with binding conditions would: once a claim is allocated such a device, the driver
+reports the device's conditions in the claim's ``status.devices`` after ``attach_seconds``: every
+binding condition True, or, for a device whose attribute ``attachFails`` is true, its first binding
+failure condition True.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from collections.abc import Sequence
 
 import structlog
 
+from lockstep.sim.objectmeta import now_rfc3339
 from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, WorkQueue
 
 log = structlog.get_logger("lockstep.sim.controllers.dra_driver")
@@ -30,6 +37,8 @@ DEVICE_MODEL = "sim-a100"
 DEVICE_MEMORY = "80Gi"
 DRIVER_VERSION = "1.2.0"
 SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
+CLAIMS_PATH = "/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}/status"
+ATTACH_FAILS_ATTRIBUTE = "attachFails"
 DEVICE_CLASSES_PATH = "/apis/resource.k8s.io/v1/deviceclasses"
 
 
@@ -91,9 +100,20 @@ class DraDriver:
     """Publishes the DeviceClass and one slice per node, and re-publishes slices that go away."""
 
     def __init__(
-        self, http: KubeHttp, node_names: Sequence[str], devices_per_node: int, list_attributes: bool = True
+        self,
+        http: KubeHttp,
+        node_names: Sequence[str],
+        devices_per_node: int,
+        list_attributes: bool = True,
+        claims: Informer | None = None,
+        attach_seconds: float = 0.2,
     ) -> None:
+        """``claims``: an informer of ResourceClaims; with it the driver reports binding conditions."""
         self.http = http
+        self.attach_seconds = attach_seconds
+        self._attaching: dict[str, asyncio.Task[None]] = {}
+        if claims is not None:
+            claims.add_handler(self._on_claim_event)
         self.devices_per_node = devices_per_node
         self.list_attributes = list_attributes
         self._wanted = {slice_name(node): node for node in node_names}
@@ -118,6 +138,8 @@ class DraDriver:
         await self._all_published.wait()
 
     async def stop(self) -> None:
+        for task in list(self._attaching.values()):
+            task.cancel()
         if self._watch_task is not None:
             self._watch_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -135,6 +157,77 @@ class DraDriver:
             self._missing.discard(name)
             if not self._missing:
                 self._all_published.set()
+
+    def _on_claim_event(self, event_type: str, claim: JsonObject) -> None:
+        if event_type == "DELETED":
+            return
+        status = claim.get("status") or {}
+        allocation = status.get("allocation") or {}
+        reported = {(d.get("pool"), d.get("device")) for d in status.get("devices") or []}
+        waiting = [
+            result
+            for result in (allocation.get("devices") or {}).get("results") or []
+            if result.get("driver") == DRIVER_NAME
+            and result.get("bindingConditions")
+            and (result.get("pool"), result.get("device")) not in reported
+        ]
+        meta = claim.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        if waiting and key not in self._attaching:
+            task = asyncio.get_running_loop().create_task(self._attach(key, waiting))
+            self._attaching[key] = task
+            task.add_done_callback(lambda _: self._attaching.pop(key, None))
+
+    def _attach_fails(self, pool: str, device_name: str) -> bool:
+        for published in self._informer.cache.values():
+            spec = published.get("spec") or {}
+            if (spec.get("pool") or {}).get("name") != pool:
+                continue
+            for device in spec.get("devices") or []:
+                if device.get("name") == device_name:
+                    return bool(
+                        ((device.get("attributes") or {}).get(ATTACH_FAILS_ATTRIBUTE) or {}).get("bool")
+                    )
+        return False
+
+    async def _attach(self, key: str, results: list[JsonObject]) -> None:
+        """Report the binding conditions of the claim's devices, as the driver's controller would."""
+        await asyncio.sleep(self.attach_seconds)
+        namespace, name = key.split("/", 1)
+        devices = []
+        for result in results:
+            if self._attach_fails(result["pool"], result["device"]):
+                types, reason = (result.get("bindingFailureConditions") or [])[:1], "AttachFailed"
+            else:
+                types, reason = result["bindingConditions"], "Attached"
+            entry: JsonObject = {
+                "driver": DRIVER_NAME,
+                "pool": result["pool"],
+                "device": result["device"],
+                "conditions": [
+                    {
+                        "type": t,
+                        "status": "True",
+                        "reason": reason,
+                        "message": "",
+                        "lastTransitionTime": now_rfc3339(),
+                    }
+                    for t in types
+                ],
+            }
+            if result.get("shareID"):
+                entry["shareID"] = result["shareID"]
+            devices.append(entry)
+        try:
+            await self.http.patch(
+                CLAIMS_PATH.format(namespace=namespace, name=name), {"status": {"devices": devices}}
+            )
+        except ApiError as exc:
+            if exc.status not in (404, 409, 422):
+                raise
+            log.debug("could not report binding conditions", claim=key, status=exc.status)
+        else:
+            log.debug("reported binding conditions", claim=key, devices=len(devices))
 
     async def _sync_slice(self, name: str) -> None:
         if name in self._informer.cache:

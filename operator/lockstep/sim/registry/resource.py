@@ -428,6 +428,35 @@ def _stamp_taints(spec: Any, old_spec: Any) -> None:
 
 
 LIST_ATTRIBUTE_FIELDS = ("ints", "bools", "strings", "versions")
+# Gate -> the fields of a ResourceSlice device it serves; ``sharedCounters`` sits in the spec.
+DEVICE_FIELD_GATES: dict[str, tuple[str, ...]] = {
+    "DRADeviceTaints": ("taints",),
+    "DRAPartitionableDevices": ("consumesCounters",),
+    "DRADeviceBindingConditions": ("bindsToNode", "bindingConditions", "bindingFailureConditions"),
+    "DRAConsumableCapacity": ("allowMultipleAllocations",),
+}
+
+
+def _devices(slice_: JsonObject | None) -> list[JsonObject]:
+    devices = ((slice_ or {}).get("spec") or {}).get("devices") or []
+    return [device for device in devices if isinstance(device, dict)]
+
+
+def _drop_disabled_device_fields(gates: FeatureGates, obj: JsonObject, old: JsonObject | None) -> None:
+    """kube-apiserver drops the fields of a disabled gate unless the stored slice already uses them."""
+    for gate, names in DEVICE_FIELD_GATES.items():
+        if gates[gate] or any(device.get(name) for device in _devices(old) for name in names):
+            continue
+        for device in _devices(obj):
+            for name in names:
+                device.pop(name, None)
+            if gate == "DRAConsumableCapacity":
+                for capacity in (device.get("capacity") or {}).values():
+                    if isinstance(capacity, dict):
+                        capacity.pop("requestPolicy", None)
+    spec, old_spec = obj.get("spec"), (old or {}).get("spec") or {}
+    if not gates["DRAPartitionableDevices"] and isinstance(spec, dict) and not old_spec.get("sharedCounters"):
+        spec.pop("sharedCounters", None)
 
 
 def uses_list_attributes(slice_: JsonObject | None) -> bool:
@@ -445,6 +474,7 @@ class ResourceSliceStrategy(Strategy):
         self.gates = gates
 
     def default(self, rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> None:
+        _drop_disabled_device_fields(self.gates, obj, old)
         _stamp_taints(obj.get("spec"), (old or {}).get("spec"))
         # kube-apiserver drops the fields of a disabled gate unless the stored slice already uses them.
         if not self.gates["DRAListTypeAttributes"] and not uses_list_attributes(old):

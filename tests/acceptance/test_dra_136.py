@@ -1,0 +1,226 @@
+"""The DRA features Kubernetes 1.36 turns on, end to end on the emulator with the operator running:
+device taints, partitionable devices, binding conditions, consumable capacity, DRA extended resources.
+
+Each test publishes a pool of the simulated driver with the devices it needs and a DeviceClass that
+selects only them (by the ``kind`` attribute), so the driver's plain GPUs stay out of the way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from acceptance_harness import NAMESPACE, Env, eventually, pod, podgroup, simulated_cluster
+
+from lockstep.api.podgroup import CONDITION_SCHEDULED
+from lockstep.kube.client import DEVICE_CLASSES, RESOURCE_SLICES
+from lockstep.sim.controllers.dra_driver import DRIVER_NAME
+
+
+async def publish(
+    env: Env, kind: str, devices: list[dict[str, Any]], counters: dict[str, str] | None = None
+) -> None:
+    """A pool ``kind`` of the simulated driver on the first node (with a counters slice when given) and
+    the DeviceClass ``kind`` selecting its devices."""
+    node = env.cluster.node_names[0]
+    for device in devices:
+        device.setdefault("attributes", {})["kind"] = {"string": kind}
+    slices = [("devices", {"devices": devices})]
+    if counters is not None:
+        shared = [{"name": "gpu0", "counters": {k: {"value": v} for k, v in counters.items()}}]
+        slices.append(("counters", {"sharedCounters": shared}))
+    for suffix, content in slices:
+        spec = {
+            "driver": DRIVER_NAME,
+            "nodeName": node,
+            "pool": {"name": kind, "generation": 1, "resourceSliceCount": len(slices)},
+            **content,
+        }
+        body = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{kind}-{suffix}"},
+            "spec": spec,
+        }
+        await env.client.create(RESOURCE_SLICES, None, body)
+    attributes = f'device.attributes["{DRIVER_NAME}"]'
+    selector = f'device.driver == "{DRIVER_NAME}" && "kind" in {attributes} && {attributes}.kind == "{kind}"'
+    device_class = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": kind},
+        "spec": {"selectors": [{"cel": {"expression": selector}}]},
+    }
+    await env.client.create(DEVICE_CLASSES, None, device_class)
+
+
+def device_claim(name: str, device_class: str, **request: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "devices": {
+                "requests": [{"name": "dev", "exactly": {"deviceClassName": device_class, **request}}]
+            }
+        },
+    }
+
+
+async def member(env: Env, name: str, group: str, device_class: str, **request: Any) -> None:
+    await env.create(device_claim(name, device_class, **request))
+    await env.create(pod(name, group, claims=[{"name": "dev", "resourceClaimName": name}]))
+
+
+async def allocated_device(env: Env, claim_name: str) -> str | None:
+    allocation = ((await env.claim(claim_name)).get("status") or {}).get("allocation")
+    return allocation["devices"]["results"][0]["device"] if allocation else None
+
+
+async def scheduling_message(env: Env, name: str) -> str:
+    [found] = [p for p in await env.pods() if p["metadata"]["name"] == name]
+    conditions = (found.get("status") or {}).get("conditions") or []
+    return next((c.get("message", "") for c in conditions if c["type"] == "PodScheduled"), "")
+
+
+async def test_a_tainted_device_is_skipped_and_a_tolerating_request_gets_it() -> None:
+    async with simulated_cluster(nodes=1, devices_per_node=1) as env:
+        sick = {
+            "name": "sick",
+            "taints": [{"key": "example.com/unhealthy", "value": "true", "effect": "NoSchedule"}],
+        }
+        await publish(env, "taint", [{"name": "healthy"}, sick])
+        for name in ("a", "b"):
+            await env.create(podgroup(name, 1))
+            await member(env, name, name, "taint")
+        await eventually(lambda: env.bound("a"), what="pod a bound")
+        assert await allocated_device(env, "a") == "healthy"
+        message = await eventually(lambda: scheduling_message(env, "b"), what="pod b's reason")
+        assert "device sick tainted example.com/unhealthy:NoSchedule" in message
+        assert await env.bound("b") == 0
+        await env.create(podgroup("c", 1))
+        await member(
+            env, "c", "c", "taint", tolerations=[{"key": "example.com/unhealthy", "operator": "Exists"}]
+        )
+        await eventually(lambda: env.bound("c"), what="the tolerating pod bound")
+        assert await allocated_device(env, "c") == "sick"
+
+
+async def test_two_partitions_of_one_counter_are_never_allocated_together() -> None:
+    async with simulated_cluster(nodes=1, devices_per_node=1) as env:
+        partitions = [
+            {
+                "name": f"half-{i}",
+                "consumesCounters": [{"counterSet": "gpu0", "counters": {"memory": {"value": "40Gi"}}}],
+            }
+            for i in range(2)
+        ]
+        await publish(env, "part", partitions, counters={"memory": "40Gi"})
+        await env.create(podgroup("gang", 2))
+        for name in ("g0", "g1"):
+            await member(env, name, "gang", "part")
+        message = await eventually(lambda: scheduling_message(env, "g1"), what="the gang's reason")
+        assert 'counter "memory" in counter set "gpu0"' in message, message
+        assert await env.bound("gang") == 0
+        await env.create(podgroup("one", 1))
+        await member(env, "single", "one", "part")
+        await eventually(lambda: env.bound("one"), what="a single partition bound")
+        await env.create(podgroup("two", 1))
+        await member(env, "second", "two", "part")
+        message = await eventually(lambda: scheduling_message(env, "second"), what="the second pod's reason")
+        assert "0 left" in message and await env.bound("two") == 0
+
+
+def fabric(name: str, fails: bool = False) -> dict[str, Any]:
+    return {
+        "name": name,
+        "bindsToNode": True,
+        "bindingConditions": ["example.com/attached"],
+        "bindingFailureConditions": ["example.com/attach-failed"],
+        "attributes": {"attachFails": {"bool": fails}},
+    }
+
+
+async def test_a_binding_condition_delays_the_gang_then_allows_it() -> None:
+    # The driver attaches after the status writer's settle window (2 s), so the wait shows in the status.
+    async with simulated_cluster(nodes=1, devices_per_node=1, attach_seconds=4.0) as env:
+        await publish(env, "fabric", [fabric("f0"), fabric("f1")])
+        await env.create(podgroup("gang", 2))
+        for name in ("m0", "m1"):
+            await member(env, name, "gang", "fabric")
+        await eventually(lambda: allocated_device(env, "m0"), what="m0 allocated")
+        assert await env.bound("gang") == 0  # allocated, waiting for the driver to attach
+        message = await eventually(lambda: scheduled_message(env, "gang"), what="the wait in the status")
+        assert "waiting for binding conditions" in message and "example.com/attached" in message
+        await eventually(lambda: all_bound(env, "gang", 2), what="the gang bound after attaching")
+        status = (await env.claim("m0"))["status"]
+        [device] = status["devices"]
+        assert device["conditions"][0]["type"] == "example.com/attached"
+
+
+async def scheduled_message(env: Env, group: str) -> str:
+    """The PodGroup's Scheduled condition message while it says what binding waits for."""
+    conditions = (await env.podgroup_status(group)).get("conditions") or []
+    message = next((c.get("message", "") for c in conditions if c.get("type") == CONDITION_SCHEDULED), "")
+    return message if "binding" in message else ""
+
+
+async def all_bound(env: Env, group: str, count: int) -> bool:
+    return await env.bound(group) == count
+
+
+async def test_a_failing_binding_condition_retries_the_whole_gang() -> None:
+    async with simulated_cluster(nodes=1, devices_per_node=1) as env:
+        await publish(env, "fabric", [fabric("bad", fails=True)])
+        await env.create(podgroup("gang", 2))
+        await member(env, "m0", "gang", "fabric")
+        await env.create(pod("m1", "gang"))  # no claim: it must not bind without m0
+        message = await eventually(lambda: scheduling_message(env, "m1"), within=30, what="m1's reason")
+        assert "binding failure condition example.com/attach-failed is True" in message, message
+        assert await env.bound("gang") == 0
+        # The allocation was cleared for the retry, which fails the same way: nothing ever binds.
+        await eventually(lambda: allocated_device(env, "m0"), within=30, what="m0 allocated again")
+        assert await env.bound("gang") == 0
+
+
+async def test_multi_allocation_fills_a_device_up_to_its_capacity_and_no_further() -> None:
+    async with simulated_cluster(nodes=1, devices_per_node=1) as env:
+        nic = {"name": "nic", "allowMultipleAllocations": True, "capacity": {"bandwidth": {"value": "100G"}}}
+        await publish(env, "nic", [nic])
+        for i in range(5):
+            await env.create(podgroup(f"n{i}", 1))
+            await member(env, f"n{i}", f"n{i}", "nic", capacity={"requests": {"bandwidth": "25G"}})
+        bound = await eventually(
+            lambda: _count_bound(env, [f"n{i}" for i in range(5)], 4), what="four shares bound"
+        )
+        assert bound == 4
+        claims = [(await env.claim(f"n{i}"))["status"].get("allocation") for i in range(5)]
+        shares = [a["devices"]["results"][0] for a in claims if a]
+        assert len(shares) == 4 and all(s["consumedCapacity"] == {"bandwidth": "25G"} for s in shares)
+        assert len({s["shareID"] for s in shares}) == 4
+
+
+async def _count_bound(env: Env, groups: list[str], at_least: int) -> int:
+    count = sum([await env.bound(group) for group in groups])
+    return count if count >= at_least else 0
+
+
+async def test_a_pod_asking_for_a_dra_extended_resource_is_refused_naming_the_field() -> None:
+    async with simulated_cluster(nodes=1, devices_per_node=1) as env:
+        await env.client.create(
+            DEVICE_CLASSES,
+            None,
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": "ext"},
+                "spec": {
+                    "selectors": [{"cel": {"expression": "true"}}],
+                    "extendedResourceName": "example.com/gpu",
+                },
+            },
+        )
+        body = pod("ext", "ext")
+        body["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "1"
+        await env.create(podgroup("ext", 1))
+        await env.create(body)
+        message = await eventually(lambda: scheduling_message(env, "ext"), what="the refusal")
+        assert "requests[example.com/gpu]" in message and "spec.extendedResourceName" in message
