@@ -17,19 +17,18 @@ As in k8s.io/dynamic-resource-allocation/cel plus k8s.io/apiserver/pkg/cel/libra
   ``optMap``, ``optFlatMap``; the syntax comes from :mod:`lockstep.dra.cel_syntax`.
 
 Each expression is compiled once per feature set (:func:`compile_selector`); a function the environment
-does not declare (``math.*``, ``base64.*``, ...) or that lockstep lacks (``transformList``,
-``transformMap``) is refused at compile time, naming it. A compile or runtime error becomes
-:class:`CELError`, whose message quotes the expression; it never escapes as anything else. The runtime
-cost limit is upstream's ``CELSelectorExpressionMaxCost`` (1,000,000), counted as one unit per evaluation
-step, loop iterations included. :meth:`Selector.estimated_cost` is cel-go's worst-case estimate
-(:mod:`lockstep.dra.cel_cost`), which kube-apiserver checks against the same limit when a selector is
-written.
+does not declare (``math.*``, ``base64.*``, ...) is refused at compile time, naming it. A compile or
+runtime error becomes :class:`CELError`, whose message quotes the expression; it never escapes as anything
+else. The runtime cost limit is upstream's ``CELSelectorExpressionMaxCost`` (1,000,000), counted as one
+unit per evaluation step, loop iterations included. :meth:`Selector.estimated_cost` is cel-go's worst-case
+estimate (:mod:`lockstep.dra.cel_cost`), which kube-apiserver checks against the same limit when a
+selector is written.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import celpy
@@ -304,6 +303,7 @@ def _single_identifier(tree: Any) -> str | None:
 
 _MISSING = object()
 _TWO_VARIABLE_MACROS = ("all", "exists", "existsOne", "exists_one")
+_TRANSFORM_MACROS = frozenset({"transformList", "transformMap", "transformMapEntry"})
 _OPTIONAL_SHORT_CIRCUITS = frozenset({"or", "orValue", "optMap", "optFlatMap"})
 # Receivers that name a function namespace (``optional.of(x)``), not a variable.
 NAMESPACES = frozenset({"optional", "sets", "lists", "strings", "ip", "format"})
@@ -359,6 +359,12 @@ class _DRAEvaluator(Evaluator):
                 return exc
         if method in _TWO_VARIABLE_MACROS and len(tree.children) == 3 and len(tree.children[2].children) == 3:
             return self._two_variable_comprehension(str(method), member_tree, tree.children[2].children)
+        if (
+            method in _TRANSFORM_MACROS
+            and len(tree.children) == 3
+            and len(tree.children[2].children) in (3, 4)
+        ):
+            return self._transform(str(method), member_tree, tree.children[2].children)
         args = tree.children[2].children if len(tree.children) == 3 else []
         namespace = _single_identifier(member_tree)
         if namespace in NAMESPACES:
@@ -419,21 +425,62 @@ class _DRAEvaluator(Evaluator):
             return CELOptional(result)
         return result if isinstance(result, CELOptional) else no_overload(method, result)
 
+    def _pairs(self, macro: str, member_tree: Any) -> list[tuple[Value, Value]] | CELEvalError:
+        """(index, element) of a list or (key, value) of a map, for two-variable comprehensions."""
+        target = self.visit(member_tree)
+        if isinstance(target, CELEvalError):
+            return target
+        if isinstance(target, list):
+            return [(ct.IntType(i), x) for i, x in enumerate(target)]
+        if isinstance(target, dict):
+            return list(target.items())
+        return no_overload(macro, target)
+
+    def _transform(self, macro: str, member_tree: Any, args: list[Any]) -> Value:
+        """ext.TwoVarComprehensions transformList/transformMap/transformMapEntry(k, v, [filter,] expr)."""
+        key_name, value_name = _single_identifier(args[0]), _single_identifier(args[1])
+        if key_name is None or value_name is None:
+            return eval_error(f"{macro}() requires identifiers")
+        pairs = self._pairs(macro, member_tree)
+        if isinstance(pairs, CELEvalError):
+            return pairs
+        condition = self.sub_evaluator(args[2]) if len(args) == 4 else None
+        transform = self.sub_evaluator(args[-1])
+        items: list[Value] = []
+        result = ct.MapType()
+        for key, value in pairs:
+            variables = {key_name: key, value_name: value}
+            try:
+                if condition is not None:
+                    keep = condition.evaluate(variables)
+                    if not isinstance(keep, ct.BoolType):
+                        return no_overload(macro, keep)
+                    if not keep:
+                        continue
+                produced = transform.evaluate(variables)
+            except CELEvalError as exc:
+                return exc
+            if macro == "transformList":
+                items.append(produced)
+            elif macro == "transformMap":
+                result[key] = produced
+            elif not isinstance(produced, dict):
+                return no_overload(macro, produced)
+            else:
+                for entry_key, entry_value in produced.items():
+                    if entry_key in result:
+                        return eval_error(f"insert failed: key {entry_key!s} already exists")
+                    result[entry_key] = entry_value
+        return ct.ListType(items) if macro == "transformList" else result
+
     def _two_variable_comprehension(self, macro: str, member_tree: Any, args: list[Any]) -> Value:
         """cel-go ext.TwoVarComprehensions: all/exists/existsOne(k, v, predicate)."""
         key_name, value_name = _single_identifier(args[0]), _single_identifier(args[1])
         if key_name is None or value_name is None:
             return eval_error(f"{macro}() requires identifiers")
-        target = self.visit(member_tree)
-        if isinstance(target, CELEvalError):
-            return target
-        pairs: Iterable[tuple[Value, Value]]
-        if isinstance(target, list):
-            pairs = [(ct.IntType(i), x) for i, x in enumerate(target)]
-        elif isinstance(target, dict):
-            pairs = list(target.items())
-        else:
-            return no_overload(macro, target)
+        pairs = self._pairs(macro, member_tree)
+        if isinstance(pairs, CELEvalError):
+            return pairs
         body = self.sub_evaluator(args[2])
         found, error = 0, None
         for key, value in pairs:
@@ -636,7 +683,9 @@ _STANDARD_METHODS = frozenset(
 # Namespaces of the functions of cel-go's and Kubernetes' libraries, declared here or not.
 _LIBRARY_NAMESPACES = NAMESPACES | {"cel", "math", "base64", "strings", "lists", "sets", "format", "regex"}
 _MACROS = frozenset(
-    {"all", "exists", "exists_one", "existsOne", "map", "filter", "sortBy"} | _OPTIONAL_SHORT_CIRCUITS
+    {"all", "exists", "exists_one", "existsOne", "map", "filter", "sortBy"}
+    | _OPTIONAL_SHORT_CIRCUITS
+    | _TRANSFORM_MACROS
 )
 
 

@@ -16,9 +16,11 @@ declares for ``device``:
   element (plus the strings' traversal), parsing functions (``quantity``, ``ip``, ``cidr``, ``url``...)
   ``ceil(0.1 * length)``, ``containsIP`` 4, ``containsCIDR`` 7; ``sets.*`` the product of both sizes and
   the ext.Lists functions one plus the list size (estimates of this module, not upstream's);
-* a comprehension its range plus, per element, its loop condition and step (``all``: 3 + body,
-  ``exists``: 4 + body, ``exists_one``: 2 + body, ``filter``: 13 + body, ``map``: 12 + body) plus
-  its result; ``cel.bind`` 10 plus its two expressions;
+* a comprehension its range, its accumulator's initial value (10 for a list, 30 for a map), per element
+  its loop condition and step (``all``: 3 + body, ``exists``: 4 + body, ``exists_one``: 2 + body,
+  ``filter``: 13 + body, ``map`` and ``transformList``: 12 + body, ``transformMap``: 3 + body,
+  ``transformMapEntry``: 2 + body; a filter adds itself), and its result; ``cel.bind`` 10 plus its
+  two expressions;
 * sizes: 32 domains and 32 attributes or capacities per domain, domains up to 63 characters, names up
   to 32, the driver name up to 63, attribute values up to 64 characters or list elements; a
   value of unknown size (a function's result) counts as 64.
@@ -42,6 +44,7 @@ class Shape:
     """What the estimator knows of a value: its maximum size, element/key shapes, fields."""
 
     size: int | None = None
+    text: bool = False  # a string or bytes: equality and concatenation cost by length
     elem: Shape | None = None
     key: Shape | None = None
     fields: dict[str, Shape] = field(default_factory=dict)
@@ -49,12 +52,12 @@ class Shape:
 
 UNKNOWN = Shape()
 UNKNOWN_SIZE = 64
-_ATTRIBUTE = Shape(64, elem=Shape(64))
-_ID = Shape(32)
-_DOMAIN = Shape(63)
+_ATTRIBUTE = Shape(64, text=True, elem=Shape(64, text=True))
+_ID = Shape(32, text=True)
+_DOMAIN = Shape(63, text=True)
 _DEVICE = Shape(
     fields={
-        "driver": Shape(63),
+        "driver": Shape(63, text=True),
         "allowMultipleAllocations": Shape(1),
         "attributes": Shape(32, key=_DOMAIN, elem=Shape(32, key=_ID, elem=_ATTRIBUTE)),
         "capacity": Shape(32, key=_DOMAIN, elem=Shape(32, key=_ID, elem=UNKNOWN)),
@@ -66,16 +69,22 @@ _LIST_FUNCTIONS = frozenset(
     {"isSorted", "sum", "min", "max", "slice", "flatten", "distinct", "reverse", "sort", "first", "last"}
 )
 # Functions parsing their string argument: the cost of one traversal.
+_TWO_VARIABLE_MACROS = frozenset({"all", "exists", "existsOne", "exists_one"})
 _PARSING_FUNCTIONS = frozenset({"quantity", "isQuantity", "url", "isURL", "ip", "isIP", "cidr", "isCIDR"})
+# macro -> (cost of its accumulator's initial value, cost of one step beside the body)
 _COMPREHENSIONS = {
-    "all": 3,
-    "exists": 4,
-    "exists_one": 2,
-    "existsOne": 2,
-    "filter": 13,
-    "map": 12,
-    "sortBy": 12,
+    "all": (0, 3),
+    "exists": (0, 4),
+    "exists_one": (0, 2),
+    "existsOne": (0, 2),
+    "filter": (10, 13),
+    "map": (10, 12),
+    "sortBy": (10, 12),
+    "transformList": (10, 12),
+    "transformMap": (30, 3),
+    "transformMapEntry": (30, 2),
 }
+_TWO_VARIABLES_ALWAYS = frozenset({"transformList", "transformMap", "transformMapEntry"})
 
 
 def _size(shape: Shape) -> int:
@@ -90,11 +99,12 @@ class _Estimator:
     def __init__(self) -> None:
         self.scopes: list[dict[str, Shape]] = [{"device": _DEVICE}]
 
-    def lookup(self, name: str) -> Shape:
+    def lookup(self, name: str) -> Shape | None:
+        """The shape of a variable in scope; None when ``name`` is not one (a function namespace)."""
         for scope in reversed(self.scopes):
             if name in scope:
                 return scope[name]
-        return UNKNOWN
+        return None
 
     def estimate(self, node: Any) -> tuple[int, Shape]:
         if not isinstance(node, lark.Tree):
@@ -118,11 +128,11 @@ class _Estimator:
     def n_literal(self, node: Any) -> tuple[int, Shape]:
         token = node.children[0]
         if token.type in ("STRING_LIT", "MLSTRING_LIT", "BYTES_LIT"):
-            return 0, Shape(len(_string_literal(str(token))))
+            return 0, Shape(len(_string_literal(str(token))), text=True)
         return 0, Shape(1)
 
     def n_ident(self, node: Any) -> tuple[int, Shape]:
-        return 1, self.lookup(str(node.children[0]))
+        return 1, self.lookup(str(node.children[0])) or UNKNOWN
 
     def n_list_lit(self, node: Any) -> tuple[int, Shape]:
         items = node.children[0].children if node.children else []
@@ -134,7 +144,9 @@ class _Estimator:
 
     def n_map_lit(self, node: Any) -> tuple[int, Shape]:
         entries = node.children[0].children if node.children else []
-        return 30 + sum(self.estimate(e)[0] for e in entries), Shape(len(entries) // 2)
+        return 30 + sum(self.estimate(e)[0] for e in entries), Shape(
+            len(entries) // 2, key=UNKNOWN, elem=UNKNOWN
+        )
 
     def n_opt_elem(self, node: Any) -> tuple[int, Shape]:
         return self.estimate(node.children[0])
@@ -186,7 +198,9 @@ class _Estimator:
         right_cost, right = self.estimate(node.children[1])
         size = None if left.size is None or right.size is None else left.size + right.size
         extra = _tenth(size or UNKNOWN_SIZE) if _is_text(left) or _is_text(right) else 1
-        return left_cost + right_cost + extra, Shape(size, elem=left.elem)
+        return left_cost + right_cost + extra, Shape(
+            size, text=_is_text(left) or _is_text(right), elem=left.elem
+        )
 
     def n_multiplication(self, node: Any) -> tuple[int, Shape]:
         operator = node.children[0]
@@ -209,7 +223,8 @@ class _Estimator:
     def n_member_dot_arg(self, node: Any) -> tuple[int, Shape]:
         target_tree, method = node.children[0], str(node.children[1])
         args = node.children[2].children if len(node.children) > 2 else []
-        namespace = _identifier(target_tree)
+        receiver = _identifier(target_tree)
+        namespace = receiver if receiver is not None and self.lookup(receiver) is None else None
         if namespace == "cel" and method == "bind" and len(args) == 3:
             init_cost, init = self.estimate(args[1])
             body_cost = self.scoped({_identifier(args[0]) or "": init}, args[2])[0]
@@ -219,7 +234,7 @@ class _Estimator:
         if method in ("optMap", "optFlatMap") and len(args) == 2:
             target_cost, _ = self.estimate(target_tree)
             return target_cost + self.scoped({_identifier(args[0]) or "": UNKNOWN}, args[1])[0] + 1, UNKNOWN
-        if namespace is not None and namespace != "device" and self.lookup(namespace) is UNKNOWN:
+        if namespace is not None:
             estimates = [self.estimate(arg) for arg in args]
             cost = sum(c for c, _ in estimates)
             if namespace == "sets" and len(estimates) == 2:
@@ -234,16 +249,23 @@ class _Estimator:
         return target_cost + sum(c for c, _ in estimates) + call_cost, shape
 
     def comprehension(self, macro: str, target_tree: Any, args: list[Any]) -> tuple[int, Shape]:
+        """range + initial accumulator + per element (loop condition + step) + result, as cel-go's
+        macros expand; a filter costs itself plus the dearer of the step and keeping the accumulator."""
         range_cost, iterated = self.estimate(target_tree)
-        names = [_identifier(arg) or "" for arg in args[:-1]]
+        two_variables = macro in _TWO_VARIABLES_ALWAYS or (macro in _TWO_VARIABLE_MACROS and len(args) == 3)
+        names = [_identifier(arg) or "" for arg in args[: 2 if two_variables else 1]]
         if iterated.key is not None:  # a map: the variable is the key (two variables: key, value)
             variables = dict(zip(names, (iterated.key, iterated.elem or UNKNOWN), strict=False))
         else:  # a list: one variable is the element; two are the index and the element
             shapes = (iterated.elem or UNKNOWN,) if len(names) == 1 else (Shape(1), iterated.elem or UNKNOWN)
             variables = dict(zip(names, shapes, strict=False))
-        body_cost = self.scoped(variables, args[-1])[0]
+        bodies = [self.scoped(variables, arg)[0] for arg in args[len(names) :]]
+        initial, step = _COMPREHENSIONS[macro]
+        per_element = step + bodies[-1]
+        if len(bodies) == 2:  # map(x, filter, transform), transform*(k, v, filter, transform)
+            per_element = bodies[0] + max(per_element, 1)
         result = 2 if macro in ("exists_one", "existsOne") else 1
-        return range_cost + _size(iterated) * (_COMPREHENSIONS[macro] + body_cost) + result, iterated
+        return range_cost + initial + _size(iterated) * per_element + result, iterated
 
     def scoped(self, variables: dict[str, Shape], tree: Any) -> tuple[int, Shape]:
         self.scopes.append(variables)
@@ -263,11 +285,16 @@ def _member_call(method: str, target: Shape, arg: Shape, args: list[Any]) -> tup
     if method == "includes":
         return 48, Shape(1)
     if method in _REGEX_FUNCTIONS:
-        return _factor(1 + size, 0.1) * _factor(_size(arg), 0.25), Shape(size, elem=Shape(size))
+        cost = _factor(1 + size, 0.1) * _factor(_size(arg), 0.25)
+        if method == "matches":
+            return cost, Shape(1)
+        found = Shape(size, text=True)
+        return cost, found if method == "find" else Shape(size, elem=found)
     if method in ("lowerAscii", "upperAscii", "substring", "trim"):
-        return _factor(size, 0.1), Shape(size)
+        return _factor(size, 0.1), Shape(size, text=True)
     if method in ("replace", "split"):
-        return _factor(size, 0.2), Shape(size, elem=Shape(size)) if method == "split" else Shape(size)
+        part = Shape(size, text=True)
+        return _factor(size, 0.2), Shape(size, elem=part) if method == "split" else part
     if method == "join":
         return _factor(size * _size(target.elem or UNKNOWN), 0.1), UNKNOWN
     if method in ("isSorted", "sum", "max", "min", "indexOf", "lastIndexOf"):
@@ -300,7 +327,7 @@ def _identifier(tree: Any) -> str | None:
 
 
 def _is_text(shape: Shape) -> bool:
-    return shape.size is not None and shape.elem is None and shape.key is None and not shape.fields
+    return shape.text
 
 
 def _string_literal(token: str) -> str:

@@ -73,6 +73,26 @@ def test_estimated_cost_is_upstreams(expression: str, cost: int) -> None:
     assert compile_selector(expression, list_type_attributes=True).estimated_cost() == cost
 
 
+# cel-go checker/cost_test.go, two-variable comprehensions (maximum of each estimate)
+TWO_VARIABLE_COSTS: list[tuple[str, int]] = [
+    ("[1, 2, 3].transformList(i, v, i + v)", 66),
+    ("[1, 2, 3].transformList(i, v, i % 2 == 0, i + v)", 75),
+    ('{"a": 1, "b": 2}.transformList(k, v, k)', 67),
+    ('{"a": 1, "b": 2}.transformMap(k, v, v + 1)', 71),
+    ('{"a": 1, "b": 2}.transformMap(k, v, v > 1, v + 1)', 75),
+    ('{"a": 1, "b": 2}.transformMapEntry(k, v, {v: k})', 129),
+    ('{"a": 1, "b": 2}.transformMapEntry(k, v, v > 1, {v: k})', 133),
+    ("[1, 2].all(i, v, [1, 2].all(j, w, i + j < v + w))", 79),
+    ("cel.bind(l, [1, 2, 3], l.all(i, v, i < v))", 40),
+    ('cel.bind(m, {"a": 1, "b": 2}, m.transformList(k, v, k))', 78),
+]
+
+
+@pytest.mark.parametrize(("expression", "cost"), TWO_VARIABLE_COSTS)
+def test_estimated_cost_of_two_variable_comprehensions_is_cel_gos(expression: str, cost: int) -> None:
+    assert compile_selector(expression, list_type_attributes=True).estimated_cost() == cost
+
+
 def test_only_the_expensive_case_exceeds_the_selector_limit() -> None:
     over = [
         name

@@ -522,6 +522,24 @@ FORMATS: list[Case] = [
     ("format.dns1123Label() == format.dns1035Label()", False),
 ]
 
+# cel-go ext/comprehensions_test.go (ext.TwoVarComprehensions: transformList, transformMap, transformMapEntry)
+TRANSFORMS: list[Case] = [
+    ("[1, 2, 3].transformList(i, v, i + v)", [1, 3, 5]),
+    ("[1, 2, 3].transformList(i, v, i % 2 == 0, i + v)", [1, 5]),
+    ('{"a": 1, "b": 2}.transformList(k, v, k)', ["a", "b"]),
+    ('{"a": 1, "b": 2}.transformMap(k, v, v + 1)', {"a": 2, "b": 3}),
+    ('{"a": 1, "b": 2}.transformMap(k, v, v > 1, v + 1)', {"b": 3}),
+    ("[1, 2, 3].transformMap(i, v, (i * v) + v)", {0: 1, 1: 4, 2: 9}),
+    ("{'greeting': 'hello'}.transformMapEntry(k, v, {v: k})", {"hello": "greeting"}),
+    ("[1, 2, 3].transformMapEntry(i, v, {v: i})", {1: 0, 2: 1, 3: 2}),
+    ("{'a': 1, 'b': 2}.transformMapEntry(k, v, v > 1, {v: k})", {2: "b"}),
+    (
+        "{'greeting': 'aloha', 'farewell': 'aloha'}.transformMapEntry(k, v, {v: k})",
+        ("error", "already exists"),
+    ),
+    ("{'hello': 'world', 'taco': 'bell'}.all(k, v, k != v)", True),
+]
+
 # Libraries that Kubernetes does not put in the DRA environment: refused at compile time, by name.
 UNDECLARED: list[Case] = [
     ("math.greatest(1, 2) == 2", ("compile_error", "undeclared reference to 'math.greatest'")),
@@ -530,7 +548,6 @@ UNDECLARED: list[Case] = [
     ('base64.encode(b"hello") == "aGVsbG8="', ("compile_error", "undeclared reference to 'base64.encode'")),
     ('base64.decode("aGVsbG8=") == b"hello"', ("compile_error", "undeclared reference to 'base64.decode'")),
     ("[1, 2].reduce(a, b, 0) == 3", ("compile_error", "undeclared reference to 'reduce'")),
-    ("[1].transformList(i, v, v) == [1]", ("compile_error", "undeclared reference to 'transformList'")),
     (
         "math.sqrt(4.0) == 2.0",
         ("compile_error", "undeclared reference to 'math.sqrt'"),
@@ -548,6 +565,7 @@ UNDECLARED: list[Case] = [
     + [pytest.param(e, x, id=f"string-format-{i}") for i, (e, x) in enumerate(STRING_FORMAT)]
     + [pytest.param(e, x, id=f"sets-{i}") for i, (e, x) in enumerate(SETS)]
     + [pytest.param(e, x, id=f"lists-{i}") for i, (e, x) in enumerate(LISTS)]
+    + [pytest.param(e, x, id=f"transforms-{i}") for i, (e, x) in enumerate(TRANSFORMS)]
     + [pytest.param(e, x, id=f"format-{i}") for i, (e, x) in enumerate(FORMATS)]
     + [pytest.param(e, x, id=f"undeclared-{i}") for i, (e, x) in enumerate(UNDECLARED)],
 )
