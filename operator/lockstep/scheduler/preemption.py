@@ -16,10 +16,12 @@ A plan, for a group of priority P whose members do not say ``preemptionPolicy: N
    minCount because of a preemption. Only units whose every pod has a priority below P qualify.
 3. If the group does not fit with every qualifying unit removed, it never preempts (it would not fit
    on an empty cluster of today's nodes either, or only by removing equal or higher priority).
-4. The lowest victim priority that suffices is found (units of that priority or below removed),
-   then units are given back one at a time while the group still fits: the highest priority first,
-   then those whose removal would violate a PodDisruptionBudget, then the largest. What is left is
-   the plan, with the nodes the trial placed the group on as its nominations.
+4. The lowest victim priority that suffices is found (units of that priority or below removed).
+   The units with no pod on the nodes that trial placed the group on are given back at once (one
+   trial confirms it; not if what remains would violate a PDB), then the others one at a time
+   while the group still fits: the highest priority first, then those whose removal would violate
+   a PodDisruptionBudget, then the largest.
+   What is left is the plan, with the nodes the last trial placed the group on as its nominations.
 """
 
 from __future__ import annotations
@@ -150,18 +152,29 @@ class PreemptionPlanner:
             return PlanVerdict(PlanResult.NO_PLAN, "no lower-priority pods to preempt", trials=trials)
         everything = [pod for unit in units for pod in unit.pods]
         trials += 1
-        if self._fits(group, pods, leaving + everything) is None:
+        placement = self._fits(group, pods, leaving + everything)
+        if placement is None:
             why = f"does not fit even with all {len(everything)} lower-priority pods preempted"
             return PlanVerdict(PlanResult.NO_PLAN, why, trials=trials)
         chosen = units
         for level in sorted({unit.priority for unit in units})[:-1]:
             candidates = [unit for unit in units if unit.priority <= level]
             trials += 1
-            if self._fits(group, pods, leaving + _pods_of(candidates)) is not None:
-                chosen = candidates
+            found = self._fits(group, pods, leaving + _pods_of(candidates))
+            if found is not None:
+                chosen, placement = candidates, found
                 break
-        removed = list(chosen)
-        for unit in sorted(chosen, key=lambda u: (-u.priority, -bool(self._violations([u])), -len(u.pods))):
+        # Units with no pod on the nodes the group went to are given back in one trial first.
+        nodes = {node for _, node in placement}
+        removed = [u for u in chosen if any(pod.node_name in nodes for pod in u.pods)]
+        # (not when what is left violates a PDB: then every unit is weighed in the order above)
+        if len(removed) < len(chosen) and not self._violations(removed):
+            trials += 1
+            if self._fits(group, pods, leaving + _pods_of(_whole_gangs(removed, units))) is None:
+                removed = list(chosen)
+        else:
+            removed = list(chosen)
+        for unit in sorted(removed, key=lambda u: (-u.priority, -bool(self._violations([u])), -len(u.pods))):
             kept = [u for u in removed if u is not unit]
             trials += 1
             if self._fits(group, pods, leaving + _pods_of(_whole_gangs(kept, units))) is not None:
