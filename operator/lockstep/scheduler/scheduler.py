@@ -463,6 +463,8 @@ class Scheduler:
             or pod.uid in self._finishing
         ):
             return
+        if any(victim.uid == pod.uid for plan in self._plans.values() for victim in plan.victims):
+            return  # its plan is being written: the deletion is on its way
         self._finishing.add(pod.uid)
         self._spawn(self._finish(pod))
 
