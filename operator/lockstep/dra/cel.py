@@ -45,7 +45,7 @@ from lockstep.dra.cel_libraries import (
     library_string,
     sort_values,
 )
-from lockstep.dra.cel_syntax import OptionalSyntaxParser
+from lockstep.dra.cel_syntax import install_optional_syntax
 from lockstep.dra.cel_values import (
     OPTIONAL_NONE,
     CELOptional,
@@ -790,8 +790,8 @@ def _collapse(tree: Any) -> Any:
 # A list or map literal with optional entries gets its own node, evaluated by _DRAEvaluator.
 _OPTIONAL_ENTRY_NODES = {"exprlist": "optional_exprlist", "mapinits": "optional_mapinits"}
 
+install_optional_syntax()
 _ENVIRONMENT = celpy.Environment(runner_class=_DRARunner)
-_ENVIRONMENT.cel_parser = OptionalSyntaxParser(tree_class=_DRARunner.tree_node_class)
 
 
 class Selector:

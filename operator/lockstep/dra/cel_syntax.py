@@ -1,8 +1,8 @@
 """celpy's CEL grammar plus cel-go's optional syntax (``cel.OptionalTypes()``, on in Kubernetes since 1.28).
 
-celpy 0.5.0 ships its grammar as ``cel.lark`` and builds its parser in ``celpy.CELParser``; an
-``Environment`` keeps the parser in its ``cel_parser`` attribute. :class:`OptionalSyntaxParser` is a
-``CELParser`` whose grammar adds, as cel-go's parser does:
+celpy 0.5.0 ships its grammar as ``cel.lark`` and keeps one lark parser per process in
+``celpy.CELParser.CEL_PARSER`` (a documented singleton that every ``Environment`` uses).
+:func:`install_optional_syntax` puts there a parser for celpy's grammar plus, as cel-go's parser has:
 
 * ``x.?f`` optional field selection (``member_dot_opt``) and ``x[?k]`` optional index
   (``member_index_opt``);
@@ -10,7 +10,8 @@ celpy 0.5.0 ships its grammar as ``cel.lark`` and builds its parser in ``celpy.C
   ``opt_key``; an ``opt_elem`` outside a list literal is refused by the function check in ``cel.py``).
 
 The new rules extend celpy's grammar text instead of copying it, so the rest of the language stays
-celpy's.
+celpy's. Every Environment of the process then parses optional syntax, as Kubernetes' CEL environments
+(CRD validation rules included) do.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import celpy.celparser
 import lark
-from celpy.celparser import CELParseError, CELParser
+from celpy.celparser import CELParser
 
 _CELPY_GRAMMAR = Path(celpy.celparser.__file__).with_name("cel.lark")
 
@@ -54,32 +55,22 @@ def optional_syntax_grammar() -> str:
     return grammar
 
 
-class OptionalSyntaxParser(CELParser):
-    """celpy's parser with cel-go's optional syntax; one lark parser per process."""
+def install_optional_syntax() -> None:
+    """Make celpy's process-wide parser one for its grammar plus optional syntax, built once.
 
-    _LARK: lark.Lark | None = None
-
-    def __init__(self, tree_class: type = lark.Tree) -> None:
-        # No super().__init__(): it would build celpy's own grammar.
-        if OptionalSyntaxParser._LARK is None:
-            OptionalSyntaxParser._LARK = lark.Lark(
-                optional_syntax_grammar(),
-                parser="lalr",
-                start="expr",
-                g_regex_flags=re.M,
-                lexer_callbacks={"IDENT": CELParser.ambiguous_literals},
-                propagate_positions=True,
-                maybe_placeholders=False,
-                priority="invert",
-                tree_class=tree_class,
-            )
-
-    def parse(self, text: str) -> lark.Tree:
-        assert OptionalSyntaxParser._LARK is not None
-        self.text = text
-        try:
-            return OptionalSyntaxParser._LARK.parse(text)
-        except (lark.exceptions.UnexpectedToken, lark.exceptions.UnexpectedCharacters) as ex:
-            raise CELParseError(ex.get_context(text), *ex.args, line=ex.line, column=ex.column) from None
-        except (lark.exceptions.LexError, lark.exceptions.ParseError) as ex:
-            raise CELParseError(str(ex).splitlines()[0] if str(ex) else type(ex).__name__) from None
+    Call before creating a ``celpy.Environment``: an Environment builds the parser only when
+    ``CELParser.CEL_PARSER`` is unset, so no second grammar is built."""
+    if getattr(CELParser.CEL_PARSER, "optional_syntax", False):
+        return
+    parser = lark.Lark(
+        optional_syntax_grammar(),
+        parser="lalr",
+        start="expr",
+        g_regex_flags=re.M,
+        lexer_callbacks={"IDENT": CELParser.ambiguous_literals},
+        propagate_positions=True,
+        maybe_placeholders=False,
+        priority="invert",
+    )
+    parser.optional_syntax = True  # type: ignore[attr-defined]
+    CELParser.CEL_PARSER = parser
