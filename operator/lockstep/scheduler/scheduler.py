@@ -372,7 +372,9 @@ class Scheduler:
                     outcome.status, reasons=(*outcome.status.reasons, verdict.message)
                 ),
             )
-        self._after_cycle(key, group, outcome)
+        # Pods whose preemption is under way were told why at the attempt that planned it.
+        quiet = verdict is not None and verdict.result is PlanResult.WAITING
+        self._after_cycle(key, group, outcome, report_pods=not quiet)
 
     # ------------------------------------------------------------------ preemption
 
@@ -475,7 +477,9 @@ class Scheduler:
         finally:
             self._finishing.discard(pod.uid)
 
-    def _after_cycle(self, key: GroupKey, group: PodGroupInfo | None, outcome: CycleOutcome) -> None:
+    def _after_cycle(
+        self, key: GroupKey, group: PodGroupInfo | None, outcome: CycleOutcome, report_pods: bool = True
+    ) -> None:
         now = self.clock()
         diagnoses = tuple(outcome.diagnoses)
         causes = merge_causes(diagnoses)
@@ -542,6 +546,8 @@ class Scheduler:
                 next_retry=next_retry,
             )
         if status.code is Code.WAIT and key.pod_group and causes and set(causes) <= _CLAIMS_BEING_MADE:
+            return
+        if not report_pods:
             return
         # Tell the pods left unscheduled why: their own diagnosis, else the group's verdict.
         reason = reason_for(Code.UNSCHEDULABLE if status.ok else status.code)
