@@ -6,7 +6,8 @@
 The emulator (``lockstep sim``) and every operator incarnation (``lockstep run``) are separate
 processes. The soak creates a mixed workload (gangs and basic groups, with and without ResourceClaims,
 gangs whose members avoid each other's nodes by pod anti-affinity, a few groups that can never
-fit), makes the emulator fail 5% of writes with 500 and 5% with 409, delay
+fit, a quarter of the groups of a higher PriorityClass), makes the emulator fail 5% of writes with
+500 and 5% with 409, delay
 every request 50-200 ms, drop watch streams every 10 s and answer resumed watches with 410, and kills
 the operator with SIGKILL at random moments, restarting it each time. Meanwhile the invariants of
 :mod:`lockstep.sim.invariants` are checked every couple of seconds; a pod watch records bindings so a
@@ -15,7 +16,10 @@ pod bound twice is caught. At the end:
 - every group that can fit is bound (at least minCount members on nodes) and every group that cannot
   has 0 members bound and a PodGroupScheduled=False condition with a reason;
 - no two members of a one-per-node (anti-affinity) gang share a node;
-- no invariant is violated (transient ones such as a gang mid-binding count only if they persist);
+- no invariant is violated (transient ones such as a gang mid-binding count only if they persist),
+  preemption's included: no victim of equal or higher priority than its preemptor, no gang left
+  running below minCount by a preemption (a group that lost pods to a preemption is not expected
+  to be bound at the end);
 - no in-flight allocation survives its pods (no claim allocated without a consumer, the operator's
   ``lockstep_inflight_claim_allocations`` gauge at 0);
 - every ERROR line in the operator logs is explained by an injected fault.
@@ -33,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import random
 import sys
@@ -51,10 +56,12 @@ from lockstep.logging import configure_logging
 from lockstep.sim.invariants import (
     BindingHistory,
     ClusterState,
+    PreemptionHistory,
     Violation,
     ViolationTracker,
     check_state,
     fetch_cluster_state,
+    gang_min_counts,
 )
 from lockstep.sim.watching import ApiError, Informer, KubeHttp, new_session
 
@@ -67,6 +74,8 @@ PODGROUPS = f"/apis/scheduling.lockstep.dev/v1alpha1/namespaces/{NAMESPACE}/podg
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 CLAIMS = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims"
 DEVICE_CLASS = "gpu.sim.lockstep.dev"
+PRIORITY_CLASSES_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
+PRIORITY_CLASSES = {"soak-low": 100, "soak-high": 1000}
 # A pod asking for more than any node has: its group can never fit.
 OVERSIZED_CPU_MILLIS = 64_000
 EXIT_FAILED = 1
@@ -100,6 +109,7 @@ class GroupPlan:
     claims: str  # "none" | "per-pod" | "shared"
     fits: bool
     one_per_node: bool = False  # members carry required pod anti-affinity on the hostname against each other
+    priority_class: str = "soak-low"
 
     def pod_name(self, index: int) -> str:
         return f"{self.name}-{index}"
@@ -144,6 +154,8 @@ def plan_workload(total_pods: int, rng: random.Random) -> list[GroupPlan]:
         else:
             min_count = size if rng.random() < 0.7 else max(2, size - rng.randint(1, 2))
             plan = GroupPlan(f"gang-{index}", "gang", size, min_count, cpu, memory, "none", True)
+        if rng.random() < 0.25:
+            plan = dataclasses.replace(plan, priority_class="soak-high")
         groups.append(plan)
         created += plan.pods
     return groups
@@ -180,7 +192,11 @@ def pod_manifest(plan: GroupPlan, index: int) -> dict[str, Any]:
         "image": "registry.k8s.io/pause:3.10",
         "resources": {"requests": {"cpu": f"{plan.cpu_millis}m", "memory": f"{plan.memory_mib}Mi"}},
     }
-    spec: dict[str, Any] = {"schedulerName": SCHEDULER_NAME, "containers": [container]}
+    spec: dict[str, Any] = {
+        "schedulerName": SCHEDULER_NAME,
+        "priorityClassName": plan.priority_class,
+        "containers": [container],
+    }
     if plan.one_per_node:
         term = {"labelSelector": {"matchLabels": {POD_GROUP_LABEL: plan.name}}, "topologyKey": HOSTNAME_LABEL}
         spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
@@ -282,6 +298,9 @@ async def create_workload(http: KubeHttp, plans: list[GroupPlan], spread_seconds
     async def create(path: str, body: dict[str, Any]) -> None:
         async with requests:
             await persist(lambda: http.create(path, body), f"create {path}/{body['metadata']['name']}")
+
+    for name, value in PRIORITY_CLASSES.items():
+        await create(PRIORITY_CLASSES_PATH, {"metadata": {"name": name}, "value": value})
 
     async def create_group(index: int, plan: GroupPlan) -> None:
         await asyncio.sleep(max(0.0, start + index * pause - time.monotonic()))
@@ -490,6 +509,7 @@ class Report:
     groups_without_clear_condition: list[str] = field(default_factory=list)
     pods_bound_twice: list[str] = field(default_factory=list)
     anti_affinity_ignored: list[str] = field(default_factory=list)
+    preemption_victims: int = 0
     leaked_inflight_allocations: float | None = None
     unexplained_error_lines: list[str] = field(default_factory=list)
     # ERROR lines of a graceful shutdown (after the soak's SIGTERM): reported, not failed on, since
@@ -510,9 +530,11 @@ class InvariantWatch:
         self.http = http
         self.report = report
         self.history = BindingHistory()
+        self.preemptions = PreemptionHistory()
         self.tracker = ViolationTracker(TRANSIENT_GRACE_SECONDS)
         self.pods = Informer(http, PODS)
         self.pods.add_handler(lambda _type, pod: self.history.observe(pod))
+        self.pods.add_handler(self.preemptions.observe)
         self._tasks: list[asyncio.Task[None]] = []
         self.last_state = ClusterState()
 
@@ -530,12 +552,20 @@ class InvariantWatch:
             self.report.failed_checks += 1
             self.report.last_check_error = repr(exc)
             return []
-        violations = check_state(self.last_state) + self.history.violations()
+        violations = (
+            check_state(self.last_state)
+            + self.history.violations()
+            + self.preemptions.violations(gang_min_counts(self.last_state.podgroups))
+        )
         self.report.checks += 1
         for confirmed in self.tracker.update(violations):
             self.report.violations.append(str(confirmed))
             print(f"  VIOLATION {confirmed}", flush=True)
         return violations
+
+    def preempted(self, plans: Iterable[GroupPlan]) -> set[str]:
+        """The groups that lost pods to a preemption (excused from being bound at the end)."""
+        return {plan.name for plan in plans if (NAMESPACE, plan.name) in self.preemptions.preempted_groups}
 
     async def _check_forever(self) -> None:
         while True:
@@ -652,7 +682,8 @@ async def run_chaos_phase(
         remaining = [p for p in plans if p.name not in churned]
         while time.monotonic() < deadline:
             await watch.check_once()
-            if settled(watch.last_state, remaining):
+            preempted = watch.preempted(remaining)
+            if settled(watch.last_state, [p for p in remaining if p.name not in preempted]):
                 report.seconds_to_settle = round(time.monotonic() - started, 1)
                 break
             if not operator.running():
@@ -671,7 +702,11 @@ async def run_chaos_phase(
             text = f"at end: {violation}"
             if text not in report.violations and str(violation) not in report.violations:
                 report.violations.append(text)
+        report.preemption_victims = len(watch.preemptions.victims)
+        preempted = watch.preempted(remaining)
         for plan in remaining:
+            if plan.name in preempted:
+                continue
             bound = bound_members(watch.last_state, plan)
             if plan.fits and bound < (plan.min_count if plan.policy == "gang" else plan.pods):
                 report.unbound_groups_that_fit.append(

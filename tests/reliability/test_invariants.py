@@ -13,6 +13,7 @@ from lockstep.api.pod import pod_requests as scheduler_pod_requests
 from lockstep.sim.invariants import (
     BindingHistory,
     ClusterState,
+    PreemptionHistory,
     RecordedRequest,
     ViolationKind,
     ViolationTracker,
@@ -24,6 +25,7 @@ from lockstep.sim.invariants import (
     check_nodes_within_allocatable,
     check_single_binding_per_pod,
     check_state,
+    gang_min_counts,
     node_matches_selector,
     pod_requests,
 )
@@ -390,6 +392,48 @@ def test_binding_history_is_clean_for_single_bindings_and_recreated_pods() -> No
     history.observe(pod("q", "n1"))
     assert history.violations() == []
     assert history.bound_pods == 3
+
+
+def victim(body: dict[str, Any], preemptor_priority: int) -> dict[str, Any]:
+    condition = {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": "PreemptionByScheduler",
+        "message": f"lockstep: preempted by group {NS}/urgent, priority {preemptor_priority}",
+    }
+    return {**body, "status": {**body["status"], "conditions": [condition]}}
+
+
+def test_preemption_history_reports_a_victim_of_equal_priority_and_a_gang_left_below_min_count() -> None:
+    history = PreemptionHistory()
+    members = [pod(f"g-{i}", "n1", group="g", priority=10) for i in range(4)]
+    for member in members:
+        history.observe("ADDED", member)
+    history.observe("MODIFIED", victim(members[0], 10))  # equal priority: never a victim
+    history.observe("MODIFIED", victim(members[1], 100))
+    min_counts = gang_min_counts([gang("g", 3)])
+    violations = history.violations(min_counts)
+    assert kinds(violations) == [
+        ViolationKind.PREEMPTED_NOT_LOWER,
+        ViolationKind.GANG_BELOW_MIN_COUNT_BY_PREEMPTION,
+    ]
+    assert "priority 10 preempted by a group of priority 10" in violations[0].message
+    assert "2 members left running after a preemption, minCount is 3" in violations[1].message
+    assert violations[1].transient  # the victims of one plan are marked one write at a time
+
+
+def test_preemption_history_is_clean_for_a_gang_taken_whole_or_keeping_min_count() -> None:
+    history = PreemptionHistory()
+    whole = [pod(f"w-{i}", "n1", group="w", priority=1) for i in range(2)]
+    spare = [pod(f"s-{i}", "n2", group="s", priority=1) for i in range(3)]
+    for member in whole + spare:
+        history.observe("ADDED", member)
+    for member in whole:
+        history.observe("MODIFIED", victim(member, 100))
+    history.observe("MODIFIED", victim(spare[0], 100))
+    history.observe("DELETED", victim(spare[0], 100))
+    assert history.violations(gang_min_counts([gang("w", 2), gang("s", 2)])) == []
+    assert len(history.victims) == 3
 
 
 def test_two_successful_binding_posts_are_reported() -> None:

@@ -31,6 +31,9 @@ def test_planned_workload_is_mixed_and_its_unfittable_groups_truly_cannot_fit() 
     assert any(p.min_count > p.pods for p in never) and any(
         p.cpu_millis == OVERSIZED_CPU_MILLIS for p in never
     )
+    classes = {p.priority_class for p in plans}
+    assert classes == {"soak-low", "soak-high"}
+    assert pod_manifest(plans[0], 0)["spec"]["priorityClassName"] == plans[0].priority_class
 
 
 def test_pods_with_claims_reference_them_from_the_container() -> None:

@@ -12,6 +12,7 @@ still landing, a claim reserved in PreBind before its pod's Bind). Those violati
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
@@ -44,6 +45,8 @@ class ViolationKind(StrEnum):
     CLAIM_RESERVED_OFF_ALLOCATION_NODE = "ClaimReservedOffAllocationNode"
     ALLOCATION_WITHOUT_CONSUMER = "AllocationWithoutConsumer"
     POD_BOUND_TWICE = "PodBoundTwice"
+    PREEMPTED_NOT_LOWER = "PreemptedEqualOrHigherPriority"
+    GANG_BELOW_MIN_COUNT_BY_PREEMPTION = "GangBelowMinCountByPreemption"
     MALFORMED_OBJECT = "MalformedObject"
 
 
@@ -54,6 +57,8 @@ TRANSIENT_KINDS = frozenset(
         ViolationKind.CLAIM_RESERVED_FOR_MISSING_POD,
         ViolationKind.CLAIM_RESERVED_FOR_UNBOUND_POD,
         ViolationKind.ALLOCATION_WITHOUT_CONSUMER,
+        # a preemption's victims are marked one write at a time
+        ViolationKind.GANG_BELOW_MIN_COUNT_BY_PREEMPTION,
     }
 )
 
@@ -492,6 +497,89 @@ class BindingHistory:
 
     def violations(self) -> list[Violation]:
         return list(self._violations)
+
+
+_PREEMPTOR_PRIORITY = re.compile(r"^lockstep: preempted by (?:group|pod) \S+, priority (-?\d+)")
+
+
+class PreemptionHistory:
+    """Follows pod watch events for what a preemption must never do: take a victim whose priority is
+    not below the preemptor's (lockstep's DisruptionTarget message names the preemptor's priority),
+    or leave a gang running below minCount (once a member is a victim, the members still bound and
+    not victims must be none or at least minCount)."""
+
+    def __init__(self) -> None:
+        self.victims: dict[str, tuple[str, int, int]] = {}  # uid -> (pod ref, priority, preemptor's)
+        self._bound: dict[tuple[str, str], set[str]] = defaultdict(set)  # gang -> live bound non-victims
+        self.preempted_groups: set[tuple[str, str]] = set()  # (namespace, group) of every victim
+
+    def observe(self, event_type: str, pod: JsonObject) -> None:
+        meta = _meta(pod)
+        uid = str(meta.get("uid") or _namespaced_name(pod))
+        group = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
+        key = (str(meta.get("namespace")), str(group)) if group else None
+        preemptor_priority = _preemptor_priority(pod)
+        if preemptor_priority is not None:
+            priority = _spec(pod).get("priority")
+            self.victims.setdefault(
+                uid, (_ref("Pod", pod), priority if isinstance(priority, int) else 0, preemptor_priority)
+            )
+            if key is not None:
+                self.preempted_groups.add(key)
+        if key is None:
+            return
+        alive = event_type != "DELETED" and not meta.get("deletionTimestamp") and not _is_terminal(pod)
+        if alive and _node_name(pod) and uid not in self.victims:
+            self._bound[key].add(uid)
+        else:
+            self._bound[key].discard(uid)
+
+    def violations(self, min_counts: Mapping[tuple[str, str], int]) -> list[Violation]:
+        """``min_counts``: each gang's minCount by (namespace, PodGroup name)."""
+        found = [
+            Violation(
+                ViolationKind.PREEMPTED_NOT_LOWER,
+                ref,
+                f"priority {priority} preempted by a group of priority {preemptor}",
+            )
+            for ref, priority, preemptor in self.victims.values()
+            if priority >= preemptor
+        ]
+        for key in sorted(self.preempted_groups):
+            min_count = min_counts.get(key)
+            left = len(self._bound.get(key, ()))
+            if min_count is not None and 0 < left < min_count:
+                found.append(
+                    Violation(
+                        ViolationKind.GANG_BELOW_MIN_COUNT_BY_PREEMPTION,
+                        f"PodGroup {key[0]}/{key[1]}",
+                        f"{left} members left running after a preemption, minCount is {min_count}",
+                    )
+                )
+        return found
+
+
+def _preemptor_priority(pod: JsonObject) -> int | None:
+    for condition in _status(pod).get("conditions") or []:
+        if (
+            isinstance(condition, Mapping)
+            and condition.get("type") == "DisruptionTarget"
+            and condition.get("status") == "True"
+            and condition.get("reason") == "PreemptionByScheduler"
+        ):
+            match = _PREEMPTOR_PRIORITY.match(str(condition.get("message") or ""))
+            if match is not None:
+                return int(match.group(1))
+    return None
+
+
+def gang_min_counts(podgroups: Iterable[JsonObject]) -> dict[tuple[str, str], int]:
+    counts: dict[tuple[str, str], int] = {}
+    for podgroup in podgroups:
+        min_count = _gang_min_count(podgroup)
+        if min_count is not None:
+            counts[(str(_meta(podgroup).get("namespace")), str(_meta(podgroup).get("name")))] = min_count
+    return counts
 
 
 @dataclass(frozen=True, slots=True)
