@@ -53,6 +53,7 @@ import aiohttp
 from harness.api import load_kubeconfig
 from harness.procs import Child, ProcessFailed, free_port, start_sim
 from lockstep.logging import configure_logging
+from lockstep.sim.controllers.provisioner import PROVISIONER_NAME
 from lockstep.sim.invariants import (
     BindingHistory,
     ClusterState,
@@ -73,6 +74,15 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 PODGROUPS = f"/apis/scheduling.lockstep.dev/v1alpha1/namespaces/{NAMESPACE}/podgroups"
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 CLAIMS = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims"
+VOLUME_CLAIMS = f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims"
+# A WaitForFirstConsumer class of the simulated provisioner: a volume is made on the chosen node.
+STORAGE_CLASS = {
+    "apiVersion": "storage.k8s.io/v1",
+    "kind": "StorageClass",
+    "metadata": {"name": "soak-local"},
+    "provisioner": PROVISIONER_NAME,
+    "volumeBindingMode": "WaitForFirstConsumer",
+}
 DEVICE_CLASS = "gpu.sim.lockstep.dev"
 PRIORITY_CLASSES_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
 PRIORITY_CLASSES = {"soak-low": 100, "soak-high": 1000}
@@ -106,7 +116,7 @@ class GroupPlan:
     min_count: int
     cpu_millis: int
     memory_mib: int
-    claims: str  # "none" | "per-pod" | "shared"
+    claims: str  # "none" | "per-pod" | "shared" | "volumes" (a PersistentVolumeClaim per pod)
     fits: bool
     one_per_node: bool = False  # members carry required pod anti-affinity on the hostname against each other
     priority_class: str = "soak-low"
@@ -151,6 +161,10 @@ def plan_workload(total_pods: int, rng: random.Random) -> list[GroupPlan]:
         elif roll < 0.53:
             spread = min(size, 8)
             plan = GroupPlan(f"spread-{index}", "gang", spread, spread, cpu, memory, "none", True, True)
+        elif roll < 0.60:
+            plan = GroupPlan(
+                f"volumes-{index}", "gang", min(size, 4), min(size, 4), cpu, memory, "volumes", True
+            )
         else:
             min_count = size if rng.random() < 0.7 else max(2, size - rng.randint(1, 2))
             plan = GroupPlan(f"gang-{index}", "gang", size, min_count, cpu, memory, "none", True)
@@ -186,6 +200,23 @@ def claim_manifest(name: str) -> dict[str, Any]:
     }
 
 
+def volume_claim_name(plan: GroupPlan, index: int) -> str:
+    return f"{plan.pod_name(index)}-data"
+
+
+def volume_claim_manifest(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": STORAGE_CLASS["metadata"]["name"],
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+
+
 def pod_manifest(plan: GroupPlan, index: int) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "main",
@@ -200,7 +231,12 @@ def pod_manifest(plan: GroupPlan, index: int) -> dict[str, Any]:
     if plan.one_per_node:
         term = {"labelSelector": {"matchLabels": {POD_GROUP_LABEL: plan.name}}, "topologyKey": HOSTNAME_LABEL}
         spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
-    if plan.claims != "none":
+    if plan.claims == "volumes":
+        spec["volumes"] = [
+            {"name": "data", "persistentVolumeClaim": {"claimName": volume_claim_name(plan, index)}}
+        ]
+        container["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+    elif plan.claims != "none":
         spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name(plan, index)}]
         container["resources"]["claims"] = [{"name": "gpu"}]
     return {
@@ -216,7 +252,7 @@ def pod_manifest(plan: GroupPlan, index: int) -> dict[str, Any]:
 
 
 def claim_names(plan: GroupPlan) -> list[str]:
-    if plan.claims == "none":
+    if plan.claims in ("none", "volumes"):
         return []
     return sorted({claim_name(plan, i) for i in range(plan.pods)})
 
@@ -307,6 +343,13 @@ async def create_workload(http: KubeHttp, plans: list[GroupPlan], spread_seconds
         async with groups:
             await create(PODGROUPS, podgroup_manifest(plan))
             await asyncio.gather(*(create(CLAIMS, claim_manifest(name)) for name in claim_names(plan)))
+            if plan.claims == "volumes":
+                await asyncio.gather(
+                    *(
+                        create(VOLUME_CLAIMS, volume_claim_manifest(volume_claim_name(plan, i)))
+                        for i in range(plan.pods)
+                    )
+                )
             await asyncio.gather(*(create(PODS, pod_manifest(plan, i)) for i in range(plan.pods)))
 
     await asyncio.gather(*(create_group(index, plan) for index, plan in enumerate(plans)))
@@ -863,6 +906,10 @@ async def main_async(args: argparse.Namespace, workdir: Path, report: Report) ->
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
             ),
             "create the soak namespace",
+        )
+        await persist(
+            lambda: http.create("/apis/storage.k8s.io/v1/storageclasses", STORAGE_CLASS),
+            "create the StorageClass",
         )
         await run_chaos_phase(args, http, kubeconfig, workdir, report)
         if args.replicas == 2:

@@ -22,7 +22,7 @@ from soak import (
 def test_planned_workload_is_mixed_and_its_unfittable_groups_truly_cannot_fit() -> None:
     plans = plan_workload(2000, random.Random(9))
     assert 2000 <= sum(p.pods for p in plans) < 2012
-    assert {p.claims for p in plans} == {"none", "per-pod", "shared"}
+    assert {p.claims for p in plans} == {"none", "per-pod", "shared", "volumes"}
     assert {p.policy for p in plans} == {"gang", "basic"}
     never = [p for p in plans if not p.fits]
     assert never, "the soak must include groups that can never fit"
@@ -42,6 +42,14 @@ def test_pods_with_claims_reference_them_from_the_container() -> None:
     assert manifest["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimName": "shared-1-shared"}]
     assert manifest["spec"]["containers"][0]["resources"]["claims"] == [{"name": "gpu"}]
     assert manifest["metadata"]["labels"] == {"scheduling.lockstep.dev/pod-group": "shared-1"}
+
+
+def test_pods_of_a_volumes_group_each_mount_their_own_claim() -> None:
+    plan = GroupPlan("volumes-1", "gang", 2, 2, 100, 64, "volumes", True)
+    manifests = [pod_manifest(plan, i) for i in range(2)]
+    names = [m["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] for m in manifests]
+    assert names == ["volumes-1-0-data", "volumes-1-1-data"]
+    assert "resourceClaims" not in manifests[0]["spec"]
 
 
 def record(level: str, event: str, **extra: str) -> str:

@@ -81,6 +81,6 @@ class Provisioner:
         try:
             await self.http.create(PV_PATH, provisioned_volume(claim, storage_class, node))
         except ApiError as exc:
-            if exc.status != 409:  # 409: provisioned already
+            if exc.reason != "AlreadyExists":  # provisioned already; any other failure is retried
                 raise
         log.debug("provisioned", claim=key, node=node)
