@@ -359,7 +359,9 @@ class Scheduler:
         pods.sort(key=lambda p: -p.priority)  # stable: equal priorities keep first-seen order
         priority = self._priority(key)
         verdict: PlanVerdict | None = None
-        with self.cache.pods_held(self.nominations_above(key, priority)):
+        holds = self.nominations_above(key, priority)  # also forgets plans the cache now shows
+        preempting = key in self._plans
+        with self.cache.pods_held(holds):
             outcome = self.cycle.run(group, pods)
             if self._may_preempt(key, outcome):
                 taken = {victim.uid for plan in self._plans.values() for victim in plan.victims}
@@ -373,7 +375,7 @@ class Scheduler:
                 ),
             )
         # Pods whose preemption is under way were told why at the attempt that planned it.
-        quiet = verdict is not None and verdict.result is PlanResult.WAITING
+        quiet = preempting or (verdict is not None and verdict.result is PlanResult.WAITING)
         self._after_cycle(key, group, outcome, report_pods=not quiet)
 
     # ------------------------------------------------------------------ preemption
