@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from acceptance_harness import NAMESPACE, claim, eventually, pod, podgroup, simulated_cluster
+from acceptance_harness import GPU_TEMPLATE, NAMESPACE, claim, eventually, pod, podgroup, simulated_cluster
 
 from lockstep.api.resource import DELETE_PROTECTION_FINALIZER
 from lockstep.kube.client import PODS, RESOURCE_CLAIMS, ApiError
@@ -72,3 +72,32 @@ async def test_a_deleted_claim_shared_by_a_running_gang_stays_until_its_pods_are
         await devices_allocated_once()
         assert (await env.claim("next"))["metadata"]["finalizers"] == [DELETE_PROTECTION_FINALIZER]
         assert await env.invariant_violations() == []
+
+
+async def test_a_generated_claim_goes_with_its_pod_despite_the_finalizer() -> None:
+    async with simulated_cluster(nodes=1, devices_per_node=1) as env:
+        await env.create(GPU_TEMPLATE)
+        await env.create(pod("solo", claims=[{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]))
+
+        async def generated() -> str:
+            solo = await env.client.get(PODS, NAMESPACE, "solo")
+            statuses = solo.get("status", {}).get("resourceClaimStatuses") or []
+            return (
+                str(statuses[0].get("resourceClaimName") or "")
+                if statuses and solo["spec"].get("nodeName")
+                else ""
+            )
+
+        name = await eventually(generated, what="the pod bound with its generated claim")
+        assert (await env.claim(name))["metadata"]["finalizers"] == [DELETE_PROTECTION_FINALIZER]
+        await env.client.delete(PODS, NAMESPACE, "solo")
+
+        async def claim_gone() -> bool:
+            try:
+                await env.claim(name)
+            except ApiError as exc:
+                return exc.not_found
+            return False
+
+        # Reservation dropped, allocation cleared, finalizer removed, claim deleted (the controller).
+        await eventually(claim_gone, what="the generated claim to go with its pod")
