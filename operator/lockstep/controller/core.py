@@ -291,13 +291,12 @@ class SchedulerCore:
         if event_type == "DELETED":
             self.resources.delete_claim(str(meta.get("namespace")), str(meta.get("name")))
             return
-        known = self.resources.claims.get(f"{meta.get('namespace')}/{meta.get('name')}")
-        if (
-            known is not None
-            and known.metadata.uid == meta.get("uid")
-            and known.metadata.resource_version == meta.get("resourceVersion")
-        ):
-            # The echo of our own write (assumed from its answer) or a re-list: parsed already.
+        known = self.resources.claims.assumed_at(
+            f"{meta.get('namespace')}/{meta.get('name')}", str(meta.get("resourceVersion") or "")
+        )
+        if known is not None and known.metadata.uid == meta.get("uid"):
+            # The echo of our own write (assumed from its answer, also the finalizer write the status
+            # write followed at once) or a re-list: parsed already.
             self.resources.upsert_claim(known)
             return
         self._parse_into(ResourceClaim, raw, self.resources.upsert_claim)

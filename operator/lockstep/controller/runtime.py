@@ -85,7 +85,7 @@ class RuntimeOptions:
     claim_watch: WatchMode = WatchMode.RAW
     other_watch: WatchMode = WatchMode.RAW
     shutdown_grace_seconds: float = 20.0
-    status_flush_interval: float = 0.1
+    status_flush_interval: float = 0.05
     status_retry_seconds: float = 1.0
     watch_retry_delay: float = 0.5
     resync_delay_seconds: float = 2.0

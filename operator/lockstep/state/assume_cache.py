@@ -9,6 +9,8 @@ kube-scheduler's assumecache):
   or equal one only updates the informer copy (a resync must not undo an assumed write);
 * ``assume(obj)`` is refused when ``obj`` is older than the stored latest object;
 * ``restore(key)`` drops the assumed copy and falls back to the informer's;
+* ``assumed_at(key, version)`` finds what is known at a version, so the echo of an own write (also
+  one a second write already replaced) need not be parsed again;
 * an informer delete removes the key.
 
 Listeners registered with ``add_listener`` see every change of the latest object (``old``, ``new``;
@@ -65,6 +67,9 @@ def _version(obj: Versioned) -> int:
 class _Entry(Generic[ObjT]):
     api_obj: ObjT
     latest: ObjT
+    # An assumed object a later assume replaced before the informer delivered it (two writes in a
+    # row, e.g. a claim's finalizer then its status): its echo is still to come.
+    superseded: ObjT | None = None
 
 
 class AssumeCache(Generic[ObjT]):
@@ -94,6 +99,8 @@ class AssumeCache(Generic[ObjT]):
             self._changed(None, obj)
             return
         entry.api_obj = obj
+        if entry.superseded is not None and _version(obj) >= _version(entry.superseded):
+            entry.superseded = None
         if _version(obj) > _version(entry.latest):
             old = entry.latest
             entry.latest = obj
@@ -119,6 +126,7 @@ class AssumeCache(Generic[ObjT]):
                 f"older than the stored resourceVersion {stored_version}"
             )
         old = entry.latest
+        entry.superseded = old if old is not entry.api_obj else None
         entry.latest = obj
         self._changed(old, obj)
 
@@ -134,6 +142,17 @@ class AssumeCache(Generic[ObjT]):
     def get(self, key: str) -> ObjT | None:
         entry = self._entries.get(key)
         return entry.latest if entry is not None else None
+
+    def assumed_at(self, key: str, resource_version: str) -> ObjT | None:
+        """The object stored for ``key`` at ``resource_version`` (the latest, or an assumed one a later
+        assume replaced), if any: a watch event at that version is the echo of what is known."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        for candidate in (entry.latest, entry.superseded):
+            if candidate is not None and candidate.metadata.resource_version == resource_version:
+                return candidate
+        return None
 
     def get_api_obj(self, key: str) -> ObjT | None:
         entry = self._entries.get(key)

@@ -197,6 +197,24 @@ def test_newer_informer_object_replaces_the_assumed_one_older_does_not() -> None
     assert not cache.is_assumed("ns/claim")
 
 
+def test_the_echo_of_two_writes_in_a_row_is_found_at_either_version() -> None:
+    """A claim's finalizer write and its status write: both echoes are known objects, not news."""
+    cache: AssumeCache[ResourceClaim] = AssumeCache()
+    informer = make_claim("claim", "uid-1", rv="1")
+    cache.on_informer_update(informer)
+    finalizer = make_claim("claim", "uid-1", rv="2")
+    status = make_claim("claim", "uid-1", rv="3", device="a")
+    cache.assume(finalizer)
+    cache.assume(status)
+    assert cache.assumed_at("ns/claim", "1") is None  # the informer's copy is not the latest
+    assert cache.assumed_at("ns/claim", "2") is finalizer
+    assert cache.assumed_at("ns/claim", "3") is status
+    cache.on_informer_update(finalizer)  # its echo arrives: nothing older is kept any more
+    assert cache.assumed_at("ns/claim", "2") is None
+    assert cache.get("ns/claim") is status
+    assert cache.assumed_at("ns/missing", "1") is None
+
+
 def test_restore_drops_the_assumed_copy() -> None:
     cache: AssumeCache[ResourceClaim] = AssumeCache()
     informer = make_claim("claim", "uid-1", rv="1")
