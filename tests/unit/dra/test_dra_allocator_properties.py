@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from lockstep.dra.allocator import Allocator
 from lockstep.dra.features import Features
 from lockstep.dra.inventory import DeviceID, DeviceInventory
+from lockstep.dra.k8s_types import parse_quantity
 
 # (CEL expression, the same condition in Python over the device's attributes)
 SELECTORS: list[tuple[str, Callable[[dict[str, Any]], bool]]] = [
@@ -198,3 +199,54 @@ def test_counters_never_go_negative_and_untolerated_taints_are_never_allocated(
             assert used <= capacity[counter], (
                 f"counter {counter} over-committed: {used} > {capacity[counter]}"
             )
+
+
+share_request = st.one_of(st.none(), st.integers(1, 12))  # Gi of bandwidth, None: the policy default
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    capacity=st.integers(4, 16),
+    step=st.sampled_from([1, 2, 3]),
+    default=st.integers(1, 4),
+    batches=st.lists(st.lists(share_request, min_size=1, max_size=3), min_size=1, max_size=6),
+)
+def test_shares_of_a_multi_allocatable_device_never_exceed_its_capacity(
+    capacity: int, step: int, default: int, batches: list[list[int | None]]
+) -> None:
+    from fractions import Fraction
+
+    from lockstep.dra.store import ResourceStore
+
+    policy = {"default": f"{default}Gi", "validRange": {"min": "1Gi", "step": f"{step}Gi"}}
+    nic = {
+        "name": "nic",
+        "allowMultipleAllocations": True,
+        "capacity": {"bandwidth": {"value": f"{capacity}Gi", "requestPolicy": policy}},
+    }
+    store = ResourceStore(Features(consumable_capacity=True))
+    store.upsert_class(device_class())
+    store.upsert_slice(resource_slice("s", [nic], "node-0"))
+    allocator = store.allocator
+    number = 0
+    for batch in batches:  # one pod's claims, allocated in one search
+        claims = []
+        for amount in batch:
+            request = exactly("r")
+            if amount is not None:
+                request["exactly"]["capacity"] = {"requests": {"bandwidth": f"{amount}Gi"}}
+            number += 1
+            claims.append(claim(f"c{number}", request, uid=f"uid-{number}"))
+        results = allocator.allocate([allocator.compile(c) for c in claims], "node-0", {})
+        if results is None:
+            continue
+        for c, allocation in zip(claims, results, strict=True):
+            store.upsert_claim(
+                c.model_copy(update={"status": c.status.model_copy(update={"allocation": allocation})})
+            )
+        used = allocator.consumed_capacity((DRIVER, "node-0", "nic"))["bandwidth"]
+        assert used <= Fraction(capacity * 2**30), f"bandwidth over-committed: {used} > {capacity}Gi"
+        for allocation in results:
+            consumed = allocation.devices.results[0].consumed_capacity or {}
+            gi = Fraction(parse_quantity(consumed["bandwidth"]).value, 2**30)
+            assert gi == default or (gi >= 1 and (gi - 1) % step == 0), f"{gi}Gi is not on the policy's steps"

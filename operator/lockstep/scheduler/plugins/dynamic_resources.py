@@ -529,8 +529,12 @@ class DynamicResources:
         (first fit, each member's preferred alternative first, shared claims once)."""
         assert self.cache is not None
         allocator = self.store.allocator
+        # Devices the choice takes whole (a share of a multi-allocatable device leaves it to others).
         busy = {
-            device.id for chosen in picks for alternative, device in chosen if not alternative.admin_access
+            device.id
+            for chosen in picks
+            for alternative, device in chosen
+            if not alternative.admin_access and not allocator.shared(device)
         }
         free_nodes = self.store.nodes_with_free_devices()
         nodes = [n for n in self.cache.nodes.values() if free_nodes is None or n.name in free_nodes]
@@ -549,7 +553,12 @@ class DynamicResources:
                 except AllocationError:
                     found = None
                 if found is not None:
-                    busy.update(d.id for chosen in found for a, d in chosen if not a.admin_access)
+                    busy.update(
+                        d.id
+                        for chosen in found
+                        for a, d in chosen
+                        if not a.admin_access and not allocator.shared(d)
+                    )
                     simulated.update(c.key for c in claims)
                     break
             else:
