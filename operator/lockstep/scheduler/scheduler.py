@@ -94,6 +94,8 @@ _CAUSE_HINTS: dict[str, frozenset[ClusterEvent]] = {
     "NodeNameMismatch": _NODE_EVENTS,
     "InvalidNodeAffinity": frozenset(),
     UNSUPPORTED_POD_SPEC: frozenset(),
+    # required pod affinity waits for a matching pod to be bound (or a node to carry the topology key)
+    "PodAffinityRulesNotMatch": _NODE_EVENTS | {ClusterEvent.ASSIGNED_POD_ADDED},
     "TooFewPods": frozenset(),
 }
 _RESOURCE_HINTS = _NODE_EVENTS | {ClusterEvent.ASSIGNED_POD_REMOVED}
@@ -107,6 +109,7 @@ _EVENT_WORDS = {
     ClusterEvent.NODE_ADDED: "a node is added",
     ClusterEvent.NODE_CHANGED: "a node changes",
     ClusterEvent.ASSIGNED_POD_REMOVED: "a pod leaves a node",
+    ClusterEvent.ASSIGNED_POD_ADDED: "a pod is bound to a node",
     ClusterEvent.CLAIMS_CHANGED: "a ResourceClaim, ResourceSlice or DeviceClass changes",
     ClusterEvent.VOLUMES_CHANGED: "a volume object changes",
 }
@@ -264,7 +267,7 @@ class Scheduler:
             if self._forget_if_gone(group) or self.queue.state(group) is not GroupState.PARKED:
                 return
             self.queue.add(group, self._priority(group), now)  # fewer members may change the verdict
-        elif event in _CLUSTER_EVENTS:
+        elif event in _CLUSTER_EVENTS or event is ClusterEvent.ASSIGNED_POD_ADDED:
             if not self.queue.on_event(event, now, self._releasing):
                 return
         else:

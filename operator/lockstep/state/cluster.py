@@ -35,6 +35,7 @@ class ClusterEvent(Enum):
     NODE_ADDED = "NodeAdded"
     NODE_CHANGED = "NodeChanged"  # only changes that can admit more pods: see _node_change_can_help
     ASSIGNED_POD_REMOVED = "AssignedPodRemoved"  # a bound or assumed pod left a node (deleted/finished)
+    ASSIGNED_POD_ADDED = "AssignedPodAdded"  # a pod not counted on a node before is bound to one
     MEMBER_ADDED = "MemberAdded"  # a new unscheduled pod of ours
     MEMBER_CHANGED = "MemberChanged"  # an unscheduled pod's scheduling-relevant fields changed
     MEMBER_REMOVED = "MemberRemoved"
@@ -200,8 +201,11 @@ class ClusterCache:
         else:
             self._nominated.pop(pod.uid, None)
         self._place(pod)
-        if freed and self._placed.get(pod.uid) != freed:
+        placed_on = self._placed.get(pod.uid)
+        if freed and placed_on != freed:
             self._emit(ClusterEvent.ASSIGNED_POD_REMOVED)
+        if placed_on and placed_on != freed:
+            self._emit(ClusterEvent.ASSIGNED_POD_ADDED)  # a pod affinity may be satisfied now
         if old is not None and was_member and (not self._is_member(pod) or old.group_key != pod.group_key):
             self._emit(ClusterEvent.MEMBER_REMOVED, old.group_key)  # finished, or moved to another group
         if not self._is_member(pod):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sched_helpers import gang, make_node, make_scheduler, pod_dict, settle
+from sched_helpers import FakeClock, gang, make_node, make_scheduler, pod_dict, settle
 
 from lockstep.api.pod import parse_pod
 from lockstep.scheduler.framework import Code, CycleState, GroupKey, PodInfo
@@ -26,8 +26,11 @@ def pod(
     namespace: str = "default",
     affinity: dict[str, Any] | None = None,
     group: str | None = None,
+    scheduler: str = "lockstep",
 ) -> PodInfo:
-    body = pod_dict(name, namespace=namespace, node_name=node, group=group, cpu="100m", memory=None)
+    body = pod_dict(
+        name, namespace=namespace, node_name=node, group=group, cpu="100m", memory=None, scheduler=scheduler
+    )
     body["metadata"]["labels"].update(labels or {})
     if affinity:
         body["spec"]["affinity"] = affinity
@@ -381,3 +384,26 @@ async def test_a_gang_member_respects_a_bound_pods_anti_affinity() -> None:
     await settle(scheduler)
     placed = [p.node_name for p in api.pods.values() if p.name != "loner"]
     assert all(placed) and "n0" not in placed
+
+
+async def test_a_group_waiting_for_an_affine_pod_is_woken_when_one_is_bound() -> None:
+    """Required affinity to pods that do not exist yet is unresolvable now: the group waits without
+    a timer, and a matching pod bound by anyone wakes it (kube-scheduler's Pod/Add hint)."""
+    clock = FakeClock()
+    scheduler, api, cache = make_scheduler(clock=clock)
+    for i in range(2):
+        cache.upsert_node(make_node(f"n{i}", labels={HOST: f"n{i}"}))
+    cache.upsert_podgroup(gang("g", 2))
+    near_cache = required("podAffinity", term(key="app", values=["cache"], topology=HOST))
+    for i in range(2):
+        api.add(pod(f"w{i}", {"app": "web"}, affinity=near_cache, group="g"))
+    await settle(scheduler)
+    attempt = scheduler.attempts[GroupKey("default", "g")]
+    assert attempt.code is Code.UNSCHEDULABLE and attempt.next_retry_at is None
+    assert "a pod is bound to a node" in attempt.message
+    clock.advance(3600)
+    await settle(scheduler)
+    assert scheduler.attempts[GroupKey("default", "g")].attempt == attempt.attempt  # no timer
+    api.add(pod("cache", {"app": "cache"}, "n1", scheduler="default-scheduler"))
+    await settle(scheduler)
+    assert [p.node_name for p in api.pods.values() if p.name.startswith("w")] == ["n1", "n1"]
