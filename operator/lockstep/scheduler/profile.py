@@ -11,8 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from lockstep.api.placement import parse_spread_constraint
-from lockstep.config import DEFAULT_SCORE_WEIGHTS, ScoreStrategy, Settings, spread_constraint_list
+from lockstep.config import DEFAULT_SCORE_WEIGHTS, ScoreStrategy, Settings
 from lockstep.scheduler.framework import (
     CandidateNodesPlugin,
     FilterPlugin,
@@ -72,14 +71,6 @@ class PluginContext:
 PluginFactory = Callable[[PluginContext], Plugin]
 
 
-def _pod_topology_spread(ctx: PluginContext) -> PodTopologySpread:
-    defaults = [
-        parse_spread_constraint(raw, f"default_spread_constraints[{i}]", {}, default=True)
-        for i, raw in enumerate(spread_constraint_list(ctx.settings.default_spread_constraints))
-    ]
-    return PodTopologySpread(ctx.cache, defaults)
-
-
 REGISTRY: dict[str, PluginFactory] = {
     UnsupportedPodSpec.name: lambda ctx: UnsupportedPodSpec(),
     NodeUnschedulable.name: lambda ctx: NodeUnschedulable(),
@@ -92,7 +83,7 @@ REGISTRY: dict[str, PluginFactory] = {
     ImageLocality.name: lambda ctx: ImageLocality(ctx.cache),
     NodePorts.name: lambda ctx: NodePorts(ctx.cache),
     InterPodAffinity.name: lambda ctx: InterPodAffinity(ctx.cache),
-    PodTopologySpread.name: _pod_topology_spread,
+    PodTopologySpread.name: PodTopologySpread.from_context,
     GangTopology.name: lambda ctx: GangTopology(
         ctx.cache, ctx.settings.topology_key, ctx.settings.score_strategy is ScoreStrategy.LEAST_ALLOCATED
     ),

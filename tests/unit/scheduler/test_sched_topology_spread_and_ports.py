@@ -17,7 +17,7 @@ from lockstep.scheduler.placement import HostPort
 from lockstep.scheduler.plugins.image_locality import ImageLocality
 from lockstep.scheduler.plugins.node_ports import NodePorts
 from lockstep.scheduler.plugins.pod_topology_spread import PodTopologySpread
-from lockstep.scheduler.profile import PluginContext, _pod_topology_spread
+from lockstep.scheduler.profile import PluginContext
 from lockstep.scheduler.waiting import WaitingPods
 from lockstep.state.cluster import ClusterCache
 
@@ -239,7 +239,7 @@ def test_schedule_anyway_scores_the_emptier_domains_higher() -> None:
 def test_default_constraints_apply_to_controller_owned_pods_only() -> None:
     settings = Settings(leader_elect=False)
     cache = cluster(FOUR_NODES)
-    plugin = _pod_topology_spread(PluginContext(settings, cache, WaitingPods()))
+    plugin = PodTopologySpread.from_context(PluginContext(settings, cache, WaitingPods()))
     owner = {
         "ownerReferences": [
             {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs-1", "controller": True}
@@ -257,7 +257,7 @@ def test_default_constraints_apply_to_controller_owned_pods_only() -> None:
     result = scores(cache, owned("new"), plugin)
     assert result is not None
     assert result["node-x"] == result["node-y"] == 100 and result["node-a"] < result["node-b"] < 100
-    none = _pod_topology_spread(
+    none = PodTopologySpread.from_context(
         PluginContext(Settings(leader_elect=False, default_spread_constraints="none"), cache, WaitingPods())
     )
     assert scores(cache, owned("new"), none) is None

@@ -28,8 +28,10 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
+from lockstep.api.placement import parse_spread_constraint
+from lockstep.config import spread_constraint_list
 from lockstep.scheduler.framework import (
     SKIP,
     SUCCESS,
@@ -44,6 +46,9 @@ from lockstep.scheduler.placement import SpreadConstraint
 from lockstep.scheduler.plugins.node_affinity import AffinityError, CompiledSelector, compile_selector
 from lockstep.scheduler.plugins.node_basics import tolerates
 from lockstep.state.cluster import ClusterCache
+
+if TYPE_CHECKING:
+    from lockstep.scheduler.profile import PluginContext
 
 HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -80,6 +85,15 @@ class PodTopologySpread:
     def __init__(self, cache: ClusterCache, default_constraints: Sequence[SpreadConstraint] = ()) -> None:
         self.cache = cache
         self.default_constraints = tuple(default_constraints)
+
+    @classmethod
+    def from_context(cls, ctx: PluginContext) -> PodTopologySpread:
+        """With the cluster default constraints of the ``default_spread_constraints`` setting."""
+        defaults = [
+            parse_spread_constraint(raw, f"default_spread_constraints[{i}]", {}, default=True)
+            for i, raw in enumerate(spread_constraint_list(ctx.settings.default_spread_constraints))
+        ]
+        return cls(ctx.cache, defaults)
 
     def _constraints(self, pod: PodInfo, hard: bool) -> tuple[list[SpreadConstraint], str | None]:
         """The pod's constraints of one kind, and the controller uid whose pods they count when they
