@@ -139,3 +139,66 @@ async def test_fields_of_a_disabled_gate_are_dropped_unless_already_stored() -> 
             assert status == 201 and "sharedCounters" not in created["spec"]
     finally:
         await server.stop()
+
+
+async def test_claim_and_class_fields_of_disabled_gates_are_dropped() -> None:
+    import aiohttp
+
+    from lockstep.sim.apiserver import ApiServer
+
+    gates = ",".join(
+        f"{gate}=false"
+        for gate in (
+            "DRADeviceTaints",
+            "DRAConsumableCapacity",
+            "DRAExtendedResource",
+            "DRAResourceClaimDeviceStatus",
+        )
+    )
+    server = ApiServer(feature_gates=gates)
+    await server.start()
+    try:
+        async with aiohttp.ClientSession() as session:
+            client = Client(session, server.url)
+            exact = {
+                "deviceClassName": "c",
+                "tolerations": [{"key": "k", "operator": "Exists"}],
+                "capacity": {"requests": {"bw": "1"}},
+            }
+            body = {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": "c"},
+                "spec": {"devices": {"requests": [{"name": "r", "exactly": exact}]}},
+            }
+            status, created, _ = await client.call("POST", CLAIMS, body)
+            assert status == 201, created
+            stored = created["spec"]["devices"]["requests"][0]["exactly"]
+            assert "tolerations" not in stored and "capacity" not in stored
+            result = {
+                "request": "r",
+                "driver": "d",
+                "pool": "p",
+                "device": "x",
+                "shareID": "a1b2c3d4-0000-4000-8000-000000000001",
+            }
+            devices = [{"driver": "d", "pool": "p", "device": "x", "conditions": []}]
+            patch = {"status": {"allocation": {"devices": {"results": [result]}}, "devices": devices}}
+            status, patched, _ = await client.call(
+                "PATCH", f"{CLAIMS}/c/status", patch, content_type="application/merge-patch+json"
+            )
+            assert status == 200, patched
+            assert "shareID" not in patched["status"]["allocation"]["devices"]["results"][0]
+            assert "devices" not in patched["status"]
+            device_class = {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": "ext"},
+                "spec": {"extendedResourceName": "example.com/gpu"},
+            }
+            status, created, _ = await client.call(
+                "POST", "/apis/resource.k8s.io/v1/deviceclasses", device_class
+            )
+            assert status == 201 and "extendedResourceName" not in created["spec"]
+    finally:
+        await server.stop()

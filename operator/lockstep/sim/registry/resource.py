@@ -243,10 +243,67 @@ def validate_selectors(selectors: Any, path: str) -> list[FieldError]:
     return errors
 
 
+# Gate -> the fields of a device request (``exactly`` or a ``firstAvailable`` entry) it serves.
+REQUEST_FIELD_GATES: dict[str, tuple[str, ...]] = {
+    "DRADeviceTaints": ("tolerations",),
+    "DRAConsumableCapacity": ("capacity",),
+}
+# Gate -> the fields of an allocation result it serves.
+RESULT_FIELD_GATES: dict[str, tuple[str, ...]] = {
+    "DRADeviceTaints": ("tolerations",),
+    "DRADeviceBindingConditions": ("bindingConditions", "bindingFailureConditions"),
+    "DRAConsumableCapacity": ("shareID", "consumedCapacity"),
+}
+
+
+def _device_requests(spec: Any) -> list[JsonObject]:
+    requests = []
+    for request in ((spec if isinstance(spec, dict) else {}).get("devices") or {}).get("requests") or []:
+        if isinstance(request, dict):
+            if isinstance(request.get("exactly"), dict):
+                requests.append(request["exactly"])
+            requests.extend(sub for sub in request.get("firstAvailable") or [] if isinstance(sub, dict))
+    return requests
+
+
+def _results(status: Any) -> list[JsonObject]:
+    allocation = (status if isinstance(status, dict) else {}).get("allocation") or {}
+    results = (allocation.get("devices") or {}).get("results") or []
+    return [result for result in results if isinstance(result, dict)]
+
+
+def _drop_disabled(
+    gates: FeatureGates, table: dict[str, tuple[str, ...]], items: list[JsonObject], old: list[JsonObject]
+) -> None:
+    """kube-apiserver drops the fields of a disabled gate unless the stored object already uses them."""
+    for gate, names in table.items():
+        if gates[gate] or any(item.get(name) is not None for item in old for name in names):
+            continue
+        for item in items:
+            for name in names:
+                item.pop(name, None)
+
+
+def drop_disabled_claim_spec_fields(gates: FeatureGates, spec: Any, old_spec: Any) -> None:
+    _drop_disabled(gates, REQUEST_FIELD_GATES, _device_requests(spec), _device_requests(old_spec))
+
+
 class ResourceClaimStrategy(Strategy):
+    def __init__(self, gates: FeatureGates) -> None:
+        self.gates = gates
+
     def default(self, rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> None:
+        drop_disabled_claim_spec_fields(self.gates, obj.get("spec"), (old or {}).get("spec"))
         default_claim_spec(obj.get("spec"))
-        obj.setdefault("status", {})
+        status = obj.setdefault("status", {})
+        old_status = (old or {}).get("status") or {}
+        _drop_disabled(self.gates, RESULT_FIELD_GATES, _results(status), _results(old_status))
+        if (
+            isinstance(status, dict)
+            and not self.gates["DRAResourceClaimDeviceStatus"]
+            and not old_status.get("devices")
+        ):
+            status.pop("devices", None)
 
     def validate(
         self, rt: ResourceType, obj: JsonObject, old: JsonObject | None, ctx: WriteContext
@@ -293,7 +350,12 @@ class ResourceClaimStrategy(Strategy):
 
 
 class ResourceClaimTemplateStrategy(Strategy):
+    def __init__(self, gates: FeatureGates) -> None:
+        self.gates = gates
+
     def default(self, rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> None:
+        old_spec = ((old or {}).get("spec") or {}).get("spec")
+        drop_disabled_claim_spec_fields(self.gates, (obj.get("spec") or {}).get("spec"), old_spec)
         default_claim_spec((obj.get("spec") or {}).get("spec"))
 
     def validate(
@@ -567,6 +629,18 @@ def cel_compile_error(expression: str) -> str | None:
 
 
 class DeviceClassStrategy(Strategy):
+    def __init__(self, gates: FeatureGates) -> None:
+        self.gates = gates
+
+    def default(self, rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> None:
+        spec, old_spec = obj.get("spec"), (old or {}).get("spec") or {}
+        if (
+            not self.gates["DRAExtendedResource"]
+            and isinstance(spec, dict)
+            and not old_spec.get("extendedResourceName")
+        ):
+            spec.pop("extendedResourceName", None)
+
     def validate(
         self, rt: ResourceType, obj: JsonObject, old: JsonObject | None, ctx: WriteContext
     ) -> list[FieldError]:
@@ -588,7 +662,7 @@ def dra_types(gates: FeatureGates) -> list[ResourceType]:
             "deviceclass",
             "DeviceClass",
             False,
-            DeviceClassStrategy(),
+            DeviceClassStrategy(gates),
             has_generation=True,
             returns_deleted_object=True,
             smp_lists={},
@@ -600,7 +674,7 @@ def dra_types(gates: FeatureGates) -> list[ResourceType]:
             "resourceclaim",
             "ResourceClaim",
             True,
-            ResourceClaimStrategy(),
+            ResourceClaimStrategy(gates),
             subresources=("status",),
             returns_deleted_object=True,
             smp_lists=claim_lists,
@@ -612,7 +686,7 @@ def dra_types(gates: FeatureGates) -> list[ResourceType]:
             "resourceclaimtemplate",
             "ResourceClaimTemplate",
             True,
-            ResourceClaimTemplateStrategy(),
+            ResourceClaimTemplateStrategy(gates),
             returns_deleted_object=True,
             smp_lists={},
         ),
