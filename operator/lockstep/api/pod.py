@@ -234,6 +234,10 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
         node_name=str(spec.get("nodeName") or ""),
         group_name=labels.get(POD_GROUP_LABEL, ""),
+        scheduling_group=str(
+            _mapping(spec.get("schedulingGroup"), "Pod", key, "spec.schedulingGroup").get("podGroupName")
+            or ""
+        ),
         priority=priority,
         requests=pod_requests(spec, key),
         node_selector=dict(_mapping(spec.get("nodeSelector"), "Pod", key, "spec.nodeSelector")),

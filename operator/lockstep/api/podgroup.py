@@ -26,7 +26,14 @@ CONDITION_TYPE = (
 )
 CONDITION_REASON = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 
+LABEL_KEY = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]$"
+)
+DisruptionMode = Literal["Pod", "PodGroup"]
+
 MAX_MIN_COUNT = 10000
+MAX_TOPOLOGY_CONSTRAINTS = 1
 MAX_RESOURCE_CLAIMS = 4
 DEFAULT_SCHEDULE_TIMEOUT_SECONDS = 300
 MAX_SCHEDULE_TIMEOUT_SECONDS = 86400
@@ -108,8 +115,22 @@ class PodGroupResourceClaim(_Model):
         return self
 
 
+class TopologyConstraint(_Model):
+    key: Annotated[JsonStr, Field(min_length=1, max_length=316), _matches(LABEL_KEY)]
+
+
+class SchedulingConstraints(_Model):
+    topology: list[TopologyConstraint] = Field(default_factory=list, max_length=MAX_TOPOLOGY_CONSTRAINTS)
+
+
 class PodGroupSpec(_Model):
     scheduling_policy: SchedulingPolicy = Field(alias="schedulingPolicy")
+    scheduling_constraints: SchedulingConstraints | None = Field(None, alias="schedulingConstraints")
+    priority_class_name: (
+        Annotated[JsonStr, Field(min_length=1, max_length=253), _matches(DNS_SUBDOMAIN)] | None
+    ) = Field(None, alias="priorityClassName")
+    priority: Int32 | None = None
+    disruption_mode: DisruptionMode = Field("Pod", alias="disruptionMode")
     resource_claims: list[PodGroupResourceClaim] = Field(
         default_factory=list, alias="resourceClaims", max_length=MAX_RESOURCE_CLAIMS
     )
@@ -135,6 +156,11 @@ class PodGroupSpec(_Model):
     @property
     def is_gang(self) -> bool:
         return self.scheduling_policy.gang is not None
+
+    @property
+    def topology_keys(self) -> tuple[str, ...]:
+        constraints = self.scheduling_constraints
+        return tuple(c.key for c in constraints.topology) if constraints is not None else ()
 
 
 class PodGroupPhase(StrEnum):

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from lockstep import GROUP
 from lockstep.api.disruption_budget import parse_disruption_budget
+from lockstep.api.groups import UnknownPriorityClassError, from_lockstep, from_upstream
 from lockstep.api.node import parse_node
 from lockstep.api.pod import InvalidObjectError, parse_pod
 from lockstep.api.podgroup import PodGroup
@@ -36,6 +37,9 @@ from lockstep.api.volume import (
     parse_persistent_volume_claim,
     parse_storage_class,
 )
+from lockstep.api.upstream_podgroup import API_VERSION as UPSTREAM_API_VERSION
+from lockstep.api.upstream_podgroup import GROUP as UPSTREAM_GROUP
+from lockstep.api.upstream_podgroup import UpstreamPodGroup
 from lockstep.config import Settings
 from lockstep.controller.status import (
     ARRIVING_CAUSES,
@@ -45,6 +49,7 @@ from lockstep.controller.status import (
     GroupRef,
     ReasonCount,
 )
+from lockstep.controller.upstream_status import UpstreamStatusWriter
 from lockstep.dra.claims import ensure_group_claims
 from lockstep.dra.features import allocator_features
 from lockstep.dra.store import ResourceStore
@@ -126,6 +131,11 @@ class SchedulerCore:
         self._pending_since: dict[str, float] = {}  # pod uid -> when it was first seen unscheduled
         self._invalid: dict[str, str] = {}  # object key -> resourceVersion already reported invalid
         self._podgroups: dict[GroupRef, PodGroup] = {}
+        self._upstream_podgroups: dict[GroupRef, UpstreamPodGroup] = {}
+        self._priority_classes: dict[str, int] = {}  # PriorityClass name -> value
+        # PodGroups (either shape) naming a priorityClassName, as last seen: parsed again when it changes
+        self._class_users: dict[GroupKey, dict[str, Any]] = {}
+        self.upstream_status = UpstreamStatusWriter(client)
         self._claim_tasks: dict[GroupRef, asyncio.Task[None]] = {}
         self._attempt_count = 0
         self._last_attempt: GroupAttempt | None = None
@@ -221,26 +231,98 @@ class SchedulerCore:
             return
         self.cache.upsert_namespace(name, {str(k): str(v) for k, v in labels.items()})
 
-    def on_podgroup(self, event_type: str, raw: dict[str, Any]) -> None:
-        meta = _meta(raw)
-        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
-        if event_type == "DELETED":
-            self._podgroups.pop((namespace, name), None)
-            self._last_event_reason.pop(GroupKey(namespace, name), None)
-            self.cache.delete_podgroup(namespace, name)
-            self.resources.delete_pod_group(namespace, name)
-            dra = self.scheduler.profile.get(DRA_PLUGIN)
-            if self._leading and isinstance(dra, DynamicResources):
-                dra.release_podgroup(namespace, name, str(meta.get("uid") or ""))
-            return
+    def _podgroup_deleted(self, key: GroupKey, uid: str) -> None:
+        self._last_event_reason.pop(key, None)
+        self._class_users.pop(key, None)
+        self.cache.delete_podgroup(key.namespace, key.name, upstream=key.upstream)
+        self.resources.delete_pod_group(key.namespace, key.name)
+        dra = self.scheduler.profile.get(DRA_PLUGIN)
+        if self._leading and isinstance(dra, DynamicResources):
+            dra.release_podgroup(key.namespace, key.name, uid)
+
+    def _parse_podgroup(self, model: Any, raw: dict[str, Any], key: GroupKey) -> Any:
+        """The validated PodGroup of either shape, or None (reported) when the API holds one lockstep
+        cannot use."""
         try:
-            podgroup = PodGroup.model_validate(raw)
+            return model.model_validate(raw)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in err['loc'])}: {str(err['msg']).removeprefix('Value error, ')}"
                 for err in exc.errors()
             )
-            self._report_invalid(raw, f"PodGroup {namespace}/{name}: {problems}", kind="PodGroup")
+            self._report_invalid(raw, f"PodGroup {key.namespace}/{key.name}: {problems}", kind="PodGroup")
+            return None
+
+    def _uses_priority_class(self, key: GroupKey, raw: dict[str, Any], class_name: str | None) -> None:
+        if class_name:
+            self._class_users[key] = raw
+        else:
+            self._class_users.pop(key, None)
+
+    def on_priority_class(self, event_type: str, raw: dict[str, Any]) -> None:
+        """A PriorityClass changed: the PodGroups naming it get their priority again."""
+        name = str(_meta(raw).get("name"))
+        if event_type == "DELETED":
+            self._priority_classes.pop(name, None)
+        else:
+            value = raw.get("value")
+            self._priority_classes[name] = int(value) if isinstance(value, int | float) else 0
+        for key, group_raw in list(self._class_users.items()):
+            if (group_raw.get("spec") or {}).get("priorityClassName") == name:
+                if key.upstream:
+                    self.on_upstream_podgroup("MODIFIED", group_raw)
+                else:
+                    self.on_podgroup("MODIFIED", group_raw)
+
+    def on_upstream_podgroup(self, event_type: str, raw: dict[str, Any]) -> None:
+        """An upstream scheduling.k8s.io PodGroup: same core, no template claims made by lockstep."""
+        meta = _meta(raw)
+        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
+        key = GroupKey(namespace, name, upstream=True)
+        if event_type == "DELETED":
+            self._upstream_podgroups.pop((namespace, name), None)
+            self.upstream_status.observe(key, None)
+            self._podgroup_deleted(key, str(meta.get("uid") or ""))
+            return
+        podgroup = self._parse_podgroup(UpstreamPodGroup, raw, key)
+        if podgroup is None:
+            return
+        self._uses_priority_class(key, raw, podgroup.spec.priority_class_name)
+        try:
+            info = from_upstream(podgroup, self._priority_classes)
+        except UnknownPriorityClassError as exc:
+            self._report_invalid(raw, str(exc), kind="PodGroup")
+            return
+        if (namespace, name) not in self._upstream_podgroups:
+            log.info(
+                "admitted",
+                podgroup=f"{namespace}/{name}",
+                api=UPSTREAM_API_VERSION,
+                min_count=info.min_count,
+                policy="gang" if info.is_gang else "basic",
+                claims=[c.name for c in info.claims],
+            )
+        self._upstream_podgroups[(namespace, name)] = podgroup
+        self.upstream_status.observe(key, podgroup)
+        self.resources.upsert_pod_group(podgroup)
+        self.cache.upsert_podgroup(info)
+
+    def on_podgroup(self, event_type: str, raw: dict[str, Any]) -> None:
+        meta = _meta(raw)
+        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
+        key = GroupKey(namespace, name)
+        if event_type == "DELETED":
+            self._podgroups.pop((namespace, name), None)
+            self._podgroup_deleted(key, str(meta.get("uid") or ""))
+            return
+        podgroup = self._parse_podgroup(PodGroup, raw, key)
+        if podgroup is None:
+            return
+        self._uses_priority_class(key, raw, podgroup.spec.priority_class_name)
+        try:
+            info = from_lockstep(podgroup, self._priority_classes)
+        except UnknownPriorityClassError as exc:
+            self._report_invalid(raw, str(exc), kind="PodGroup")
             return
         if (namespace, name) not in self._podgroups:
             log.info(
@@ -251,7 +333,7 @@ class SchedulerCore:
                 claims=[c.name for c in podgroup.spec.resource_claims],
             )
         self.resources.upsert_pod_group(podgroup)
-        self.cache.upsert_podgroup(podgroup)
+        self.cache.upsert_podgroup(info)
         self._podgroups[(namespace, name)] = podgroup
         self._ensure_group_claims(podgroup)
 
@@ -404,7 +486,7 @@ class SchedulerCore:
                 str(meta.get("namespace")),
                 str(meta.get("name")),
                 str(meta.get("uid") or ""),
-                PODGROUP_API_VERSION,
+                str(raw.get("apiVersion") or PODGROUP_API_VERSION),
             )
             self.events.record(reference, WARNING, "InvalidSpec", problem)
 
@@ -449,9 +531,11 @@ class SchedulerCore:
         if not isinstance(dra, DynamicResources):
             return
         live = {podgroup.metadata.uid for podgroup in self._podgroups.values()}
+        live |= {podgroup.metadata.uid for podgroup in self._upstream_podgroups.values()}
         for claim in self.resources.claims.values():
             for ref in claim.status.reserved_for:
-                if ref.api_group == GROUP and ref.resource == "podgroups" and ref.uid not in live:
+                shapes = (GROUP, UPSTREAM_GROUP)
+                if ref.api_group in shapes and ref.resource == "podgroups" and ref.uid not in live:
                     podgroup = f"{claim.metadata.namespace}/{ref.name}"
                     log.info("releasing a claim of a deleted PodGroup", podgroup=podgroup, claim=claim.key)
                     dra.release_reservation(claim.key, ref.uid, f"PodGroup {podgroup}")
@@ -530,16 +614,20 @@ class SchedulerCore:
                 **fields,
             )
         self._record_event(attempt)
-        if key.pod_group and self.on_attempt is not None:
+        if key.upstream:
+            self.upstream_status.on_attempt(attempt)
+        elif key.pod_group and self.on_attempt is not None:
             self.on_attempt((key.namespace, key.name))
         self._wake.set()
 
     def _reference(self, key: GroupKey) -> ObjectReference:
         """The object a group's events are about: its PodGroup, or the lone pod."""
         if key.pod_group:
-            known = self._podgroups.get((key.namespace, key.name))
+            groups = self._upstream_podgroups if key.upstream else self._podgroups
+            known = groups.get((key.namespace, key.name))
             uid = known.metadata.uid if known is not None else ""
-            return ObjectReference("PodGroup", key.namespace, key.name, uid, PODGROUP_API_VERSION)
+            api_version = UPSTREAM_API_VERSION if key.upstream else PODGROUP_API_VERSION
+            return ObjectReference("PodGroup", key.namespace, key.name, uid, api_version)
         pod = self.cache.get_pod_by_name(key.namespace, key.name)
         return ObjectReference("Pod", key.namespace, key.name, pod.uid if pod else "", "v1")
 
@@ -590,15 +678,15 @@ class SchedulerCore:
         since = self._pending_since.pop(pod.uid, None)
         if since is not None:
             self.metrics.pod_scheduling_duration.observe(time.monotonic() - since)
-        if not pod.group_name:
+        if not pod.in_pod_group:
             # Pods of a PodGroup get one event on the group per attempt instead of one each.
             reference = ObjectReference("Pod", pod.namespace, pod.name, pod.uid, "v1")
             self.events.record(
                 reference, NORMAL, "Scheduled", f"Successfully assigned {pod.key} to {node_name}"
             )
         fields: dict[str, Any] = {"pod": pod.key, "node": node_name}
-        if pod.group_name:
-            fields["podgroup"] = f"{pod.namespace}/{pod.group_name}"
+        if pod.in_pod_group:
+            fields["podgroup"] = f"{pod.namespace}/{pod.group_key.name}"
         claims = self._claim_names(pod)
         if claims:
             fields["claim"] = claims[0] if len(claims) == 1 else claims
@@ -607,9 +695,9 @@ class SchedulerCore:
     def _claim_names(self, pod: PodInfo) -> list[str]:
         """namespace/name of the ResourceClaims the pod uses (its own and its PodGroup's)."""
         names = [ref.resource_claim_name or pod.claim_statuses.get(ref.name) or "" for ref in pod.claims]
-        group = self.cache.podgroup(GroupKey(pod.namespace, pod.group_name)) if pod.group_name else None
+        group = self.cache.podgroup(pod.group_key) if pod.in_pod_group else None
         if group is not None:
-            generated = self.resources.group_claim_names((pod.namespace, pod.group_name))
+            generated = self.resources.group_claim_names((pod.namespace, group.name))
             names += [ref.resource_claim_name or generated.get(ref.name) or "" for ref in group.claims]
         return [f"{pod.namespace}/{name}" for name in names if name]
 

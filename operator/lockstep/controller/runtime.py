@@ -42,10 +42,12 @@ from lockstep.kube.client import (
     POD_DISRUPTION_BUDGETS,
     POD_GROUPS,
     PODS,
+    PRIORITY_CLASSES,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
     STORAGE_CLASSES,
+    UPSTREAM_POD_GROUPS,
     ApiError,
     KubeClient,
     ResourceKind,
@@ -89,6 +91,8 @@ class RuntimeOptions:
     status_retry_seconds: float = 1.0
     watch_retry_delay: float = 0.5
     resync_delay_seconds: float = 2.0
+    # how often API discovery is asked again whether upstream's PodGroups are served (or still are)
+    discovery_interval_seconds: float = 30.0
 
 
 def default_identity() -> str:
@@ -146,6 +150,7 @@ class Operator:
         self._tasks: list[asyncio.Task[Any]] = []
         self._lead_task: asyncio.Task[Any] | None = None
         self._writers: list[asyncio.Task[Any]] = []
+        self._upstream_watch: asyncio.Task[Any] | None = None
 
     # --- ingest: one synchronous call per watch event ------------------------------------------------
 
@@ -184,6 +189,7 @@ class Operator:
             STORAGE_CLASSES: self.core.on_storage_class,
             CSI_NODES: self.core.on_csinode,
             POD_DISRUPTION_BUDGETS: self.core.on_pdb,
+            PRIORITY_CLASSES: self.core.on_priority_class,
         }
 
     async def _login(self) -> kopf.ConnectionInfo:
@@ -226,6 +232,8 @@ class Operator:
             if metrics_runner is not None:
                 self.metrics_port = bound_port(metrics_runner)
             kopf_sinks = await self._start_informers()
+            await self._follow_upstream_podgroups()
+            self._spawn(self._rediscover(), "discovery")
             self.health_url = liveness_url(self.settings.health_bind_address)
             self._lead_task = self._spawn(self._lead(), "leader-election")
             self._spawn(self._schedule_while_leading(), "scheduler")
@@ -421,6 +429,51 @@ class Operator:
         await asyncio.gather(*(sync(watch) for watch in informers))
         for watch in informers:
             self._spawn(watch.run(), f"watch-{watch.kind.plural}")
+
+    async def _follow_upstream_podgroups(self) -> None:
+        """Watch upstream's scheduling.k8s.io PodGroups while the cluster serves them (no flag: API
+        discovery decides, at start and every ``discovery_interval_seconds``)."""
+        assert self.client is not None and self.core is not None
+        watching = self._upstream_watch is not None and not self._upstream_watch.done()
+        if watching or not await self.client.serves(UPSTREAM_POD_GROUPS):
+            return
+        core = self.core
+        namespaces: list[str | None] = list(self.settings.namespaces) or [None]
+        watches = [
+            RawWatch(
+                self.client,
+                UPSTREAM_POD_GROUPS,
+                _with_kind(UPSTREAM_POD_GROUPS, core.on_upstream_podgroup),
+                namespace=namespace,
+                retry_delay=self.options.watch_retry_delay,
+            )
+            for namespace in namespaces
+        ]
+        try:
+            await asyncio.gather(*(watch.sync() for watch in watches))
+        except ApiError as exc:
+            if exc.not_found:  # gone again between discovery and the list
+                return
+            raise
+        log.info("watching upstream PodGroups", api=UPSTREAM_POD_GROUPS.api_version)
+
+        async def follow() -> None:
+            try:
+                await asyncio.gather(*(watch.run() for watch in watches))
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+                log.info("upstream PodGroups no longer served", api=UPSTREAM_POD_GROUPS.api_version)
+
+        self._upstream_watch = self._spawn(follow(), "watch-upstream-podgroups")
+
+    async def _rediscover(self) -> None:
+        while True:
+            await asyncio.sleep(self.options.discovery_interval_seconds)
+            try:
+                await self._follow_upstream_podgroups()
+            except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+                log.warning("API discovery failed, retrying", error=str(exc))
 
     async def _take_over_signals(self, kopf_ready: asyncio.Event, stop: asyncio.Event) -> None:
         """Kopf installs SIGTERM/SIGINT handlers that stop it at once; once it is up, route the

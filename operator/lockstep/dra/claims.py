@@ -37,6 +37,7 @@ from lockstep.api.resource import (
     ResourceClaimConsumerReference,
     ResourceClaimTemplate,
 )
+from lockstep.api.upstream_podgroup import GROUP as UPSTREAM_GROUP
 from lockstep.dra.ports import GroupClaimAPI, WriteResult
 from lockstep.scheduler.framework import PodGroupInfo, PodInfo
 
@@ -87,8 +88,11 @@ def resolve_claims(
                 name = group_claim_names[ref.name]
             else:
                 template_name = ref.resource_claim_template_name
+                # Upstream PodGroups get theirs from kube-controller-manager's resourceclaim
+                # controller, as kube-scheduler waits for it; lockstep never makes a second one.
+                maker = "the resourceclaim controller" if group.upstream else "lockstep"
                 raise ClaimsNotReady(
-                    f"waiting for lockstep to create the ResourceClaim of PodGroup {group.namespace}/"
+                    f"waiting for {maker} to create the ResourceClaim of PodGroup {group.namespace}/"
                     f"{group.name} claim {ref.name!r} (template {template_name!r}) and record it in "
                     "status.resourceClaimStatuses"
                 )
@@ -124,8 +128,13 @@ def pod_consumer(pod: PodInfo) -> ResourceClaimConsumerReference:
 
 
 def podgroup_consumer(group: PodGroupInfo) -> ResourceClaimConsumerReference:
+    """The PodGroup as a claim consumer: the kubelet prepares a claim for the pods of an upstream
+    PodGroup it is reserved for (DRAWorkloadResourceClaims); lockstep's own PodGroup it does not know."""
     return ResourceClaimConsumerReference(
-        api_group=GROUP, resource="podgroups", name=group.name, uid=group.uid
+        api_group=UPSTREAM_GROUP if group.upstream else GROUP,
+        resource="podgroups",
+        name=group.name,
+        uid=group.uid,
     )
 
 

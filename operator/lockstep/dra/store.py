@@ -15,6 +15,7 @@ from fractions import Fraction
 
 from lockstep.api.podgroup import PodGroup
 from lockstep.api.resource import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
+from lockstep.api.upstream_podgroup import UpstreamPodGroup
 from lockstep.dra.allocator import Allocator
 from lockstep.dra.claims import GroupClaimsReport, ensure_group_claims
 from lockstep.dra.features import Features
@@ -265,7 +266,7 @@ class ResourceStore:
     def delete_template(self, namespace: str, name: str) -> None:
         self.templates.pop(f"{namespace}/{name}", None)
 
-    def upsert_pod_group(self, podgroup: PodGroup) -> None:
+    def upsert_pod_group(self, podgroup: PodGroup | UpstreamPodGroup) -> None:
         """Remember which claims the PodGroup's status names for its spec.resourceClaims entries."""
         self.record_group_claims(
             (podgroup.metadata.namespace, podgroup.metadata.name),

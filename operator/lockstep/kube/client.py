@@ -64,6 +64,11 @@ PERSISTENT_VOLUME_CLAIMS = ResourceKind("", "v1", "persistentvolumeclaims", "Per
 STORAGE_CLASSES = ResourceKind("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False)
 CSI_NODES = ResourceKind("storage.k8s.io", "v1", "csinodes", "CSINode", namespaced=False)
 POD_DISRUPTION_BUDGETS = ResourceKind("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+# upstream's Workload API PodGroup (gate GenericWorkload): watched only where the cluster serves it
+UPSTREAM_POD_GROUPS = ResourceKind("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup")
+PRIORITY_CLASSES = ResourceKind(
+    "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
+)
 
 
 class PatchType(StrEnum):
@@ -227,6 +232,17 @@ class KubeClient:
             body=body,
             what=_describe("POST", kind, namespace, name, subresource),
         )
+
+    async def serves(self, kind: ResourceKind) -> bool:
+        """Whether the API server serves ``kind`` now (API discovery of its group version)."""
+        base = f"/apis/{kind.group}/{kind.version}" if kind.group else f"/api/{kind.version}"
+        try:
+            resources = await self.request("GET", base, what=f"GET {base}")
+        except ApiError as exc:
+            if exc.not_found:
+                return False
+            raise
+        return any(r.get("name") == kind.plural for r in resources.get("resources") or [])
 
     async def patch(
         self,

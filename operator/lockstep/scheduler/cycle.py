@@ -94,8 +94,60 @@ class GroupCycle:
         self.profile = profile
         self.feasible_nodes_to_find = feasible_nodes_to_find
         self.spread = spread  # least-allocated: try the emptiest nodes first
+        # Required topology: the nodes of the one domain the cycle may use (None: every node).
+        self._domain: frozenset[str] | None = None
 
     def run(self, group: PodGroupInfo | None, pods: Sequence[PodInfo]) -> CycleOutcome:
+        if group is None or not group.topology_keys or not pods:
+            return self._run(group, pods)
+        return self._run_in_one_domain(group, pods, group.topology_keys[0])
+
+    def _run_in_one_domain(self, group: PodGroupInfo, pods: Sequence[PodInfo], key: str) -> CycleOutcome:
+        """Required topology: try the values of node label ``key`` one at a time, the one holding
+        the group's placed members (if any) alone, else the roomiest first; the first domain where
+        the whole cycle succeeds wins. None fitting is Unschedulable, naming the domains tried."""
+        domains: dict[str, set[str]] = {}
+        free: dict[str, int] = {}
+        for node in self.cache.nodes.values():
+            value = node.labels.get(key)
+            if value is None:
+                continue
+            domains.setdefault(value, set()).add(node.name)
+            free[value] = free.get(value, 0) + node.allocatable.get("cpu", 0) - node.requested.get("cpu", 0)
+        placed_in = {
+            self.cache.nodes[node].labels.get(key)
+            for member in self.cache.members(group.key)
+            for node in [member.node_name or self.cache.assumed_node(member.uid)]
+            if node and node in self.cache.nodes
+        }
+        order = sorted(domains, key=lambda value: (-free[value], value))
+        if placed_in:
+            order = [value for value in order if value in placed_in]
+        tried: list[str] = []
+        first: CycleOutcome | None = None
+        try:
+            for value in order:
+                self._domain = frozenset(domains[value])
+                outcome = self._run(group, pods)
+                if outcome.status.ok or outcome.status.code in (Code.ERROR, Code.WAIT):
+                    return outcome
+                if outcome.status.cause == "TooFewPods":
+                    return outcome  # no domain can help a group short of pods
+                first = first or outcome
+                tried.append(f"{key}={value} ({outcome.status.message})")
+        finally:
+            self._domain = None
+        if not tried:
+            message = f"no single domain fits: no node has the label {key}"
+        else:
+            message = f"no single domain fits: {len(tried)} domains tried: " + "; ".join(tried)
+        status = Status.unschedulable(PLACEMENT_PLUGIN, "NoSingleDomainFits", message)
+        scheduled = self.cache.scheduled_count(group.key)
+        total = self.cache.live_member_count(group.key)
+        diagnoses = first.diagnoses if first is not None else []
+        return CycleOutcome(status, [], diagnoses, scheduled, total, group.min_count, len(pods))
+
+    def _run(self, group: PodGroupInfo | None, pods: Sequence[PodInfo]) -> CycleOutcome:
         key = pods[0].group_key if pods else (group.key if group is not None else None)
         is_gang = group is not None and group.is_gang
         min_count = group.min_count if is_gang and group is not None else 1
@@ -205,7 +257,9 @@ class GroupCycle:
         seen: set[str] = set()
         for preferring in self.profile.preferred_nodes:
             for name in preferring.preferred_nodes(state, pod) or ():
-                if name not in seen and (narrowed is None or name in narrowed):
+                if name in seen or (self._domain is not None and name not in self._domain):
+                    continue
+                if narrowed is None or name in narrowed:
                     seen.add(name)
                     yield name
         rest = (
@@ -214,9 +268,9 @@ class GroupCycle:
             else self.cache.nodes_by_free_cpu(pod.requests.get("cpu", 0), self.spread)
         )
         if seen:
-            yield from (name for name in rest if name not in seen)
-        else:
-            yield from rest
+            rest = (name for name in rest if name not in seen)
+        domain = self._domain
+        yield from rest if domain is None else (name for name in rest if name in domain)
 
     def _find_feasible(self, state: CycleState, pod: PodInfo, filters: list[FilterPlugin]) -> list[NodeInfo]:
         nodes = self.cache.nodes
@@ -255,7 +309,8 @@ class GroupCycle:
         plugin_counts: Counter[str] = Counter()
         resolvable = False
         error: Status | None = None
-        for node in self.cache.nodes.values():
+        nodes = [n for n in self.cache.nodes.values() if self._domain is None or n.name in self._domain]
+        for node in nodes:
             for plugin in filters:
                 status = plugin.filter(state, pod, node)
                 if status.code is Code.SUCCESS:
@@ -271,7 +326,7 @@ class GroupCycle:
                 break
             else:
                 feasible.append(node)
-        total = len(self.cache.nodes)
+        total = len(nodes)
         if error is not None:
             code = Code.ERROR
             message = error.message

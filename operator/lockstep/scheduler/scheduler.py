@@ -72,6 +72,7 @@ _GROUP_EVENTS = (
 # What can lift a PreEnqueue gate: a missing PodGroup appearing; a gang short of pods getting one
 # more or a lower minCount. A member's other changes or a PodGroup update cannot.
 _PODGROUP_MISSING_LIFTED_BY = frozenset({ClusterEvent.GROUP_ADDED, ClusterEvent.MEMBER_ADDED})
+_POD_CHANGED = frozenset({ClusterEvent.MEMBER_CHANGED, ClusterEvent.MEMBER_ADDED})
 _TOO_FEW_PODS_LIFTED_BY = frozenset(
     {ClusterEvent.MEMBER_ADDED, ClusterEvent.GROUP_ADDED, ClusterEvent.GROUP_MIN_COUNT_LOWERED}
 )
@@ -340,9 +341,10 @@ class Scheduler:
             self.queue.gate(key, _PODGROUP_MISSING_LIFTED_BY)
             message = f"waiting for PodGroup {key} to exist ({total} member pods present)"
             self._record(key, Code.WAIT, message, min_count=min_count, total=total)
-            if self.cache.podgroup_deleted(key):
-                # No PodGroup status can say why any more, and nothing brings it back by itself (a
-                # PodGroup created after its pods is the usual order, and needs no pod write).
+            if self.cache.podgroup_deleted(key) or key.upstream:
+                # No PodGroup status can say why (any more, or: the pods name an upstream PodGroup
+                # that is not there to write to). A lockstep PodGroup created after its pods is the
+                # usual order, and needs no pod write.
                 for pod in self.cache.unscheduled_members(key):
                     self._spawn(self.report_unschedulable(pod, reason_for(Code.WAIT), message))
             return
@@ -359,6 +361,20 @@ class Scheduler:
             )
             return
         pods = self.cache.unscheduled_members(key)
+        conflict = pods[0].conflicting_groups if not key.pod_group and pods else None
+        if conflict is not None:
+            # Refused, not retried: only a change of the pod's label can resolve it.
+            self.queue.gate(key, _POD_CHANGED)
+            self._record(
+                key,
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                conflict,
+                min_count=1,
+                total=1,
+                causes={"ConflictingGroups": 1},
+            )
+            self._spawn(self.report_unschedulable(pods[0], reason_for(Code.UNSCHEDULABLE), conflict))
+            return
         pods.sort(key=lambda p: -p.priority)  # stable: equal priorities keep first-seen order
         priority = self._priority(key)
         verdict: PlanVerdict | None = None

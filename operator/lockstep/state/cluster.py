@@ -19,12 +19,12 @@ from contextlib import contextmanager
 from enum import Enum
 from typing import Protocol
 
+from lockstep.api.groups import from_lockstep
 from lockstep.api.podgroup import PodGroup
 from lockstep.scheduler.framework import (
     DisruptionBudget,
     GroupKey,
     NodeInfo,
-    PodClaimRef,
     PodGroupInfo,
     PodInfo,
 )
@@ -54,21 +54,8 @@ class ClusterListener(Protocol):
 
 
 def podgroup_info(podgroup: PodGroup) -> PodGroupInfo:
-    """The scheduler's view of a validated PodGroup."""
-    spec = podgroup.spec
-    return PodGroupInfo(
-        namespace=podgroup.metadata.namespace or "default",
-        name=podgroup.metadata.name,
-        uid=podgroup.metadata.uid,
-        generation=podgroup.metadata.generation,
-        min_count=spec.min_count,
-        is_gang=spec.is_gang,
-        schedule_timeout_seconds=float(spec.schedule_timeout_seconds),
-        claims=tuple(
-            PodClaimRef(claim.name, claim.resource_claim_name, claim.resource_claim_template_name)
-            for claim in spec.resource_claims
-        ),
-    )
+    """The scheduler's view of a validated lockstep PodGroup that names no PriorityClass."""
+    return from_lockstep(podgroup, {})
 
 
 # PodInfo fields whose change can make an unscheduled pod fit somewhere it did not.
@@ -530,8 +517,8 @@ class ClusterCache:
         elif info != old:
             self._emit(ClusterEvent.GROUP_UPDATED, info.key)
 
-    def delete_podgroup(self, namespace: str, name: str) -> None:
-        key = GroupKey(namespace, name)
+    def delete_podgroup(self, namespace: str, name: str, upstream: bool = False) -> None:
+        key = GroupKey(namespace, name, upstream=upstream)
         group = self._groups.get(key)
         if group is None or group.info is None:
             return
@@ -576,10 +563,12 @@ class ClusterCache:
         return group.live if group is not None else 0
 
     def group_priority(self, key: GroupKey) -> int:
-        """The highest priority among the group's members."""
+        """The PodGroup's own priority if it has one, else the highest priority among its members."""
         group = self._groups.get(key)
         if group is None:
             return 0
+        if group.info is not None and group.info.priority is not None:
+            return group.info.priority
         if group.priority_stale:
             group.priority = max((p.priority for p in group.members.values()), default=0)
             group.priority_stale = False

@@ -1,0 +1,120 @@
+"""Status of upstream (``scheduling.k8s.io``) PodGroups: the one condition kube-scheduler writes,
+``PodGroupScheduled``, with upstream's reasons: True/Scheduled when a group cycle placed the group,
+False/Unschedulable when it cannot be placed (or waits for pods), False/SchedulerError on an error.
+Once True it is never set back to False (as kube-scheduler's ``updatePodGroupCondition``).
+
+One strict (resourceVersion) merge patch per change; an unchanged condition is not written again.
+lockstep's own PodGroups keep their richer status (``controller/status.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+from lockstep.api.podgroup import CONDITION_SCHEDULED
+from lockstep.api.upstream_podgroup import (
+    REASON_SCHEDULED,
+    REASON_SCHEDULER_ERROR,
+    REASON_UNSCHEDULABLE,
+    UpstreamPodGroup,
+)
+from lockstep.kube.client import UPSTREAM_POD_GROUPS, ApiError, KubeClient
+from lockstep.kube.patching import strict_merge_patch
+from lockstep.logging import get_logger
+from lockstep.scheduler.framework import Code, GroupKey
+from lockstep.scheduler.records import GroupAttempt
+
+log = get_logger("lockstep.controller.upstream_status")
+
+MAX_MESSAGE = 32768
+
+
+def scheduled_condition(code: Code, message: str) -> tuple[str, str, str]:
+    """(status, reason, message) of PodGroupScheduled for an attempt that ended with ``code``."""
+    if code is Code.SUCCESS:
+        return "True", REASON_SCHEDULED, message
+    if code is Code.ERROR:
+        return "False", REASON_SCHEDULER_ERROR, message
+    return "False", REASON_UNSCHEDULABLE, message
+
+
+class UpstreamStatusWriter:
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+        self._groups: dict[GroupKey, UpstreamPodGroup] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def observe(self, key: GroupKey, podgroup: UpstreamPodGroup | None) -> None:
+        if podgroup is None:
+            self._groups.pop(key, None)
+        else:
+            self._groups[key] = podgroup
+
+    def on_attempt(self, attempt: GroupAttempt) -> None:
+        podgroup = self._groups.get(attempt.group)
+        if podgroup is None:
+            return
+        status, reason, message = scheduled_condition(attempt.code, attempt.message[:MAX_MESSAGE])
+        current = next((c for c in podgroup.status.conditions if c.type == CONDITION_SCHEDULED), None)
+        if current is not None:
+            if current.status == "True" and status != "True":
+                return
+            if (current.status, current.reason, current.message) == (status, reason, message):
+                return
+        moment = (
+            current.last_transition_time
+            if current is not None and current.status == status
+            else datetime.now(UTC)
+        )
+        condition: dict[str, Any] = {
+            "type": CONDITION_SCHEDULED,
+            "status": status,
+            "observedGeneration": podgroup.metadata.generation,
+            "lastTransitionTime": moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "reason": reason,
+            "message": message,
+        }
+        task = asyncio.get_running_loop().create_task(self._write(attempt.group, condition))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _write(self, key: GroupKey, condition: dict[str, Any], attempts: int = 3) -> None:
+        """Write ``condition`` next to the others; on a conflict re-read the PodGroup and try again."""
+        for _ in range(attempts):
+            podgroup = self._groups.get(key)
+            if podgroup is None:
+                return
+            meta = podgroup.metadata
+            others = [
+                c.model_dump(by_alias=True, mode="json", exclude_none=True)
+                for c in podgroup.status.conditions
+                if c.type != CONDITION_SCHEDULED
+            ]
+            try:
+                written = await strict_merge_patch(
+                    self.client,
+                    UPSTREAM_POD_GROUPS,
+                    meta.namespace,
+                    meta.name,
+                    meta.resource_version,
+                    {"status": {"conditions": [*others, condition]}},
+                    subresource="status",
+                )
+            except ApiError as exc:
+                if exc.not_found:
+                    return
+                if not exc.conflict:
+                    log.warning("upstream podgroup status write failed", podgroup=str(key), error=str(exc))
+                    return
+                try:
+                    latest = await self.client.get(UPSTREAM_POD_GROUPS, meta.namespace, meta.name)
+                except ApiError:
+                    return
+                if self._groups.get(key) is not None:
+                    self._groups[key] = UpstreamPodGroup.model_validate(latest)
+                continue
+            if self._groups.get(key) is not None:
+                self._groups[key] = UpstreamPodGroup.model_validate(written)
+            return
