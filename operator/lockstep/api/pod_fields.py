@@ -122,7 +122,6 @@ _OTHER_VOLUME_SOURCES = [
 # Why a refused field matters: the kube-scheduler plugin that enforces it.
 REFUSED_BECAUSE: dict[str, str] = {
     **{f"spec.volumes[].{source}": plugin for source, plugin in REFUSED_VOLUME_SOURCES.items()},
-    "spec.schedulingGroup": "GangScheduling (upstream scheduling.k8s.io PodGroup membership)",
 }
 
 POD_SPEC_FIELDS: dict[str, Support] = {
@@ -162,8 +161,8 @@ POD_SPEC_FIELDS: dict[str, Support] = {
     "spec.schedulerName": _I,
     "spec.schedulingGates": _I,
     "spec.tolerations": _I,
-    # Joining an upstream PodGroup: refused until lockstep reads upstream's group shape.
-    "spec.schedulingGroup": _R,
+    # Joining an upstream scheduling.k8s.io PodGroup: scheduled with that group.
+    "spec.schedulingGroup": _I,
     # RuntimeClass admission merges the class's nodeSelector, tolerations and overhead into the pod;
     # the priority admission plugin sets spec.priority from the class; lockstep does not preempt.
     "spec.runtimeClassName": _X,

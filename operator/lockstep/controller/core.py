@@ -31,15 +31,15 @@ from lockstep.api.resource import (
     ResourceSlice,
     parse_resource,
 )
+from lockstep.api.upstream_podgroup import API_VERSION as UPSTREAM_API_VERSION
+from lockstep.api.upstream_podgroup import GROUP as UPSTREAM_GROUP
+from lockstep.api.upstream_podgroup import UpstreamPodGroup
 from lockstep.api.volume import (
     parse_csinode,
     parse_persistent_volume,
     parse_persistent_volume_claim,
     parse_storage_class,
 )
-from lockstep.api.upstream_podgroup import API_VERSION as UPSTREAM_API_VERSION
-from lockstep.api.upstream_podgroup import GROUP as UPSTREAM_GROUP
-from lockstep.api.upstream_podgroup import UpstreamPodGroup
 from lockstep.config import Settings
 from lockstep.controller.status import (
     ARRIVING_CAUSES,
