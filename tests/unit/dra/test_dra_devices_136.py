@@ -449,3 +449,14 @@ async def test_a_gang_member_failing_before_binding_fails_the_waiting_ones() -> 
     plugin.unreserve(second.state, second.pod, second.node)  # e.g. its Bind failed
     status = await asyncio.wait_for(waiting, 2)
     assert status.cause == "GangMemberFailed"
+
+
+async def test_a_cancelled_binding_wait_stops_polling() -> None:
+    _, api, plugin = binding_setup(fabric("f1"))
+    [placement] = gang_of(plugin, api, "c1")
+    waiting = asyncio.ensure_future(plugin.pre_bind(placement.state, placement.pod, placement.node))
+    await asyncio.sleep(0.1)
+    assert plugin.binding_waits  # polling the claim
+    waiting.cancel()  # the operator shuts down
+    await asyncio.sleep(0.1)
+    assert not plugin.binding_waits

@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -111,7 +110,7 @@ class _BindingWait:
     conditioned: dict[str, None] = field(default_factory=dict)  # claim keys with binding conditions
     verdict: asyncio.Future[Status] | None = None
     decider: asyncio.Task[None] | None = None
-    waiting_since: float | None = None  # wall clock, for status and explain
+    waiting: int = 0  # members awaiting the verdict now
 
     def future(self) -> asyncio.Future[Status]:
         if self.verdict is None:
@@ -194,6 +193,7 @@ class DynamicResources:
         self._plans: dict[str, dict[str, ResourceClaimConsumerReference]] = {}
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._deciders: set[asyncio.Task[None]] = set()  # one per group waiting for binding conditions
         self.binding_timeout = BINDING_TIMEOUT_SECONDS
         # PodGroup (namespace/name, or the pod's key outside a group) -> what it waits for at PreBind.
         self.binding_waits: dict[str, str] = {}
@@ -823,15 +823,20 @@ class DynamicResources:
         verdict = wait.future()
         if wait.decider is None and wait.members <= wait.arrived:
             wait.decider = asyncio.get_running_loop().create_task(self._decide_binding(state, pod, wait))
-            self._tasks.add(wait.decider)
-            wait.decider.add_done_callback(self._tasks.discard)
-        return await asyncio.shield(verdict)
+            self._deciders.add(wait.decider)
+            wait.decider.add_done_callback(self._deciders.discard)
+        wait.waiting += 1
+        try:
+            return await asyncio.shield(verdict)
+        finally:
+            wait.waiting -= 1
+            if not wait.waiting and wait.decider is not None and not verdict.done():
+                wait.decider.cancel()  # every member gave up (cancelled at shutdown): stop polling
 
     async def _decide_binding(self, state: CycleState, pod: PodInfo, wait: _BindingWait) -> None:
         """Wait until every conditioned claim's devices report their binding conditions True (then
         everyone binds), or a failure condition, a deleted allocation or the timeout fails everyone."""
         who = f"PodGroup {state.group.namespace}/{state.group.name}" if state.group else f"pod {pod.key}"
-        wait.waiting_since = time.time()
         deadline = asyncio.get_running_loop().time() + self.binding_timeout
         try:
             while True:
