@@ -507,7 +507,7 @@ def test_kubectl_apply_of_invalid_podgroup_fails_naming_the_field(
     result = kubectl(sim, "apply", "-n", NAMESPACE, "-f", str(manifest))
     assert result.returncode != 0, f"kubectl accepted an invalid PodGroup: {result.stdout}"
     assert field in result.stderr, result.stderr
-    assert kubectl(sim, "get", "-n", NAMESPACE, "podgroup", name).returncode != 0
+    assert kubectl(sim, "get", "-n", NAMESPACE, "lpg", name).returncode != 0
 
 
 @pytest.mark.e2e
@@ -518,6 +518,6 @@ def test_kubectl_apply_of_valid_podgroup_then_reads_it_back(sim: RunningCluster,
     manifest.write_text(orjson.dumps(doc).decode())
     applied = kubectl(sim, "apply", "-n", NAMESPACE, "-f", str(manifest))
     assert applied.returncode == 0, applied.stderr
-    got = kubectl(sim, "get", "-n", NAMESPACE, "podgroup", "kubectl-ok", "-o", "json")
+    got = kubectl(sim, "get", "-n", NAMESPACE, "lpg", "kubectl-ok", "-o", "json")
     assert got.returncode == 0, got.stderr
     assert orjson.loads(got.stdout)["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -27,7 +28,7 @@ from multidict import CIMultiDict
 from lockstep.sim import crd as crds
 from lockstep.sim import errors as fe
 from lockstep.sim import openapi, protobuf, tables
-from lockstep.sim.decoding import DecodeError, check_decodable
+from lockstep.sim.decoding import DecodeError, check_decodable, check_definition
 from lockstep.sim.errors import ApiError, FieldError, bad_request, generic_not_found, page_not_found
 from lockstep.sim.faults import FaultRule, Faults, RequestStats
 from lockstep.sim.features import FeatureGates
@@ -143,6 +144,9 @@ def _wants_aggregated_discovery(request: web.Request) -> bool:
 
 def _go_string_slice(values: list[str]) -> str:
     return "[]string{" + ", ".join(orjson.dumps(v).decode() for v in values) + "}"
+
+
+PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
 
 
 class ResourceRequest:
@@ -329,7 +333,8 @@ class ApiServer:
     ) -> web.Response:
         headers: CIMultiDict[str] = CIMultiDict({"Content-Type": content_type})
         for warning in warnings or ():
-            headers.add("Warning", "299 - " + orjson.dumps(warning).decode())
+            # ASCII-escaped: a warning quoting a client's field name must not break the header.
+            headers.add("Warning", "299 - " + json.dumps(warning))
         data = body if isinstance(body, bytes) else orjson.dumps(body)
         return web.Response(status=status, body=data, headers=headers)
 
@@ -778,7 +783,10 @@ class ApiServer:
                 fields.empty or fields.matches(obj)
             ):
                 matched.append(stored)
-        limit = int(query.get("limit") or 0)
+        try:
+            limit = int(query.get("limit") or 0)
+        except ValueError:
+            raise bad_request(f'strconv.ParseInt: parsing "{query["limit"]}": invalid syntax') from None
         list_meta: JsonObject = {"resourceVersion": str(list_rv)}
         if limit > 0 and len(matched) > limit:
             last = matched[limit - 1].obj["metadata"]
@@ -1273,6 +1281,13 @@ class ApiServer:
         assert req.name is not None and req.namespace is not None
         name, namespace = req.name, req.namespace
         body = await self._body(request)
+        if isinstance(body, dict):
+            try:
+                check_decodable(policy.GROUP, "v1", "Eviction", body)
+            except DecodeError as error:
+                raise bad_request(
+                    f'Eviction in version "v1" cannot be handled as a Eviction: {error.message}'
+                ) from None
         rt = req.rt
         pod = self._current(rt, namespace, name).obj
         pdb_rt = self.types[(policy.GROUP, "v1", "poddisruptionbudgets")]
@@ -1312,8 +1327,18 @@ class ApiServer:
                     raise bad_request(
                         f"couldn't get version/kind; json parse error: {_go_json_error(raw)}"
                     ) from error
-                if isinstance(parsed, dict):
-                    options = parsed
+                if not isinstance(parsed, dict):
+                    raise bad_request(
+                        "couldn't get version/kind; json parse error: json: cannot unmarshal "
+                        f"{'array' if isinstance(parsed, list) else type(parsed).__name__} into Go value of "
+                        'type struct { APIVersion string "json:\\"apiVersion,omitempty\\""; '
+                        'Kind string "json:\\"kind,omitempty\\"" }'
+                    )
+                try:
+                    check_definition(openapi.DELETE_OPTIONS, parsed)
+                except DecodeError as error:
+                    raise bad_request(error.message) from None
+                options = parsed
         query = request.query
         if "gracePeriodSeconds" in query:
             try:
@@ -1324,6 +1349,10 @@ class ApiServer:
             options["propagationPolicy"] = query["propagationPolicy"]
         if query.get("orphanDependents") == "true":
             options["propagationPolicy"] = "Orphan"
+        policy = options.get("propagationPolicy")
+        if policy is not None and policy not in PROPAGATION_POLICIES:
+            unsupported = fe.not_supported("propagationPolicy", policy, list(PROPAGATION_POLICIES))
+            raise fe.unprocessable("DeleteOptions", "meta.k8s.io", "", [unsupported])
         return options
 
     async def _delete(self, request: web.Request, req: ResourceRequest) -> web.Response:

@@ -21,20 +21,34 @@ from typing import Any
 
 from lockstep.sim import openapi
 
-Check = Callable[[Any, tuple[str, ...]], None]
+Check = Callable[[Any], None]
 
 REF_PREFIX = openapi.V3_REF_PREFIX
 INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 
 
 class DecodeError(Exception):
-    """A value Go's JSON decoder cannot put into its field."""
+    """A value Go's JSON decoder cannot put into its field. The field path is filled in while the
+    error unwinds through the enclosing structs (the happy path builds no paths)."""
 
-    def __init__(self, struct: str, path: tuple[str, ...], got: str, go_type: str) -> None:
-        self.field = ".".join(path)
-        message = f"json: cannot unmarshal {got} into Go struct field {struct}.{self.field} of type {go_type}"
-        super().__init__(message)
-        self.message = message
+    def __init__(self, struct: str, got: str, go_type: str) -> None:
+        super().__init__(got)
+        self.struct, self.got, self.go_type = struct, got, go_type
+        self.reversed_path: list[str] = []
+
+    @property
+    def field(self) -> str:
+        return ".".join(reversed(self.reversed_path))
+
+    @property
+    def message(self) -> str:
+        return (
+            f"json: cannot unmarshal {self.got} into Go struct field {self.struct}.{self.field} "
+            f"of type {self.go_type}"
+        )
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def _json_type(value: Any) -> str:
@@ -88,107 +102,130 @@ class _Compiler:
         if check is not None:
             return check
         fields: dict[str, Check] = {}
+        composite: set[str] = set()  # struct, list and map fields: null decodes to "absent"
 
-        def check_struct(value: Any, path: tuple[str, ...]) -> None:
+        def check_struct(value: Any) -> None:
             if not isinstance(value, dict):
                 return  # the caller checked the kind of value
+            for key in [k for k, item in value.items() if item is None and k in composite]:
+                del value[key]
             for key, item in value.items():
                 field = fields.get(key)
                 if field is not None and item is not None:
-                    field(item, (*path, key))
+                    try:
+                        field(item)
+                    except DecodeError as error:
+                        error.reversed_path.append(key)
+                        raise
 
         self.structs[definition] = check_struct
         schema = self.schemas.get(definition) or {}
         struct_name = definition.rsplit(".", 1)[-1]
         for key, prop in (schema.get("properties") or {}).items():
             fields[key] = self.value(prop, struct_name)
+            if self._is_composite(prop):
+                composite.add(key)
         return check_struct
+
+    def _resolved(self, schema: dict[str, Any]) -> dict[str, Any]:
+        schema = _target(schema)
+        return self.schemas.get(schema["$ref"][len(REF_PREFIX) :]) or {} if "$ref" in schema else schema
+
+    def _is_composite(self, schema: dict[str, Any]) -> bool:
+        return self._resolved(schema).get("type") in ("object", "array")
+
+    def _is_struct(self, schema: dict[str, Any]) -> bool:
+        return self._resolved(schema).get("type") == "object"
 
     def value(self, schema: dict[str, Any], struct: str) -> Check:
         """The check of a field of Go struct ``struct`` (its name appears in the message)."""
         schema = _target(schema)
         go_type = _go_type(schema)
 
-        def refuse(value: Any, path: tuple[str, ...], got: str | None = None) -> None:
-            raise DecodeError(struct, path, got or _json_type(value), go_type)
+        def refuse(value: Any, got: str | None = None) -> None:
+            raise DecodeError(struct, got or _json_type(value), go_type)
 
         if "$ref" in schema:
             definition = schema["$ref"][len(REF_PREFIX) :]
             resolved = self.schemas.get(definition) or {}
             if resolved.get("type") != "object" or "properties" not in resolved:
-                return self.value(resolved, struct) if resolved.get("type") else (lambda value, path: None)
+                return self.value(resolved, struct) if resolved.get("type") else (lambda value: None)
             inner = self.struct(definition)
 
-            def check_ref(value: Any, path: tuple[str, ...]) -> None:
+            def check_ref(value: Any) -> None:
                 if not isinstance(value, dict):
-                    refuse(value, path)
-                inner(value, path)
+                    refuse(value)
+                inner(value)
 
             return check_ref
         kind, fmt = schema.get("type"), schema.get("format")
         if kind == "array":
             items = self.value(schema.get("items") or {}, struct)
 
-            def check_array(value: Any, path: tuple[str, ...]) -> None:
+            zero: dict[str, Any] | None = {} if self._is_struct(schema.get("items") or {}) else None
+
+            def check_array(value: Any) -> None:
                 if not isinstance(value, list):
-                    refuse(value, path)
-                for item in value:
+                    refuse(value)
+                for index, item in enumerate(value):
+                    if item is None and zero is not None:
+                        value[index] = item = dict(zero)  # Go decodes a null element to the zero struct
                     if item is not None:
-                        items(item, path)
+                        items(item)
 
             return check_array
         if kind == "object":
             extra = schema.get("additionalProperties")
             values = self.value(extra, struct) if isinstance(extra, dict) else None
 
-            def check_map(value: Any, path: tuple[str, ...]) -> None:
+            def check_map(value: Any) -> None:
                 if not isinstance(value, dict):
-                    refuse(value, path)
+                    refuse(value)
                 if values is not None:
                     for item in value.values():
                         if item is not None:
-                            values(item, path)
+                            values(item)
 
             return check_map
         if kind == "string" and fmt in ("quantity", "int-or-string"):
 
-            def check_number_or_string(value: Any, path: tuple[str, ...]) -> None:
+            def check_number_or_string(value: Any) -> None:
                 if isinstance(value, bool) or not isinstance(value, str | int | float):
-                    refuse(value, path)
+                    refuse(value)
 
             return check_number_or_string
         if kind == "string":
 
-            def check_string(value: Any, path: tuple[str, ...]) -> None:
+            def check_string(value: Any) -> None:
                 if not isinstance(value, str):
-                    refuse(value, path)
+                    refuse(value)
 
             return check_string
         if kind == "integer":
             low, high = INT_RANGES.get(fmt or "", INT_RANGES["int64"])
 
-            def check_integer(value: Any, path: tuple[str, ...]) -> None:
+            def check_integer(value: Any) -> None:
                 if isinstance(value, bool) or not isinstance(value, int | float):
-                    refuse(value, path)
+                    refuse(value)
                 if isinstance(value, float) or not low <= value <= high:
-                    refuse(value, path, f"number {value}")
+                    refuse(value, f"number {value}")
 
             return check_integer
         if kind == "number":
 
-            def check_number(value: Any, path: tuple[str, ...]) -> None:
+            def check_number(value: Any) -> None:
                 if isinstance(value, bool) or not isinstance(value, int | float):
-                    refuse(value, path)
+                    refuse(value)
 
             return check_number
         if kind == "boolean":
 
-            def check_bool(value: Any, path: tuple[str, ...]) -> None:
+            def check_bool(value: Any) -> None:
                 if not isinstance(value, bool):
-                    refuse(value, path)
+                    refuse(value)
 
             return check_bool
-        return lambda value, path: None
+        return lambda value: None
 
 
 @functools.cache
@@ -203,8 +240,13 @@ def kind_check(group: str, version: str, kind: str) -> Check | None:
     return None if definition is None else _compiler().struct(definition)
 
 
+def check_definition(definition: str, obj: dict[str, Any]) -> None:
+    """Raise DecodeError when ``obj`` cannot be decoded into the named upstream definition."""
+    _compiler().struct(definition)(obj)
+
+
 def check_decodable(group: str, version: str, kind: str, obj: dict[str, Any]) -> None:
     """Raise DecodeError when ``obj`` cannot be decoded into the kind's Go struct."""
     check = kind_check(group, version, kind)
     if check is not None:
-        check(obj, ())
+        check(obj)

@@ -177,3 +177,17 @@ async def test_delete_answers_like_kube_apiserver(
         assert answer["kind"] == created["kind"] and answer["metadata"]["uid"] == created["metadata"]["uid"]
     else:
         assert answer["kind"] == "Status" and answer["details"]["uid"] == created["metadata"]["uid"]
+
+
+async def test_malformed_delete_options_and_list_limit_are_400s(client: Client) -> None:
+    await client.call("POST", f"{NS}/pods", pod("a"))
+    status, body, _ = await client.call("DELETE", f"{NS}/pods/a", {"gracePeriodSeconds": "soon"})
+    assert (status, body["message"]) == (
+        400,
+        "json: cannot unmarshal string into Go struct field DeleteOptions.gracePeriodSeconds of type int64",
+    )
+    status, body, _ = await client.call("DELETE", f"{NS}/pods/a", {"propagationPolicy": "Sideways"})
+    assert (status, body["details"]["causes"][0]["field"]) == (422, "propagationPolicy")
+    status, body, _ = await client.call("GET", f"{NS}/pods", params={"limit": "many"})
+    assert (status, body["reason"]) == (400, "BadRequest")
+    assert (await client.call("GET", f"{NS}/pods/a"))[0] == 200
