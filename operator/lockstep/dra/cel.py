@@ -17,12 +17,13 @@ As in k8s.io/dynamic-resource-allocation/cel plus k8s.io/apiserver/pkg/cel/libra
   ``optMap``, ``optFlatMap``; the syntax comes from :mod:`lockstep.dra.cel_syntax`.
 
 Each expression is compiled once per feature set (:func:`compile_selector`); a function the environment
-does not declare (``math.*``, ``base64.*``, ...) is refused at compile time, naming it. A compile or
-runtime error becomes :class:`CELError`, whose message quotes the expression; it never escapes as anything
-else. The runtime cost limit is upstream's ``CELSelectorExpressionMaxCost`` (1,000,000), counted as one
-unit per evaluation step, loop iterations included. :meth:`Selector.estimated_cost` is cel-go's worst-case
-estimate (:mod:`lockstep.dra.cel_cost`), which kube-apiserver checks against the same limit when a
-selector is written.
+does not declare (``math.*``, ``base64.*``, ...) is refused at compile time, naming it, and so is a
+selector that is a non-bool literal (cel-go checks the output type). A compile or runtime error becomes
+:class:`CELError`, whose message quotes the expression; it never escapes as anything else. The runtime
+cost limit is upstream's ``CELSelectorExpressionMaxCost`` (1,000,000), counted as one unit per evaluation
+step, loop iterations included. :meth:`Selector.estimated_cost` is cel-go's worst-case estimate
+(:mod:`lockstep.dra.cel_cost`), which kube-apiserver checks against the same limit when a selector is
+written.
 """
 
 from __future__ import annotations
@@ -734,6 +735,32 @@ def _format_call_problem(node: Any, functions: Mapping[str, Any]) -> str | None:
     return check_format_call(str(text), [_constant(element, functions) for element in elements])
 
 
+_LITERAL_TYPES = {
+    "INT_LIT": "int",
+    "UINT_LIT": "uint",
+    "FLOAT_LIT": "double",
+    "STRING_LIT": "string",
+    "MLSTRING_LIT": "string",
+    "BYTES_LIT": "bytes",
+    "NULL_LIT": "null_type",
+}
+
+
+def _constant_output_type(tree: Any) -> str | None:
+    """The type of an expression that is a non-bool literal (cel-go's checker refuses it for a selector)."""
+    while isinstance(tree, lark.Tree) and tree.data in ("primary", "paren_expr") and len(tree.children) == 1:
+        tree = tree.children[0]
+    if not isinstance(tree, lark.Tree):
+        return None
+    if tree.data == "literal":
+        return _LITERAL_TYPES.get(getattr(tree.children[0], "type", ""))
+    if tree.data == "list_lit":
+        return "list(dyn)" if not tree.children else None
+    if tree.data == "map_lit":
+        return "map(dyn, dyn)" if not tree.children else None
+    return None
+
+
 def _check_declarations(expression: str, tree: Any, functions: Mapping[str, Any]) -> None:
     """Refuse, naming it, a function the DRA environment does not declare (cel-go's checker does)."""
     stack: list[tuple[Any, tuple[str, ...]]] = [(tree, ())]
@@ -813,7 +840,10 @@ class Selector:
         # Declarations as in the stored-expressions environment, which declares includes() whatever
         # the gate; without list types it fails at run time, where the allocator explains the gate.
         _check_declarations(expression, ast, _LIST_TYPE_FUNCTIONS)
-        self._runner = _DRARunner(_ENVIRONMENT, _collapse(ast), functions, cost_limit)
+        tree = _collapse(ast)
+        if (output := _constant_output_type(tree)) is not None:
+            raise CELError(expression, f"must evaluate to bool or the unknown type, not {output}")
+        self._runner = _DRARunner(_ENVIRONMENT, tree, functions, cost_limit)
 
     def estimated_cost(self) -> int:
         """cel-go's worst-case cost estimate, which kube-apiserver compares to SELECTOR_MAX_COST."""

@@ -1,4 +1,4 @@
-"""The 93 Kubernetes-derived CEL conformance cases for DRA device selectors.
+"""The 94 Kubernetes-derived CEL conformance cases for DRA device selectors.
 
 Expected results are what k8s.io/dynamic-resource-allocation/cel (with KEP-5491 list attributes and
 ``includes``) returns for the fixture device below. Expected: True / False, ("error", substring) for a
@@ -157,6 +157,8 @@ CASES: list[tuple[str, str, Any]] = [
     ("lib-math-undeclared", "math.greatest(1, 2) == 2", ("compile_error", "math.greatest")),
     ("two-var-comprehension", f'{A}.all(k, v, k != "")', True),
     ("syntax-error", "device.driver ==", ("compile_error", "")),
+    # upstream compile_test.go "type-error"
+    ("type-error", "1", ("compile_error", "must evaluate to bool or the unknown type, not int")),
 ]
 
 
@@ -194,5 +196,5 @@ def test_conformance(expression: str, expected: Any) -> None:
         assert substring.lower() in message.lower()
 
 
-def test_there_are_93_cases() -> None:
-    assert len(CASES) == 93
+def test_there_are_94_cases() -> None:
+    assert len(CASES) == 94
