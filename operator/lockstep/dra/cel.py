@@ -16,12 +16,12 @@ As in k8s.io/dynamic-resource-allocation/cel plus k8s.io/apiserver/pkg/cel/libra
   ``optional.ofNonZeroValue``, ``optional.none``, ``hasValue``, ``value``, ``or``, ``orValue``,
   ``optMap``, ``optFlatMap``; the syntax comes from :mod:`lockstep.dra.cel_syntax`.
 
-Each expression is compiled once per feature set (:func:`compile_selector`); a function the environment
-does not declare (``math.*``, ``base64.*``, ...) is refused at compile time, naming it, and so is a
-selector that is a non-bool literal (cel-go checks the output type). A compile or runtime error becomes
-:class:`CELError`, whose message quotes the expression; it never escapes as anything else. The runtime
-cost limit is upstream's ``CELSelectorExpressionMaxCost`` (1,000,000), counted as one unit per evaluation
-step, loop iterations included. :meth:`Selector.estimated_cost` is cel-go's worst-case estimate
+Each expression is compiled once per feature set (:func:`compile_selector`); a function or variable the
+environment does not declare (``math.*``, ``base64.*``, ``devices``...) is refused at compile time, naming
+it, and so is a selector that is a non-bool literal (cel-go checks the output type). A compile or runtime
+error becomes :class:`CELError`, whose message quotes the expression; it never escapes as anything else.
+The runtime cost limit is upstream's ``CELSelectorExpressionMaxCost`` (1,000,000), counted as one unit per
+evaluation step, loop iterations included. :meth:`Selector.estimated_cost` is cel-go's worst-case estimate
 (:mod:`lockstep.dra.cel_cost`), which kube-apiserver checks against the same limit when a selector is
 written.
 """
@@ -681,6 +681,11 @@ _STANDARD_METHODS = frozenset(
         )
     }
 )
+_VARIABLES = frozenset({"device"})
+# Type identifiers CEL declares (``type(x) == int``).
+_TYPE_NAMES = frozenset(
+    {"bool", "bytes", "double", "int", "uint", "string", "list", "map", "null_type", "type", "dyn"}
+)
 # Namespaces of the functions of cel-go's and Kubernetes' libraries, declared here or not.
 _LIBRARY_NAMESPACES = NAMESPACES | {"cel", "math", "base64", "strings", "lists", "sets", "format", "regex"}
 _MACROS = frozenset(
@@ -761,22 +766,43 @@ def _constant_output_type(tree: Any) -> str | None:
     return None
 
 
+def _bound_variables(method: str, namespace: str | None, args: list[Any]) -> int:
+    """How many leading arguments of ``x.method(...)`` name variables the later arguments see."""
+    if namespace == "cel":
+        return 1 if method == "bind" else 0
+    if namespace is not None:
+        return 0
+    if method in _TRANSFORM_MACROS or (method in _TWO_VARIABLE_MACROS and len(args) == 3):
+        return 2
+    if method in _MACROS and len(args) >= 2:
+        return 1
+    return 0
+
+
 def _check_declarations(expression: str, tree: Any, functions: Mapping[str, Any]) -> None:
-    """Refuse, naming it, a function the DRA environment does not declare (cel-go's checker does)."""
-    stack: list[tuple[Any, tuple[str, ...]]] = [(tree, ())]
+    """Refuse, naming it, a function or variable the DRA environment does not declare (cel-go's checker
+    does): ``device`` and the variables of macros and ``cel.bind`` are the only variables."""
+    stack: list[tuple[Any, tuple[str, ...], frozenset[str]]] = [(tree, (), _VARIABLES)]
     while stack:
-        node, ancestors = stack.pop()
+        node, ancestors, scope = stack.pop()
         if not isinstance(node, lark.Tree):
             continue
-        if node.data == "ident_arg":
+        children: list[tuple[Any, frozenset[str]]] = [(child, scope) for child in node.children]
+        if node.data == "ident":
+            token = node.children[0]
+            if str(token) not in scope and str(token) not in _TYPE_NAMES:
+                raise _undeclared(expression, token, str(token))
+        elif node.data == "ident_arg":
             token = node.children[0]
             name = str(token)
             if name not in _STANDARD_FUNCTIONS and (name not in functions or "." in name):
                 raise _undeclared(expression, token, name)
         elif node.data == "member_dot_arg":
             method = node.children[1]
-            namespace = _single_identifier(node.children[0])
-            if namespace in _LIBRARY_NAMESPACES:
+            receiver = _single_identifier(node.children[0])
+            namespace = receiver if receiver in _LIBRARY_NAMESPACES and receiver not in scope else None
+            args = node.children[2].children if len(node.children) == 3 else []
+            if namespace is not None:
                 qualified = f"{namespace}.{method}"
                 if qualified not in functions and qualified != "cel.bind":
                     raise _undeclared(expression, method, qualified)
@@ -785,10 +811,15 @@ def _check_declarations(expression: str, tree: Any, functions: Mapping[str, Any]
             elif method == "format" and (problem := _format_call_problem(node, functions)):
                 column = getattr(method, "column", 1)
                 raise CELError(expression, f"compilation failed: ERROR: <input>:1:{column}: {problem}")
+            bound = _bound_variables(str(method), namespace, args)
+            names = frozenset(var for arg in args[:bound] if (var := _single_identifier(arg)) is not None)
+            children = [] if namespace is not None else [(node.children[0], scope)]
+            children += [(arg, scope) for arg in args[bound : bound + (namespace == "cel")]]
+            children += [(arg, scope | names) for arg in args[bound + (namespace == "cel") :]]
         elif node.data == "opt_elem" and ancestors[-2:-1] != ("list_lit",):
             raise CELError(expression, "compilation failed: optional element '?' outside a list literal")
         child_ancestors = (*ancestors, str(node.data))
-        stack.extend((child, child_ancestors) for child in node.children)
+        stack.extend((child, child_ancestors, child_scope) for child, child_scope in children)
 
 
 # Collapsing single-child pass-through nodes halves the depth of the tree walk.

@@ -405,6 +405,15 @@ STRING_FORMAT: list[Case] = [
     ("string(true)", "true"),
 ]
 
+# k8s.io/apiserver/pkg/cel/library regex.go documented examples (find, findAll)
+REGEX: list[Case] = [
+    ('"abc 123".find("[0-9]+")', "123"),
+    ('"abc 123".find("xyz")', ""),
+    ('"123 abc 456".findAll("[0-9]+")', ["123", "456"]),
+    ('"123 abc 456".findAll("[0-9]+", 1)', ["123"]),
+    ('"123 abc 456".findAll("xyz")', []),
+]
+
 # cel-go ext/sets_test.go
 SETS: list[Case] = [
     ("sets.contains([], [])", True),
@@ -553,6 +562,11 @@ UNDECLARED: list[Case] = [
         ("compile_error", "undeclared reference to 'math.sqrt'"),
     ),
     ("size(?optional.of([1])) == 1", ("compile_error", "optional element '?' outside a list literal")),
+    # variables: only device and the variables of macros and cel.bind
+    ('devices.driver == "x"', ("compile_error", "undeclared reference to 'devices'")),
+    ('device.attributes.all(d, d != "" && x > 1)', ("compile_error", "undeclared reference to 'x'")),
+    ("cel.bind(g, 1, g + h > 0)", ("compile_error", "undeclared reference to 'h'")),
+    ("[1, 2].all(i, v, i < v) && type(1) == int", True),
 ]
 
 
@@ -563,6 +577,7 @@ UNDECLARED: list[Case] = [
     + [pytest.param(e, x, id=f"url-{i}") for i, (e, x) in enumerate(URLS)]
     + [pytest.param(e, x, id=f"strings-{i}") for i, (e, x) in enumerate(STRINGS)]
     + [pytest.param(e, x, id=f"string-format-{i}") for i, (e, x) in enumerate(STRING_FORMAT)]
+    + [pytest.param(e, x, id=f"regex-{i}") for i, (e, x) in enumerate(REGEX)]
     + [pytest.param(e, x, id=f"sets-{i}") for i, (e, x) in enumerate(SETS)]
     + [pytest.param(e, x, id=f"lists-{i}") for i, (e, x) in enumerate(LISTS)]
     + [pytest.param(e, x, id=f"transforms-{i}") for i, (e, x) in enumerate(TRANSFORMS)]
