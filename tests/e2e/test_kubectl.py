@@ -104,8 +104,12 @@ def test_reapply_of_a_changed_manifest_updates_the_podgroup(kubectl: Kubectl) ->
     applied = kubectl.run("apply", "-f", str(MANIFESTS / "podgroup-gang-changed.yaml"))
     assert applied.stdout.strip() == "podgroup.scheduling.lockstep.dev/train configured"
     spec = json.loads(kubectl.run("get", "lpg", "train", "-o", "jsonpath={.spec}").stdout)
-    # scheduleTimeoutSeconds was 120 by patch; the manifest now owns it.
-    assert spec == {"schedulingPolicy": {"gang": {"minCount": 6}}, "scheduleTimeoutSeconds": 60}
+    # scheduleTimeoutSeconds was 120 by patch; the manifest now owns it. disruptionMode is the CRD's default.
+    assert spec == {
+        "schedulingPolicy": {"gang": {"minCount": 6}},
+        "scheduleTimeoutSeconds": 60,
+        "disruptionMode": "Pod",
+    }
     unchanged = kubectl.run("apply", "-f", str(MANIFESTS / "podgroup-gang-changed.yaml"))
     assert unchanged.stdout.strip() == "podgroup.scheduling.lockstep.dev/train unchanged"
 
