@@ -3,11 +3,25 @@ emulator (which serves them like a 1.36 cluster with GenericWorkload) with the o
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from acceptance_harness import DEVICE_CLASS, NAMESPACE, Env, eventually, simulated_cluster
+from acceptance_harness import DEVICE_CLASS, NAMESPACE, Env, eventually, pod, simulated_cluster
 
-from lockstep.kube.client import NODES, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, UPSTREAM_POD_GROUPS
+from lockstep import POD_GROUP_LABEL
+from lockstep.controller.template_gangs import MIN_COUNT_ANNOTATION
+from lockstep.kube.client import (
+    EVENTS,
+    NODES,
+    POD_GROUPS,
+    PODS,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    UPSTREAM_POD_GROUPS,
+    ApiError,
+    PatchType,
+    ResourceKind,
+)
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -137,3 +151,102 @@ async def test_required_topology_fits_in_one_zone_and_is_refused_across_zones() 
         nodes = [p["spec"]["nodeName"] for p in pods if p["metadata"]["name"].startswith("fits-")]
         zones = {(await env.client.get(NODES, None, node))["metadata"]["labels"][ZONE] for node in nodes}
         assert len(zones) == 1
+
+
+JOBS = ResourceKind("batch", "v1", "jobs", "Job")
+
+
+def job(name: str, parallelism: int, min_count: str, *, gates: list[str] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "schedulerName": "lockstep",
+        "restartPolicy": "Never",
+        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "500m"}}}],
+    }
+    if gates:
+        spec["schedulingGates"] = [{"name": gate} for gate in gates]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "parallelism": parallelism,
+            "completions": parallelism,
+            "completionMode": "Indexed",
+            "template": {
+                "metadata": {
+                    "labels": {POD_GROUP_LABEL: name},
+                    "annotations": {MIN_COUNT_ANNOTATION: min_count},
+                },
+                "spec": spec,
+            },
+        },
+    }
+
+
+async def test_a_job_with_the_two_template_lines_binds_as_a_gang_in_a_podgroup_it_owns() -> None:
+    async with simulated_cluster() as env:
+        created = await env.client.create(JOBS, NAMESPACE, job("trainer", 3, "3"))
+        await eventually(lambda: _equals(env.bound("trainer"), 3), what="the Job's 3 pods bound")
+        group = await env.client.get(POD_GROUPS, NAMESPACE, "trainer")
+        assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}}
+        (owner,) = group["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"]) == ("Job", "trainer", created["metadata"]["uid"])
+
+
+async def test_a_job_short_of_pods_waits_naming_the_missing_count() -> None:
+    async with simulated_cluster() as env:
+        await env.client.create(JOBS, NAMESPACE, job("short", 2, "3"))
+
+        async def waiting() -> dict[str, Any] | None:
+            try:
+                status = await env.podgroup_status("short")
+            except ApiError:
+                return None
+            return status if status.get("phase") == "Waiting" else None
+
+        status = await eventually(waiting, what="the Job's PodGroup waiting")
+        condition = next(c for c in status["conditions"] if c["type"] == "PodGroupScheduled")
+        assert "2 of minCount 3 present, 1 missing" in condition["message"]
+        assert await env.bound("short") == 0
+
+
+async def test_gated_job_pods_stay_absent_until_ungated() -> None:
+    async with simulated_cluster() as env:
+        await env.client.create(JOBS, NAMESPACE, job("queued", 2, "2", gates=["example.com/admission"]))
+        pods = await eventually(lambda: _pods_of(env, "queued", 2), what="the Job's 2 gated pods")
+        await asyncio.sleep(1.0)
+        assert await env.bound("queued") == 0
+        for item in pods:
+            await env.client.patch(
+                PODS,
+                NAMESPACE,
+                item["metadata"]["name"],
+                {"spec": {"schedulingGates": None}},
+                PatchType.MERGE,
+            )
+        await eventually(lambda: _equals(env.bound("queued"), 2), what="both pods bound once ungated")
+
+
+async def _pods_of(env: Env, group: str, count: int) -> list[dict[str, Any]] | None:
+    pods = await env.pods(group)
+    return pods if len(pods) == count else None
+
+
+async def test_conflicting_min_counts_use_the_lowest_and_are_reported_on_a_podgroup_without_owner() -> None:
+    async with simulated_cluster() as env:
+        for name, count in (("mixed-0", "3"), ("mixed-1", "2")):
+            manifest = pod(name, "mixed")
+            manifest["metadata"]["annotations"] = {MIN_COUNT_ANNOTATION: count}
+            await env.client.create(PODS, NAMESPACE, manifest)
+        await eventually(lambda: _equals(env.bound("mixed"), 2), what="both pods bound with minCount 2")
+        group = await env.client.get(POD_GROUPS, NAMESPACE, "mixed")
+        assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
+        assert "ownerReferences" not in group["metadata"]
+
+        async def reported() -> list[dict[str, Any]]:
+            items = (await env.client.list(EVENTS, NAMESPACE)).get("items") or []
+            return [e for e in items if e.get("reason") == "ConflictingMinCount"]
+
+        (event,) = await eventually(reported, what="a ConflictingMinCount event")
+        assert event["involvedObject"]["name"] == "mixed"
+        assert "3 (pod mixed-0)" in event["message"] and "minCount 2 is used" in event["message"]

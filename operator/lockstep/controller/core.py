@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lockstep import GROUP
+from lockstep import GROUP, POD_GROUP_LABEL
 from lockstep.api.disruption_budget import parse_disruption_budget
 from lockstep.api.groups import UnknownPriorityClassError, from_lockstep, from_upstream
 from lockstep.api.node import parse_node
@@ -49,6 +49,7 @@ from lockstep.controller.status import (
     GroupRef,
     ReasonCount,
 )
+from lockstep.controller.template_gangs import CREATED_FROM_PODS_ANNOTATION, TemplateGangs
 from lockstep.controller.upstream_status import UpstreamStatusWriter
 from lockstep.dra.claims import ensure_group_claims
 from lockstep.dra.features import allocator_features
@@ -136,6 +137,7 @@ class SchedulerCore:
         # PodGroups (either shape) naming a priorityClassName, as last seen: parsed again when it changes
         self._class_users: dict[GroupKey, dict[str, Any]] = {}
         self.upstream_status = UpstreamStatusWriter(client)
+        self.template_gangs = TemplateGangs(client, events, self._lockstep_min_count)
         self._claim_tasks: dict[GroupRef, asyncio.Task[None]] = {}
         self._attempt_count = 0
         self._last_attempt: GroupAttempt | None = None
@@ -155,6 +157,9 @@ class SchedulerCore:
             )
             if self.cache.delete_pod(uid) is None:
                 self.cache.delete_pod_by_name(str(meta.get("namespace") or "default"), str(meta.get("name")))
+            group = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
+            if group:
+                self.template_gangs.on_pod(event_type, raw, str(group), gated=False)
             return
         try:
             pod = parse_pod(raw)
@@ -164,6 +169,10 @@ class SchedulerCore:
         if not pod.node_name and pod.scheduler_name == self.settings.scheduler_name:
             self._pending_since.setdefault(pod.uid, time.monotonic())
         self.cache.upsert_pod(pod)
+        if pod.group_name and pod.scheduler_name == self.settings.scheduler_name and not pod.terminal:
+            problem = self.template_gangs.on_pod(event_type, raw, pod.group_name, pod.scheduling_gated)
+            if problem is not None:
+                self._report_invalid(raw, f"Pod {pod.key}: {problem}")
         if pod.preempted_by is not None and not pod.deleting:
             self.scheduler.finish_preemption(pod)
 
@@ -336,6 +345,15 @@ class SchedulerCore:
         self.cache.upsert_podgroup(info)
         self._podgroups[(namespace, name)] = podgroup
         self._ensure_group_claims(podgroup)
+        self.template_gangs.reconcile((namespace, name))
+
+    def _lockstep_min_count(self, namespace: str, name: str) -> tuple[int, bool] | None:
+        """(minCount, whether lockstep created it from pod template lines) of a lockstep PodGroup."""
+        podgroup = self._podgroups.get((namespace, name))
+        if podgroup is None:
+            return None
+        created = podgroup.metadata.annotations.get(CREATED_FROM_PODS_ANNOTATION) == "true"
+        return podgroup.spec.min_count, created
 
     def _ensure_group_claims(self, podgroup: PodGroup) -> None:
         """Create the claims of the PodGroup's template entries (once per group at a time)."""
@@ -523,6 +541,8 @@ class SchedulerCore:
         for podgroup in list(self._podgroups.values()):
             self._ensure_group_claims(podgroup)
         self._release_claims_of_deleted_podgroups()
+        self.template_gangs.leading = True
+        self.template_gangs.reconcile_all()
 
     def _release_claims_of_deleted_podgroups(self) -> None:
         """Claims still reserved for a PodGroup that was deleted while no lockstep led: release them.
@@ -543,6 +563,7 @@ class SchedulerCore:
     def stop_accepting(self) -> None:
         self._accepting = False
         self._leading = False
+        self.template_gangs.leading = False
         self._wake.set()
 
     async def drain(self, grace: float) -> None:

@@ -25,7 +25,7 @@ CLUSTER_NEEDS: set[Permission] = (
     | _grants("", "nodes", "list watch")
     | _grants("", "namespaces", "list watch")
     | _grants("", "events", "create patch")
-    | _grants("scheduling.lockstep.dev", "podgroups", "get list watch")
+    | _grants("scheduling.lockstep.dev", "podgroups", "get list watch create patch")
     | _grants("scheduling.lockstep.dev", "podgroups/status", "patch")
     | _grants("scheduling.k8s.io", "podgroups", "get list watch")
     | _grants("scheduling.k8s.io", "podgroups/status", "patch")
