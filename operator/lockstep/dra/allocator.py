@@ -365,6 +365,9 @@ class Allocator:
             return False
         return not (self.untolerated_taint(device, alternative))
 
+    def incomplete_pool_on(self, node_name: str, labels: Mapping[str, str]) -> str | None:
+        return self._inventory.incomplete_pool_on(node_name, labels)
+
     def shared(self, device: DeviceEntry) -> bool:
         """Whether several requests may take the device, each consuming part of its capacity."""
         return device.allow_multiple_allocations and self.features.consumable_capacity
@@ -548,6 +551,9 @@ class Allocator:
     ) -> str | None:
         class_name = alternative.device_class.metadata.name
         if alternative.all_devices:
+            updating = self._inventory.incomplete_pool_on(node_name, labels)
+            if updating is not None:
+                return f"allocationMode All needs every matching device, but {updating}"
             if not candidates:
                 return self._explain_selectors(alternative, node_name, labels)
             if len(free) < len(candidates):
@@ -795,9 +801,11 @@ class _Search:
                 )
             ]
             if alternative.all_devices:
+                # "All" cannot be known while a pool is incomplete (upstream refuses it too).
                 if (
                     candidates
                     and len(free) == len(candidates)
+                    and self.allocator.incomplete_pool_on(self.node_name, self.labels) is None
                     and self._take_all(claim_index, request, alternative, free, slot_index)
                 ):
                     return True

@@ -253,6 +253,7 @@ class DeviceInventory:
         "_counters",
         "_dirty",
         "_entries",
+        "_incomplete",
         "_node_of",
         "_non_local",
         "_shared_results",
@@ -270,6 +271,7 @@ class DeviceInventory:
         # Per complete pool with shared counters: counter -> what the pool has, and the devices consuming.
         self._counters: dict[PoolID, dict[CounterID, Fraction]] = {}
         self._counter_users: dict[PoolID, list[DeviceEntry]] = {}
+        self._incomplete: dict[PoolID, list[ResourceSlice]] = {}  # pool -> its newest slices
         # Selector verdicts by device content: 4,000 devices of a few models are evaluated a few times.
         self._shared_results: SharedResults = {}
         self._dirty = False
@@ -310,11 +312,13 @@ class DeviceInventory:
         non_local: list[DeviceEntry] = []
         counters: dict[PoolID, dict[CounterID, Fraction]] = {}
         counter_users: dict[PoolID, list[DeviceEntry]] = {}
+        incomplete: dict[PoolID, list[ResourceSlice]] = {}
         for pool_id, slices in pools.items():
             newest = max(s.spec.pool.generation for s in slices)
             current = [s for s in slices if s.spec.pool.generation == newest]
             if len(current) < max(s.spec.pool.resource_slice_count for s in current):
-                continue  # incomplete pool: the driver has not published all slices yet
+                incomplete[pool_id] = current  # the driver has not published all slices yet
+                continue
             available = {
                 (counter_set.name, name): parse_quantity(counter.value).value
                 for resource_slice in current
@@ -336,6 +340,7 @@ class DeviceInventory:
                 counters[pool_id], counter_users[pool_id] = available, users
         self._by_node, self._non_local = dict(by_node), non_local
         self._counters, self._counter_users = counters, counter_users
+        self._incomplete = incomplete
         self._node_of = {entry.id: node for node, entries in self._by_node.items() for entry in entries}
         self._by_id = {entry.id: entry for entries in self._by_node.values() for entry in entries}
         self._by_id.update((entry.id, entry) for entry in non_local)
@@ -380,3 +385,23 @@ class DeviceInventory:
         if self._dirty:
             self._rebuild()
         return self._counters.get(pool_id, {}), self._counter_users.get(pool_id, [])
+
+    def incomplete_pool_on(self, node_name: str, labels: Mapping[str, str]) -> str | None:
+        """A pool being updated (fewer slices of its newest generation than ``resourceSliceCount``)
+        that may hold devices for this node, described; None if there is none."""
+        if self._dirty:
+            self._rebuild()
+        for (driver, pool), slices in self._incomplete.items():
+            for resource_slice in slices:
+                spec = resource_slice.spec
+                if spec.node_name:
+                    relevant = spec.node_name == node_name
+                elif spec.node_selector is not None:
+                    relevant = node_selector_matches(spec.node_selector, node_name, labels)
+                else:
+                    relevant = True  # allNodes, or per-device node selection
+                if relevant:
+                    wanted = max(s.spec.pool.resource_slice_count for s in slices)
+                    published = f"{len(slices)} of {wanted} slices published"
+                    return f"resource pool {driver}/{pool} is being updated ({published})"
+        return None

@@ -460,3 +460,17 @@ async def test_a_cancelled_binding_wait_stops_polling() -> None:
     waiting.cancel()  # the operator shuts down
     await asyncio.sleep(0.1)
     assert not plugin.binding_waits
+
+
+def test_allocation_mode_all_waits_for_an_incomplete_pool() -> None:
+    complete = resource_slice("a", [device("a0")], "node-a", pool="a")
+    partial = resource_slice("b1", [device("b0")], "node-a", pool="b", slice_count=2)
+    allocator, _ = make([complete, partial])
+    every = claim("c", exactly("gpu", all_devices=True))
+    assert chosen(allocator, every) is None  # not just the devices of the complete pool
+    explanation = allocator.explain([allocator.compile(every)], "node-a", {})
+    assert "resource pool gpu.example.com/b is being updated (1 of 2 slices published)" in explanation
+    assert chosen(allocator, claim("d", exactly("gpu"))) == [["a0"]]  # ExactCount still uses complete pools
+    elsewhere = resource_slice("e", [device("e0")], "node-b", pool="e")
+    allocator, _ = make([elsewhere, partial])
+    assert chosen(allocator, every, node="node-b") == [["e0"]]
