@@ -29,6 +29,7 @@ written.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -871,7 +872,10 @@ class Selector:
         # Declarations as in the stored-expressions environment, which declares includes() whatever
         # the gate; without list types it fails at run time, where the allocator explains the gate.
         _check_declarations(expression, ast, _LIST_TYPE_FUNCTIONS)
-        tree = _collapse(ast)
+        try:
+            tree = _collapse(ast)
+        except RecursionError:  # cel-go's parser stops at its own depth limit with this message
+            raise CELError(expression, "compilation failed: max recursion depth exceeded") from None
         if (output := _constant_output_type(tree)) is not None:
             raise CELError(expression, f"must evaluate to bool or the unknown type, not {output}")
         self._runner = _DRARunner(_ENVIRONMENT, tree, functions, cost_limit)
@@ -879,7 +883,10 @@ class Selector:
     def estimated_cost(self) -> int:
         """cel-go's worst-case cost estimate, which kube-apiserver compares to SELECTOR_MAX_COST."""
         if self._estimated_cost is None:
-            self._estimated_cost = estimated_cost(self._runner.ast)
+            try:
+                self._estimated_cost = estimated_cost(self._runner.ast)
+            except RecursionError:  # nested too deeply to estimate: too complex
+                self._estimated_cost = sys.maxsize
         return self._estimated_cost
 
     def evaluate(self, activation: Activation) -> Value:

@@ -602,3 +602,12 @@ def test_a_selector_over_its_cost_limit_is_refused_naming_the_limit(expression: 
     with pytest.raises(CELError) as raised:
         Selector(expression, True, cost_limit=1_000).matches({})
     assert "actual cost limit exceeded (the DRA selector limit is 1,000)" in str(raised.value)
+
+
+def test_an_expression_nested_deeper_than_the_evaluator_can_go_is_refused_when_compiled() -> None:
+    """cel-go's parser has a recursion limit too; here Python's stack sets it, and the refusal says so."""
+    shallow = "(" * 100 + "true" + ")" * 100
+    assert compile_selector(shallow, True).matches({}) is True
+    deep = "(" * 3000 + "true" + ")" * 3000
+    with pytest.raises(CELError, match="max recursion depth exceeded"):
+        compile_selector(deep, True)
