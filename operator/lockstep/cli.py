@@ -113,7 +113,17 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("workloads", nargs="*", help="workloads to run (default: all)")
 
     explain = sub.add_parser("explain", help="explain why a PodGroup is or is not scheduled")
-    explain.add_argument("podgroup", metavar="NAMESPACE/PODGROUP")
+    explain.add_argument(
+        "podgroup",
+        metavar="NAMESPACE/PODGROUP",
+        help="a lockstep PodGroup, or podgroups.scheduling.k8s.io/NAME for upstream's (in --namespace)",
+    )
+    explain.add_argument(
+        "-n",
+        "--namespace",
+        default="default",
+        help="namespace of a podgroups.scheduling.k8s.io/NAME reference",
+    )
     explain.add_argument("--kubeconfig", default=None, help="kubeconfig to use (default: as lockstep run)")
     explain.add_argument(
         "--feature-gates",

@@ -22,14 +22,17 @@ from typing import Any, TextIO
 
 import yaml
 
+from lockstep import POD_GROUP_LABEL
 from lockstep.config import load_settings
 from lockstep.controller.runtime import OperatorThread
 from lockstep.kube.client import (
+    JOBS,
     NAMESPACES,
     POD_GROUPS,
     PODS,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
+    UPSTREAM_POD_GROUPS,
     ApiError,
     KubeClient,
     ResourceKind,
@@ -42,7 +45,15 @@ from lockstep.sim.kubeconfig import write_kubeconfig
 HEADER = re.compile(r"^# lockstep-demo: expect=(?P<phase>[A-Za-z]+)(?: gates=(?P<gates>[A-Za-z,]+))?\s*$")
 APPLICABLE: dict[tuple[str, str], ResourceKind] = {
     (k.api_version, k.kind): k
-    for k in (NAMESPACES, PODS, POD_GROUPS, RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES)
+    for k in (
+        NAMESPACES,
+        PODS,
+        POD_GROUPS,
+        UPSTREAM_POD_GROUPS,
+        JOBS,
+        RESOURCE_CLAIMS,
+        RESOURCE_CLAIM_TEMPLATES,
+    )
 }
 DEMO_NODES = 10
 DEMO_DEVICES_PER_NODE = 8
@@ -61,11 +72,20 @@ class Example:
 
     @property
     def podgroups(self) -> list[tuple[str, str]]:
-        return [
-            (doc["metadata"].get("namespace", "default"), doc["metadata"]["name"])
-            for doc in self.documents
-            if doc.get("kind") == "PodGroup"
-        ]
+        """namespace/name of its groups: its PodGroups (either API) and those its Jobs' pod template
+        lines make (named by the template's pod-group label)."""
+        groups = []
+        for doc in self.documents:
+            namespace = doc["metadata"].get("namespace", "default")
+            if doc.get("kind") == "PodGroup":
+                groups.append((namespace, doc["metadata"]["name"]))
+            elif doc.get("kind") == "Job":
+                labels = ((doc.get("spec") or {}).get("template") or {}).get("metadata", {}).get(
+                    "labels"
+                ) or {}
+                if labels.get(POD_GROUP_LABEL):
+                    groups.append((namespace, labels[POD_GROUP_LABEL]))
+        return groups
 
 
 def load_examples(directory: Path) -> list[Example]:
@@ -194,16 +214,41 @@ async def apply(client: KubeClient, example: Example, out: TextIO) -> None:
     out.write(f"applied {example.path.name}\n")
 
 
+def upstream_view_from(item: Mapping[str, Any], expect: str) -> GroupView:
+    """An upstream PodGroup has no phase: its PodGroupScheduled condition stands for one (Scheduled,
+    or the condition's reason)."""
+    meta, spec = item["metadata"], item.get("spec", {})
+    gang = spec.get("schedulingPolicy", {}).get("gang")
+    conditions = (item.get("status") or {}).get("conditions") or []
+    condition = next((c for c in conditions if c.get("type") == "PodGroupScheduled"), None)
+    phase, why = "", ""
+    if condition is not None:
+        phase = "Scheduled" if condition.get("status") == "True" else str(condition.get("reason"))
+        why = "" if condition.get("status") == "True" else str(condition.get("message", ""))
+    return GroupView(
+        name=f"{meta['namespace']}/{meta['name']}",
+        expect=expect,
+        phase=phase,
+        min_count=int(gang["minCount"]) if gang else 1,
+        why=why,
+    )
+
+
 async def collect(client: KubeClient, expected: Mapping[str, str]) -> list[GroupView]:
     namespaces = sorted({name.split("/", 1)[0] for name in expected})
     views = {}
     for namespace in namespaces:
-        listed = await client.list(POD_GROUPS, namespace)
-        for item in listed.get("items", []):
-            name = f"{namespace}/{item['metadata']['name']}"
-            if name in expected:
-                views[name] = view_from(item, expected[name])
-    return [views.get(name) or GroupView(name, expect) for name, expect in sorted(expected.items())]
+        for kind, view in ((POD_GROUPS, view_from), (UPSTREAM_POD_GROUPS, upstream_view_from)):
+            listed = await client.list(kind, namespace)
+            for item in listed.get("items", []):
+                name = f"{namespace}/{item['metadata']['name']}"
+                if name in expected:
+                    views[name] = view(item, expected[name])
+    # A group not created yet counts as Pending (a gated Job's, whose pods are not counted yet).
+    return [
+        views.get(name) or GroupView(name, expect, phase="Pending", why="no PodGroup yet")
+        for name, expect in sorted(expected.items())
+    ]
 
 
 async def run_demo(

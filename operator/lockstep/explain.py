@@ -38,6 +38,7 @@ from lockstep.kube.client import (
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
     STORAGE_CLASSES,
+    UPSTREAM_POD_GROUPS,
     ApiError,
     KubeClient,
 )
@@ -74,37 +75,51 @@ class ClusterState:
     storage_classes: list[dict[str, Any]] = field(default_factory=list)
     csinodes: list[dict[str, Any]] = field(default_factory=list)
     budgets: list[dict[str, Any]] = field(default_factory=list)
+    upstream_podgroups: list[dict[str, Any]] = field(default_factory=list)
 
-    def members(self, namespace: str, name: str) -> list[dict[str, Any]]:
+    def members(self, namespace: str, name: str, upstream: bool = False) -> list[dict[str, Any]]:
+        def joins(pod: dict[str, Any]) -> bool:
+            if upstream:
+                return (pod.get("spec", {}).get("schedulingGroup") or {}).get("podGroupName") == name
+            return bool(pod["metadata"].get("labels", {}).get(POD_GROUP_LABEL) == name)
+
         return sorted(
-            (
-                p
-                for p in self.pods
-                if p["metadata"].get("namespace") == namespace
-                and p["metadata"].get("labels", {}).get(POD_GROUP_LABEL) == name
-            ),
+            (p for p in self.pods if p["metadata"].get("namespace") == namespace and joins(p)),
             key=lambda p: str(p["metadata"]["name"]),
         )
 
 
-def parse_reference(text: str) -> tuple[str, str]:
+UPSTREAM_PREFIX = f"{UPSTREAM_POD_GROUPS.plural}.{UPSTREAM_POD_GROUPS.group}/"
+
+
+def parse_reference(text: str, namespace: str = "default") -> tuple[str, str, bool]:
+    """(namespace, name, upstream) of ``NAMESPACE/PODGROUP`` (lockstep's PodGroup) or of
+    ``podgroups.scheduling.k8s.io/NAME`` (upstream's, in ``namespace``)."""
+    if text.startswith(UPSTREAM_PREFIX):
+        name = text.removeprefix(UPSTREAM_PREFIX)
+        if not name or "/" in name:
+            raise ExplainError(f"expected {UPSTREAM_PREFIX}NAME, got {text!r}")
+        return namespace, name, True
     namespace, sep, name = text.partition("/")
     if not sep or not namespace or not name or "/" in name:
-        raise ExplainError(f"expected NAMESPACE/PODGROUP, got {text!r}")
-    return namespace, name
+        raise ExplainError(f"expected NAMESPACE/PODGROUP or {UPSTREAM_PREFIX}NAME, got {text!r}")
+    return namespace, name, False
 
 
-async def fetch(client: KubeClient, namespace: str, name: str) -> ClusterState:
+async def fetch(client: KubeClient, namespace: str, name: str, upstream: bool = False) -> ClusterState:
     try:
-        podgroup = await client.get(POD_GROUPS, namespace, name)
+        podgroup = await client.get(UPSTREAM_POD_GROUPS if upstream else POD_GROUPS, namespace, name)
     except ApiError as exc:
         if exc.not_found:
-            raise ExplainError(f"PodGroup {namespace}/{name} not found") from None
+            shape = UPSTREAM_PREFIX if upstream else "PodGroup "
+            raise ExplainError(f"{shape}{namespace}/{name} not found") from None
         raise
 
     async def items(kind: Any) -> list[dict[str, Any]]:
         listed = await client.list(kind)
         return list(listed.get("items", []))
+
+    upstream_groups = await items(UPSTREAM_POD_GROUPS) if await client.serves(UPSTREAM_POD_GROUPS) else []
 
     listed = await asyncio.gather(
         items(NODES),
@@ -121,7 +136,9 @@ async def fetch(client: KubeClient, namespace: str, name: str) -> ClusterState:
         items(CSI_NODES),
         items(POD_DISRUPTION_BUDGETS),
     )
-    return ClusterState(podgroup, *listed)
+    state = ClusterState(podgroup, *listed)
+    state.upstream_podgroups = upstream_groups
+    return state
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +164,7 @@ def dry_run(settings: Settings, client: KubeClient, state: ClusterState) -> DryR
         (core.on_node, state.nodes),
         (core.on_namespace, state.namespaces),
         (core.on_podgroup, state.podgroups),
+        (core.on_upstream_podgroup, state.upstream_podgroups),
         (core.on_pdb, state.budgets),
         (core.on_pod, state.pods),
     )
@@ -154,7 +172,8 @@ def dry_run(settings: Settings, client: KubeClient, state: ClusterState) -> DryR
         for raw in objects:
             handler("ADDED", raw)
     meta = state.podgroup["metadata"]
-    key = GroupKey(meta["namespace"], meta["name"])
+    upstream = str(state.podgroup.get("apiVersion", "")).startswith(f"{UPSTREAM_POD_GROUPS.group}/")
+    key = GroupKey(meta["namespace"], meta["name"], upstream=upstream)
     group = core.cache.podgroup(key)
     if group is None:
         return "the PodGroup is not valid, so lockstep does not schedule it (see its status message)"
@@ -185,12 +204,17 @@ def describe_status(podgroup: Mapping[str, Any], members: Sequence[Mapping[str, 
     meta, spec, status = podgroup["metadata"], podgroup.get("spec", {}), podgroup.get("status", {})
     gang = spec.get("schedulingPolicy", {}).get("gang")
     policy = f"gang, minCount {gang['minCount']}" if gang else "basic"
-    lines = [f"PodGroup {meta['namespace']}/{meta['name']} ({policy})"]
+    upstream = str(podgroup.get("apiVersion", "")).startswith(f"{UPSTREAM_POD_GROUPS.group}/")
+    shape = f"{UPSTREAM_POD_GROUPS.api_version}, " if upstream else ""
+    lines = [f"PodGroup {meta['namespace']}/{meta['name']} ({shape}{policy})"]
     bound = sum(1 for p in members if p.get("spec", {}).get("nodeName"))
-    lines.append(
-        f"{INDENT}phase {status.get('phase') or '(none yet)'}; {bound} of {len(members)} member pods bound"
-        f" (status says scheduled {status.get('scheduled', 0)}, running {status.get('running', 0)})"
-    )
+    if upstream:  # upstream's status has conditions only
+        lines.append(f"{INDENT}{bound} of {len(members)} member pods bound")
+    else:
+        lines.append(
+            f"{INDENT}phase {status.get('phase') or '(none yet)'}; {bound} of {len(members)} member pods"
+            f" bound (status says scheduled {status.get('scheduled', 0)}, running {status.get('running', 0)})"
+        )
     condition = _condition(status, "PodGroupScheduled")
     if condition is not None:
         lines.append(
@@ -207,7 +231,12 @@ def describe_status(podgroup: Mapping[str, Any], members: Sequence[Mapping[str, 
             lines.append(f"{INDENT * 2}{reason['reason']}: {reason['count']}  {reason.get('message', '')}")
     lines.append("members:")
     if not members:
-        lines.append(f"{INDENT}(no pods carry the label {POD_GROUP_LABEL}={meta['name']})")
+        joining = (
+            f"spec.schedulingGroup.podGroupName={meta['name']}"
+            if upstream
+            else f"the label {POD_GROUP_LABEL}={meta['name']}"
+        )
+        lines.append(f"{INDENT}(no pods carry {joining})")
     for pod in members:
         pod_meta, pod_status = pod["metadata"], pod.get("status", {})
         node = pod.get("spec", {}).get("nodeName")
@@ -372,12 +401,12 @@ def _describe_outcome(result: CycleOutcome) -> list[str]:
     return lines
 
 
-async def explain(reference: str, settings: Settings) -> str:
-    namespace, name = parse_reference(reference)
+async def explain(reference: str, settings: Settings, namespace: str = "default") -> str:
+    namespace, name, upstream = parse_reference(reference, namespace)
     async with KubeClient(await load_connection_info(settings.kubeconfig)) as client:
-        state = await fetch(client, namespace, name)
+        state = await fetch(client, namespace, name, upstream)
         result = dry_run(settings, client, state)
-    members = state.members(namespace, name)
+    members = state.members(namespace, name, upstream)
     lines = describe_status(state.podgroup, members)
     lines += describe_claims(state.podgroup, state)
     lines += describe_preemption(state.podgroup, state)
@@ -389,7 +418,7 @@ def explain_command(args: argparse.Namespace) -> int:
     configure_logging("console", "warning")
     try:
         settings = load_settings(kubeconfig=args.kubeconfig, feature_gates=args.feature_gates)
-        print(asyncio.run(explain(args.podgroup, settings)))
+        print(asyncio.run(explain(args.podgroup, settings, args.namespace)))
     except (ConfigError, ExplainError, CredentialsError) as exc:
         print(f"lockstep explain: {exc}", file=sys.stderr)
         return 1

@@ -66,6 +66,7 @@ CSI_NODES = ResourceKind("storage.k8s.io", "v1", "csinodes", "CSINode", namespac
 POD_DISRUPTION_BUDGETS = ResourceKind("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 # upstream's Workload API PodGroup (gate GenericWorkload): watched only where the cluster serves it
 UPSTREAM_POD_GROUPS = ResourceKind("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup")
+JOBS = ResourceKind("batch", "v1", "jobs", "Job")  # applied by the demo; the operator reads none
 PRIORITY_CLASSES = ResourceKind(
     "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
 )

@@ -40,17 +40,17 @@ def test_headers_say_what_each_example_expects() -> None:
     examples = load_examples(find_examples_dir())
     expectations = {name: ex.expect for ex in examples for _, name in ex.podgroups}
     assert expectations, "no PodGroup examples"
-    assert set(expectations.values()) <= {"Running", "Scheduled", "Unschedulable", "Waiting"}
+    assert set(expectations.values()) <= {"Pending", "Running", "Scheduled", "Unschedulable", "Waiting"}
     assert "Unschedulable" in expectations.values()
     gated = [ex for ex in examples if ex.gates]
     assert all(set(ex.gates) <= {"DRAListTypeAttributes"} for ex in gated)
 
 
 def test_an_example_the_demo_cannot_apply_is_named(tmp_path: Path) -> None:
-    (tmp_path / "10-job.yaml").write_text(
-        "# lockstep-demo: expect=Running\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\n"
+    (tmp_path / "10-deployment.yaml").write_text(
+        "# lockstep-demo: expect=Running\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n"
     )
-    with pytest.raises(ExampleError, match=r"10-job.yaml: the demo cannot apply Job 'batch/v1'"):
+    with pytest.raises(ExampleError, match=r"10-deployment.yaml: the demo cannot apply Deployment 'apps/v1'"):
         load_examples(tmp_path)
 
 

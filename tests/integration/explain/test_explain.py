@@ -111,13 +111,17 @@ async def test_unknown_group_is_an_error_naming_it(cluster: tuple[SimCluster, Pa
 
 
 def test_reference_must_be_namespace_slash_name(capsys: pytest.CaptureFixture[str]) -> None:
-    assert parse_reference("ns/g") == ("ns", "g")
+    assert parse_reference("ns/g") == ("ns", "g", False)
+    assert parse_reference("podgroups.scheduling.k8s.io/g", "ns") == ("ns", "g", True)
     for bad in ("g", "/g", "ns/", "a/b/c"):
         with pytest.raises(ExplainError, match="expected NAMESPACE/PODGROUP"):
             parse_reference(bad)
-    args = argparse.Namespace(podgroup="nope", kubeconfig=None, feature_gates=None)
+    args = argparse.Namespace(podgroup="nope", kubeconfig=None, feature_gates=None, namespace="default")
     assert explain_command(args) == 1
-    assert "expected NAMESPACE/PODGROUP, got 'nope'" in capsys.readouterr().err
+    assert (
+        "expected NAMESPACE/PODGROUP or podgroups.scheduling.k8s.io/NAME, got 'nope'"
+        in capsys.readouterr().err
+    )
 
 
 def test_claim_consumers_name_a_podgroup_reservation_and_count_pods() -> None:
@@ -207,3 +211,23 @@ def test_claims_say_where_their_binding_conditions_stand() -> None:
         == "; binding failed: example.com/attach-failed on f0"
     )
     assert binding_state({"status": {"allocation": {"devices": {"results": [{"device": "x"}]}}}}) == ""
+
+
+async def test_explains_an_upstream_podgroup_and_its_members(cluster: tuple[SimCluster, Path]) -> None:
+    sim, kubeconfig = cluster
+    await sim.http.create(
+        f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{NAMESPACE}/podgroups",
+        {"metadata": {"name": "up"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}},
+    )
+    for i in range(2):
+        member = pod(f"up-{i}", "ignored", schedulingGroup={"podGroupName": "up"})
+        member["metadata"]["labels"] = {}
+        member["spec"]["nodeSelector"] = {"lockstep.dev/rack": "rack-missing"}
+        await sim.http.create(f"/api/v1/namespaces/{NAMESPACE}/pods", member)
+    text = await explain(
+        "podgroups.scheduling.k8s.io/up", load_settings(kubeconfig=str(kubeconfig)), NAMESPACE
+    )
+    assert text.startswith(f"PodGroup {NAMESPACE}/up (scheduling.k8s.io/v1alpha2, gang, minCount 2)")
+    assert "0 of 2 member pods bound" in text
+    assert "up-0" in text and "up-1" in text
+    assert "NodeAffinity rejected 4 nodes" in text

@@ -14,7 +14,10 @@ from chart_render import REPO_ROOT
 
 from lockstep import POD_GROUP_LABEL, SCHEDULER_NAME
 from lockstep.api.podgroup import PodGroup, PodGroupPhase
+from lockstep.api.upstream_podgroup import API_VERSION as UPSTREAM_API_VERSION
+from lockstep.api.upstream_podgroup import UpstreamPodGroup
 from lockstep.config import KNOWN_FEATURE_GATES
+from lockstep.controller.template_gangs import MIN_COUNT_ANNOTATION, requested_min_count
 
 EXAMPLES = REPO_ROOT / "examples"
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
@@ -40,6 +43,12 @@ def header(path: Path) -> tuple[str, list[str]] | None:
 
 
 DEMO_FILES = [path for path in EXAMPLE_FILES if header(path) is not None]
+# examples whose group is a lockstep PodGroup written out (not upstream's, not made from a Job)
+LOCKSTEP_GROUP_FILES = [
+    path
+    for path in DEMO_FILES
+    if any(o["kind"] == "PodGroup" and o["apiVersion"] != UPSTREAM_API_VERSION for o in objects(path))
+]
 
 
 def by_kind(path: Path, kind: str) -> list[dict[str, Any]]:
@@ -73,12 +82,13 @@ def test_header_names_a_phase_and_known_gates(path: Path) -> None:
 @pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.stem)
 def test_built_in_objects_validate_against_the_kubernetes_schema(path: Path) -> None:
     for obj in objects(path):
-        if obj["apiVersion"] == PodGroup.model_fields["api_version"].default:
+        # kubernetes_validate carries no schema for CRDs nor for upstream's alpha PodGroup
+        if obj["apiVersion"] in (PodGroup.model_fields["api_version"].default, UPSTREAM_API_VERSION):
             continue
         kubernetes_validate.validate(obj, "1.37.0", strict=True)
 
 
-@pytest.mark.parametrize("path", DEMO_FILES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", LOCKSTEP_GROUP_FILES, ids=lambda p: p.stem)
 def test_podgroups_validate_against_the_crd_schema_and_model(path: Path) -> None:
     groups = by_kind(path, "PodGroup")
     assert len(groups) == 1, f"{path.name}: one PodGroup per example"
@@ -86,7 +96,7 @@ def test_podgroups_validate_against_the_crd_schema_and_model(path: Path) -> None
     PodGroup.model_validate(groups[0])
 
 
-@pytest.mark.parametrize("path", DEMO_FILES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", LOCKSTEP_GROUP_FILES, ids=lambda p: p.stem)
 def test_pods_join_the_group_and_reference_claims_defined_with_them(path: Path) -> None:
     [group] = by_kind(path, "PodGroup")
     pods = by_kind(path, "Pod")
@@ -171,3 +181,29 @@ def test_cannot_fit_example_selects_a_rack_no_simulated_node_has() -> None:
     racks = {make_node(i, 1000)["metadata"]["labels"][RACK_LABEL] for i in range(1000)}
     for pod in by_kind(path, "Pod"):
         assert pod["spec"]["nodeSelector"][RACK_LABEL] not in racks
+
+
+def test_upstream_podgroup_example_is_joined_by_scheduling_group() -> None:
+    path = example("upstream-podgroup")
+    [group] = by_kind(path, "PodGroup")
+    parsed = UpstreamPodGroup.model_validate(group)
+    pods = by_kind(path, "Pod")
+    assert len(pods) >= parsed.spec.min_count
+    for pod in pods:
+        assert pod["spec"]["schedulingGroup"] == {"podGroupName": group["metadata"]["name"]}
+        assert pod["spec"]["schedulerName"] == SCHEDULER_NAME
+        assert POD_GROUP_LABEL not in (pod["metadata"].get("labels") or {})
+
+
+@pytest.mark.parametrize("stem", ["job-gang", "job-gated"])
+def test_job_examples_form_a_gang_with_the_two_template_lines(stem: str) -> None:
+    path = example(stem)
+    [job] = by_kind(path, "Job")
+    assert not by_kind(path, "PodGroup"), "lockstep creates the PodGroup of a Job's template lines"
+    template = job["spec"]["template"]
+    min_count = requested_min_count(template)
+    assert isinstance(min_count, int) and min_count <= job["spec"]["parallelism"]
+    assert template["metadata"]["labels"][POD_GROUP_LABEL] == job["metadata"]["name"]
+    assert MIN_COUNT_ANNOTATION in template["metadata"]["annotations"]
+    assert template["spec"]["schedulerName"] == SCHEDULER_NAME
+    assert bool(template["spec"].get("schedulingGates")) == (stem == "job-gated")
