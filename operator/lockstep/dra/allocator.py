@@ -162,6 +162,8 @@ class Allocator:
         # kube-scheduler's DRASchedulerFilterTimeout gives up on a node after a while; lockstep bounds
         # the search by steps instead (deterministic, and it runs on the event loop).
         self.max_steps: float = max_steps if features.filter_timeout else float("inf")
+        # (node, claims) of the last search that hit max_steps: explain says so instead of guessing.
+        self.gave_up: tuple[str, tuple[str, ...]] | None = None
         self._compiled: dict[tuple[str, str], CompiledClaim] = {}
         self._candidates: dict[tuple[tuple[Any, ...], str | None], list[DeviceEntry] | CELError] = {}
         self._candidates_version = -1
@@ -413,6 +415,7 @@ class Allocator:
         try:
             found = search.place(0)
         except _BudgetExceeded:
+            self.gave_up = (node_name, tuple(claim.key for claim in claims))
             return None
         return search.picks if found else None
 
@@ -492,6 +495,12 @@ class Allocator:
     ) -> str:
         """Why ``find`` found nothing on this node: the first request or constraint that cannot be met,
         named with its claim. Raises AllocationError as ``find`` does."""
+        if self.gave_up == (node_name, tuple(claim.key for claim in claims)):
+            self.gave_up = None
+            return (
+                f"claims {', '.join(c.key for c in claims)}: the search for devices on this node gave up "
+                f"after {self.max_steps:g} steps (DRASchedulerFilterTimeout)"
+            )
         for claim in claims:
             problem = self._explain_claim(claim, node_name, labels, busy)
             if problem is not None:

@@ -335,9 +335,11 @@ def test_search_budget_bounds_pathological_claims() -> None:
     inventory = DeviceInventory()
     inventory.update_slice(resource_slice("s", devices, "node-a"))
     bounded = replace(ALL_ON, filter_timeout=True)
-    allocator = Allocator(bounded, inventory, {CLASS: device_class()}, lambda _: False, max_steps=1000)
+    allocator = Allocator(bounded, inventory, {CLASS: device_class()}, lambda _: False, max_steps=100)
     c = claim("c", exactly("x", 5), constraints=[match(f"{DRIVER}/numa")])
     assert allocate(allocator, [c]) is None
+    explanation = allocator.explain([allocator.compile(c)], "node-a", {})
+    assert "gave up after 100 steps (DRASchedulerFilterTimeout)" in explanation
     assert Allocator(ALL_ON, inventory, {}, lambda _: False, max_steps=1000).max_steps == float("inf")
 
 
