@@ -20,8 +20,9 @@ Each expression is compiled once per feature set (:func:`compile_selector`); a f
 environment does not declare (``math.*``, ``base64.*``, ``devices``...) is refused at compile time, naming
 it, and so is a selector that is a non-bool literal (cel-go checks the output type). A compile or runtime
 error becomes :class:`CELError`, whose message quotes the expression; it never escapes as anything else.
-The runtime cost limit is upstream's ``CELSelectorExpressionMaxCost`` (1,000,000), counted as one unit per
-evaluation step, loop iterations included. :meth:`Selector.estimated_cost` is cel-go's worst-case estimate
+The runtime cost limit is upstream's ``CELSelectorExpressionMaxCost`` (1,000,000), counted as cel-go's
+cost tracker counts (1 per variable, selection, index and call, 10 per list and 30 per map literal), loop
+iterations included. :meth:`Selector.estimated_cost` is cel-go's worst-case estimate
 (:mod:`lockstep.dra.cel_cost`), which kube-apiserver checks against the same limit when a selector is
 written.
 """
@@ -311,6 +312,24 @@ _OPTIONAL_SHORT_CIRCUITS = frozenset({"or", "orValue", "optMap", "optFlatMap"})
 NAMESPACES = frozenset({"optional", "sets", "lists", "strings", "ip", "format"})
 
 
+_STEP_COSTS = dict.fromkeys(
+    (
+        "member_dot",
+        "member_index",
+        "member_dot_opt",
+        "member_index_opt",
+        "member_dot_arg",
+        "relation",
+        "addition",
+        "multiplication",
+        "unary",
+    ),
+    1,
+)
+# celpy evaluates these children of a ``primary`` node in place, so the primary is charged for them.
+_PRIMARY_COSTS = {"ident": 1, "ident_arg": 1, "list_lit": 10, "map_lit": 30}
+
+
 class _CostLimitExceeded(Exception):
     """Not a CELEvalError: like cel-go's interrupt, no ``||`` or ``&&`` may absorb it."""
 
@@ -331,12 +350,24 @@ class _DRAEvaluator(Evaluator):
         return evaluator
 
     def visit(self, tree: Any) -> Value:
-        """One unit of runtime cost per evaluation step (cel-go: per node evaluated, loops included)."""
+        """Runtime cost as cel-go's tracker counts it: 1 per variable, field selection, index and call
+        (operators included), 10 per list and 30 per map literal, 0 per constant; loops included."""
         budget = self._budget
-        budget.spent += 1
+        if tree.data == "primary":
+            budget.spent += _PRIMARY_COSTS.get(tree.children[0].data, 0)
+        else:
+            budget.spent += _STEP_COSTS.get(tree.data, 0)
         if budget.spent > budget.limit:
             raise _CostLimitExceeded
         return super().visit(tree)
+
+    def visit_children(self, tree: Any) -> list[Value]:
+        """As celpy's, but through :meth:`visit`, so that every step is charged."""
+        self.level += 1
+        try:
+            return [self.visit(child) if isinstance(child, lark.Tree) else child for child in tree.children]
+        finally:
+            self.level -= 1
 
     def literal(self, tree: Any) -> Value:
         """Parsed literal values are cached on the (immutable) AST node."""

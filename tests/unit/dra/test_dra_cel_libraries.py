@@ -611,3 +611,18 @@ def test_an_expression_nested_deeper_than_the_evaluator_can_go_is_refused_when_c
     deep = "(" * 3000 + "true" + ")" * 3000
     with pytest.raises(CELError, match="max recursion depth exceeded"):
         compile_selector(deep, True)
+
+
+@pytest.mark.parametrize(
+    ("expression", "cost"),
+    [
+        ('device.driver == "x"', 3),  # variable, selection, operator; the constant is free
+        ("[1, 2, 3].size() == 3", 12),  # a list literal costs 10
+        ('{"a": 1}.size() == 1', 32),  # a map literal costs 30
+    ],
+)
+def test_runtime_cost_units_are_cel_gos(expression: str, cost: int) -> None:
+    activation = {"device": ct.MapType({ct.StringType("driver"): ct.StringType("x")})}
+    assert Selector(expression, True, cost_limit=cost).matches(activation) is True
+    with pytest.raises(CELError, match="actual cost limit exceeded"):
+        Selector(expression, True, cost_limit=cost - 1).matches(activation)
