@@ -412,3 +412,126 @@ def test_image_locality_costs_nothing_when_no_node_reports_images() -> None:
     assert (
         ImageLocality(cache).pre_score(CycleState(), pod("p"), list(cache.nodes.values())).code is Code.SKIP
     )
+
+
+FOO_EXISTS = {"matchExpressions": [{"key": "foo", "operator": "Exists"}]}
+BAR_EXISTS = {"matchExpressions": [{"key": "bar", "operator": "Exists"}]}
+# scoring_test.go: (name, constraints as (maxSkew, key, selector), incoming labels, nodes as
+# name -> zone (None: no zone; "-": no hostname label either), candidate nodes (the others failed
+# Filter), existing pods as (node, labels), expected normalized scores)
+SCORE_CASES = [
+    (
+        "one constraint on node, all 4 nodes are candidates, maxSkew=2",
+        [(2, HOST, FOO_EXISTS)],
+        {"foo": ""},
+        {"node-a": None, "node-b": None, "node-c": None, "node-d": None},
+        None,
+        [("node-a", FOO)] * 2 + [("node-b", FOO)] + [("node-d", FOO)] * 3,
+        {"node-a": 33, "node-b": 66, "node-c": 100, "node-d": 16},
+    ),
+    (
+        "one constraint on node, all 4 nodes are candidates, maxSkew=3",
+        [(3, HOST, FOO_EXISTS)],
+        {"foo": ""},
+        {"node-a": None, "node-b": None, "node-c": None, "node-d": None},
+        None,
+        [("node-a", FOO)] * 4 + [("node-b", FOO)] * 3 + [("node-c", FOO)] * 2 + [("node-d", FOO)],
+        {"node-a": 44, "node-b": 66, "node-c": 77, "node-d": 100},
+    ),
+    (
+        "one constraint on node, 3 out of 4 nodes are candidates",
+        [(1, HOST, FOO_EXISTS)],
+        {"foo": ""},
+        {"node-a": None, "node-b": None, "node-x": None, "node-y": None},
+        ["node-a", "node-b", "node-x"],
+        [("node-a", FOO)] * 4 + [("node-b", FOO)] * 2 + [("node-x", FOO)] + [("node-y", FOO)] * 3,
+        {"node-a": 33, "node-b": 83, "node-x": 100},
+    ),
+    (
+        "one constraint on node, 3 out of 4 nodes are candidates, one node doesn't match topology key",
+        [(1, HOST, FOO_EXISTS)],
+        {"foo": ""},
+        {"node-a": None, "node-b": "-", "node-x": None, "node-y": None},
+        ["node-a", "node-b", "node-x"],
+        [("node-a", FOO)] * 4 + [("node-b", FOO)] * 2 + [("node-x", FOO)] + [("node-y", FOO)] * 3,
+        {"node-a": 16, "node-b": 0, "node-x": 100},
+    ),
+    (
+        "one constraint on zone, 3 out of 4 nodes are candidates",
+        [(1, ZONE, FOO_EXISTS)],
+        {"foo": ""},
+        {"node-a": "zone1", "node-b": "zone1", "node-x": "zone2", "node-y": "zone2"},
+        ["node-a", "node-b", "node-x"],
+        [("node-a", FOO)] * 4 + [("node-b", FOO)] * 2 + [("node-x", FOO)] + [("node-y", FOO)] * 3,
+        {"node-a": 75, "node-b": 75, "node-x": 100},
+    ),
+    (
+        "two Constraints on zone and node, 2 out of 4 nodes are candidates",
+        [(1, ZONE, FOO_EXISTS), (1, HOST, FOO_EXISTS)],
+        {"foo": ""},
+        {"node-a": "zone1", "node-b": "zone1", "node-x": "zone2", "node-y": "zone2"},
+        ["node-a", "node-x"],
+        [("node-a", FOO)] * 2 + [("node-b", FOO)] + [("node-x", FOO)] * 2 + [("node-y", FOO)] * 4,
+        {"node-a": 100, "node-x": 63},
+    ),
+    (
+        "two Constraints on zone and node, with different labelSelectors",
+        [(1, ZONE, FOO_EXISTS), (1, HOST, BAR_EXISTS)],
+        {"foo": "", "bar": ""},
+        {"node-a": "zone1", "node-b": "zone1", "node-x": "zone2", "node-y": "zone2"},
+        None,
+        [("node-a", FOO), ("node-b", {"foo": "", "bar": ""}), ("node-y", FOO), ("node-y", {"bar": ""})],
+        {"node-a": 60, "node-b": 20, "node-x": 100, "node-y": 60},
+    ),
+    (
+        "two Constraints on zone and node, with different labelSelectors, some nodes have 0 pods",
+        [(1, ZONE, FOO_EXISTS), (1, HOST, BAR_EXISTS)],
+        {"foo": "", "bar": ""},
+        {"node-a": "zone1", "node-b": "zone1", "node-x": "zone2", "node-y": "zone2"},
+        None,
+        [("node-b", {"bar": ""}), ("node-x", FOO), ("node-y", {"foo": "", "bar": ""})],
+        {"node-a": 100, "node-b": 60, "node-x": 40, "node-y": 0},
+    ),
+    (
+        "two Constraints on zone and node, with different labelSelectors, 3 out of 4 nodes are candidates",
+        [(1, ZONE, FOO_EXISTS), (1, HOST, BAR_EXISTS)],
+        {"foo": "", "bar": ""},
+        {"node-a": "zone1", "node-b": "zone1", "node-x": "zone2", "node-y": "zone2"},
+        ["node-a", "node-b", "node-x"],
+        [("node-a", FOO), ("node-b", {"foo": "", "bar": ""}), ("node-y", FOO), ("node-y", {"bar": ""})],
+        {"node-a": 50, "node-b": 25, "node-x": 100},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("constraints", "labels", "nodes", "candidates", "existing", "expected"),
+    [c[1:] for c in SCORE_CASES],
+    ids=[c[0] for c in SCORE_CASES],
+)
+def test_scoring_tables(
+    constraints: list[tuple[int, str, dict[str, Any]]],
+    labels: dict[str, str],
+    nodes: dict[str, str | None],
+    candidates: list[str] | None,
+    existing: list[tuple[str, dict[str, str]]],
+    expected: dict[str, int],
+) -> None:
+    cache = ClusterCache("lockstep")
+    for name, zone in nodes.items():
+        node_labels = {"n": name} if zone == "-" else {HOST: name, **({ZONE: zone} if zone else {})}
+        cache.upsert_node(make_node(name, labels=node_labels))
+    for i, (node, pod_labels) in enumerate(existing):
+        cache.upsert_pod(pod(f"e{i}", pod_labels, node))
+    incoming = pod(
+        "p",
+        labels,
+        topologySpreadConstraints=[spread(s, key, hard=False, selector=sel) for s, key, sel in constraints],
+    )
+    plugin = PodTopologySpread(cache)
+    feasible = [cache.nodes[n] for n in (candidates or nodes)]
+    state = CycleState()
+    assert plugin.pre_score(state, incoming, feasible).code is OK
+    raw = [plugin.score(state, incoming, node) for node in feasible]
+    plugin.normalize_scores(state, incoming, raw)
+    assert dict(zip((n.name for n in feasible), raw, strict=True)) == expected
