@@ -34,11 +34,16 @@ from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 from lockstep.scheduler.cycle import GroupCycle
-from lockstep.scheduler.framework import DisruptionBudget, GroupKey, PodGroupInfo, PodInfo
+from lockstep.scheduler.framework import (
+    DISRUPTION_MODE_POD_GROUP,
+    DisruptionBudget,
+    GroupKey,
+    PodGroupInfo,
+    PodInfo,
+)
 from lockstep.state.cluster import ClusterCache
 
 PREEMPTION_PLUGIN = "Preemption"
-DISRUPTION_MODE_POD_GROUP = "PodGroup"
 # Why a pod is a victim (the victims metric's label).
 REASON_POD = "pod"  # on its own: a lone pod, a basic group's, or a gang member beyond minCount
 REASON_GANG = "gang"  # with its whole gang
@@ -89,11 +94,6 @@ class ReleasableDevices(Protocol):
     ) -> AbstractContextManager[int]:
         """Count the devices of claims that only ``leaving`` (or gone) pods hold as free."""
         ...
-
-
-def group_disruption_mode(group: PodGroupInfo | None) -> str:
-    """``Pod`` unless the PodGroup says ``PodGroup`` (upstream's v1alpha2 field and default)."""
-    return str(getattr(group, "disruption_mode", "") or "Pod")
 
 
 def group_preempts(pods: Sequence[PodInfo]) -> bool:
@@ -234,14 +234,14 @@ class PreemptionPlanner:
         units: list[_Unit] = []
         budgets = list(self.cache.budgets)
         for key, members in by_group.items():
-            top = max(pod.priority for pod in members)
             info = self.cache.podgroup(key) if key.pod_group else None
-            ours = key.pod_group and info is not None and info.is_gang
-            if ours and info is not None:
+            if info is not None and info.is_gang:
+                # the gang's priority (its PodGroup's, else its highest member's): taken whole or not at all
+                top = max(self.cache.group_priority(key), *(pod.priority for pod in members))
                 if top >= priority:
-                    continue  # a gang is taken whole or not at all, and this one holds higher pods
+                    continue
                 spare = self.cache.scheduled_count(key) - info.min_count
-                if group_disruption_mode(info) == DISRUPTION_MODE_POD_GROUP or spare <= 0:
+                if info.disruption_mode == DISRUPTION_MODE_POD_GROUP or spare <= 0:
                     units.append(_Unit(key, tuple(members), top, True, 0, _hits(members, budgets)))
                     continue
                 units.extend(

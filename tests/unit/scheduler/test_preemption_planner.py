@@ -63,6 +63,26 @@ def test_a_gang_in_pod_mode_gives_what_it_can_spare_and_goes_whole_beyond() -> N
     assert victims(two) == {"wide-0", "wide-1", "wide-2", "wide-3"}  # two would leave it below minCount
 
 
+def test_disruption_mode_pod_group_takes_the_whole_gang() -> None:
+    scheduler, cache = cluster()
+    running_gang(cache, "wide", ["n0", "n0", "n1", "n1"], 1, priority=10)
+    key = GroupKey("default", "wide")
+    info = cache.podgroup(key)
+    assert info is not None
+    cache.upsert_podgroup(dataclasses.replace(info, disruption_mode="PodGroup"))
+    verdict = plan(scheduler, cache, "one", 1, priority=100)
+    assert victims(verdict) == {"wide-0", "wide-1", "wide-2", "wide-3"}
+
+
+def test_a_podgroup_priority_outranks_its_members_priorities() -> None:
+    scheduler, cache = cluster()
+    running_gang(cache, "important", ["n0", "n0", "n1", "n1"], 4, priority=10)
+    info = cache.podgroup(GroupKey("default", "important"))
+    assert info is not None
+    cache.upsert_podgroup(dataclasses.replace(info, priority=500))  # its pods say 10, its PodGroup 500
+    assert plan(scheduler, cache, "urgent", 1, priority=100).result is PlanResult.NO_PLAN
+
+
 def test_a_plan_within_the_budgets_is_preferred() -> None:
     scheduler, cache = cluster()
     running_gang(cache, "guarded", ["n0", "n0"], 2, priority=10)
