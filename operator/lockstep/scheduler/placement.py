@@ -62,7 +62,7 @@ class AffinityTerm:
         selector = self.namespace_selector
         if selector is None:
             return False
-        return selector is EVERYTHING or selector.matches(namespace_labels or {})
+        return selector.matches(namespace_labels or {})
 
     def matches(
         self, namespace: str, labels: Mapping[str, str], namespace_labels: Mapping[str, str] | None
@@ -117,12 +117,3 @@ class PlacementSpec:
     controller_owner: tuple[str, str] | None = None
     # spec fields that affect placement and lockstep does not implement (see api/pod_fields.py)
     unsupported: tuple[str, ...] = ()
-
-    @property
-    def has_pod_affinity(self) -> bool:
-        return bool(
-            self.required_affinity
-            or self.required_anti_affinity
-            or self.preferred_affinity
-            or self.preferred_anti_affinity
-        )

@@ -149,9 +149,6 @@ class PlacedPodIndex:
 
     # ------------------------------------------------------------------ queries
 
-    def ports_in_use(self, node: str) -> Mapping[HostPort, int]:
-        return self._ports.get(node, {})
-
     def host_port_conflict(self, node: str, wanted: Iterable[HostPort]) -> HostPort | None:
         """The first wanted port already in use on ``node`` (HostPortInfo.CheckConflict: the
         0.0.0.0 wildcard conflicts with every address on the same protocol and port)."""

@@ -64,7 +64,7 @@ class InterPodAffinity:
         selector = term.namespace_selector
         if selector is None:
             return term.namespaces
-        if selector is EVERYTHING:
+        if selector == EVERYTHING:
             return None
         chosen = set(term.namespaces)
         chosen.update(name for name, labels in self.cache.namespaces.items() if selector.matches(labels))
