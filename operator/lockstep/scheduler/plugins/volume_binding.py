@@ -120,14 +120,10 @@ def topology_allows(storage_class: StorageClass, node: NodeInfo) -> bool:
 
 
 def volume_store(ctx: PluginContext) -> VolumeStore:
-    """The store the operator hands over in ``ctx.services`` (one for all volume plugins); without
-    one (a scheduler without volume wiring) an empty store in which every claim is missing."""
+    """The store the operator hands over in ``ctx.services``, shared by the volume plugins; without
+    one (a scheduler without volume wiring) an empty store, in which every claim is missing."""
     store = ctx.services.get(STORE_SERVICE)
-    if not isinstance(store, VolumeStore):
-        store = VolumeStore()
-        if isinstance(ctx.services, dict):
-            ctx.services[STORE_SERVICE] = store
-    return store
+    return store if isinstance(store, VolumeStore) else VolumeStore()
 
 
 class VolumeBinding:

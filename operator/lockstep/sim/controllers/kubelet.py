@@ -276,6 +276,7 @@ class Kubelets:
         key = f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"
         if event_type == "DELETED":
             self._removal_due.pop(key, None)
+            self._mount_reported.discard(pod["metadata"].get("uid", ""))
             return
         node_name = pod.get("spec", {}).get("nodeName")
         if node_name not in self._node_ips:
