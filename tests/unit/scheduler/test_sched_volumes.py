@@ -584,3 +584,21 @@ def test_node_volume_limits(
     assert status.ok == fits
     if not fits:
         assert status.code is Code.UNSCHEDULABLE and status.reasons == (MAX_VOLUME_COUNT,)
+
+
+def test_candidate_nodes_are_narrowed_to_where_a_bound_volume_is_pinned() -> None:
+    store = store_with(
+        [pvc("local", bound_to="disk"), pvc("zonal", bound_to="zoned")],
+        [pv("disk", affinity={HOSTNAME: ["n2"]}), pv("zoned", affinity={"zone": ["a"]})],
+    )
+    cache = ClusterCache("lockstep")
+    for name in ("n1", "n2", "n3"):
+        cache.upsert_node(node(name, zone="a"))
+    plugin = VolumeBinding(store, None, cache=cache)
+    for claims, want in ((("local",), {"n2"}), (("zonal",), None), (("local", "zonal"), {"n2"})):
+        state, pod = CycleState(), pod_with(*claims)
+        assert plugin.pre_filter(state, pod).ok
+        assert plugin.candidate_nodes(state, pod) == want
+    state, pod = CycleState(), pod_with()
+    assert plugin.pre_filter(state, pod).code is Code.SKIP
+    assert plugin.candidate_nodes(state, pod) is None

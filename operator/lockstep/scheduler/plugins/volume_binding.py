@@ -26,10 +26,11 @@ import contextlib
 import logging
 import weakref
 from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import Collection, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from lockstep.api.resource import NodeSelector
 from lockstep.api.volume import (
     NO_PROVISIONER,
     PersistentVolume,
@@ -41,6 +42,7 @@ from lockstep.dra.node_selector import node_selector_matches
 from lockstep.scheduler.framework import SKIP, SUCCESS, CycleState, NodeInfo, PodInfo, Status
 from lockstep.scheduler.ports import VolumeAPI
 from lockstep.state.assume_cache import AssumeCacheError
+from lockstep.state.cluster import ClusterCache
 from lockstep.state.volumes import VolumeStore
 
 if TYPE_CHECKING:
@@ -52,6 +54,7 @@ STORE_SERVICE = "volumes.store"
 VOLUME_API_SERVICE = "volumes.api"
 BIND_TIMEOUT_SECONDS = 600.0  # kube-scheduler's bindTimeoutSeconds
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 _STATE_KEY = "VolumeBinding"
 
 # kube-scheduler's reasons (volumebinding.ErrReason*)
@@ -130,10 +133,15 @@ class VolumeBinding:
     name: ClassVar[str] = "VolumeBinding"
 
     def __init__(
-        self, store: VolumeStore, api: VolumeAPI | None, bind_timeout: float = BIND_TIMEOUT_SECONDS
+        self,
+        store: VolumeStore,
+        api: VolumeAPI | None,
+        bind_timeout: float = BIND_TIMEOUT_SECONDS,
+        cache: ClusterCache | None = None,
     ) -> None:
         self.store = store
         self.api = api
+        self.cache = cache  # the node label index, to narrow the nodes of pods with pinned volumes
         self.bind_timeout = bind_timeout
         self._in_flight: dict[str, _InFlight] = {}  # claim key -> the decision reserved for it
         self._taken: dict[str, str] = {}  # volume name -> claim key it is reserved for
@@ -145,7 +153,7 @@ class VolumeBinding:
         """Uses the store and API the operator hands over in ``ctx.services``; without them (a
         scheduler without volume wiring) an empty store, and PreBind refuses to write."""
         api = ctx.services.get(VOLUME_API_SERVICE)
-        return cls(volume_store(ctx), api if isinstance(api, VolumeAPI) else None)
+        return cls(volume_store(ctx), api if isinstance(api, VolumeAPI) else None, cache=ctx.cache)
 
     def _pod_volumes(self, state: CycleState, pod: PodInfo) -> _PodVolumes | None:
         value = state.read(f"{_STATE_KEY}/{pod.uid}")
@@ -200,6 +208,50 @@ class VolumeBinding:
         volumes.to_bind.sort(key=lambda pair: pair[0].request)  # the smallest claims choose first
         state.write(f"{_STATE_KEY}/{pod.uid}", volumes)
         return SUCCESS
+
+    def candidate_nodes(self, state: CycleState, pod: PodInfo) -> Collection[str] | None:
+        """The nodes a bound (or already chosen) volume is pinned to by a ``kubernetes.io/hostname``
+        (or ``metadata.name``) ``In`` requirement, e.g. a local volume; None when none is pinned.
+        Filter still checks the whole node affinity."""
+        volumes = self._pod_volumes(state, pod)
+        if volumes is None or self.cache is None:
+            return None
+        narrowed: set[str] | None = None
+        pinned = [v.node_affinity for v in volumes.bound]
+        for decision in volumes.shared:
+            if decision.provision_on:
+                pinned_to = {decision.provision_on}
+                narrowed = pinned_to if narrowed is None else narrowed & pinned_to
+            elif (volume := self.store.volumes.get(decision.volume)) is not None:
+                pinned.append(volume.node_affinity)
+        for selector in pinned:
+            names = self._pinned_nodes(selector)
+            if names is not None:
+                narrowed = names if narrowed is None else narrowed & names
+        return narrowed
+
+    def _pinned_nodes(self, selector: NodeSelector | None) -> set[str] | None:
+        """Every term names its nodes by hostname or name: the union of those nodes, else None."""
+        assert self.cache is not None
+        if selector is None or not selector.node_selector_terms:
+            return None
+        names: set[str] = set()
+        for term in selector.node_selector_terms:
+            term_names: set[str] | None = None
+            pinning = [(r, HOSTNAME_LABEL) for r in term.match_expressions]
+            pinning += [(r, "metadata.name") for r in term.match_fields]
+            for requirement, key in pinning:
+                if requirement.operator != "In" or requirement.key != key:
+                    continue
+                if key == HOSTNAME_LABEL:
+                    found = {n for v in requirement.values for n in self.cache.nodes_with_label(key, v)}
+                else:
+                    found = set(requirement.values)
+                term_names = found if term_names is None else term_names & found
+            if term_names is None:
+                return None
+            names |= term_names
+        return names
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """As upstream, every reason the node fails for: missing volumes, a bound (or already
