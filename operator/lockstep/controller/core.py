@@ -63,7 +63,7 @@ from lockstep.scheduler.framework import Code, GroupKey, PodInfo, Status
 from lockstep.scheduler.plugins.dynamic_resources import CLAIM_API_SERVICE, STORE_SERVICE, DynamicResources
 from lockstep.scheduler.plugins.volume_binding import STORE_SERVICE as VOLUME_STORE_SERVICE
 from lockstep.scheduler.plugins.volume_binding import VOLUME_API_SERVICE
-from lockstep.scheduler.preemption import PlanVerdict, PreemptionPlan
+from lockstep.scheduler.preemption import REASON_POD, PlanVerdict, PreemptionPlan
 from lockstep.scheduler.records import GroupAttempt
 from lockstep.scheduler.scheduler import Scheduler
 from lockstep.state.cluster import ClusterEvent
@@ -201,7 +201,7 @@ class SchedulerCore:
     def _preempted(self, plan: PreemptionPlan) -> None:
         who = f"{'group' if plan.group.pod_group else 'pod'} {plan.group.namespace}/{plan.group.name}"
         for victim in plan.victims:
-            reason = plan.reasons.get(victim.uid, "pod")
+            reason = plan.reasons.get(victim.uid, REASON_POD)
             self.metrics.preemption_victims.labels(reason).inc()
             self.events.record(
                 ObjectReference("Pod", victim.namespace, victim.name, victim.uid, "v1"),
@@ -210,7 +210,7 @@ class SchedulerCore:
                 f"preempted by {who}, priority {plan.priority}"
                 + (
                     ""
-                    if reason == "pod"
+                    if reason == REASON_POD
                     else f" (with its whole gang {victim.namespace}/{victim.group_name})"
                 ),
             )

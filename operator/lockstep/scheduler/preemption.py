@@ -43,7 +43,6 @@ from lockstep.scheduler.framework import (
 )
 from lockstep.state.cluster import ClusterCache
 
-PREEMPTION_PLUGIN = "Preemption"
 # Why a pod is a victim (the victims metric's label).
 REASON_POD = "pod"  # on its own: a lone pod, a basic group's, or a gang member beyond minCount
 REASON_GANG = "gang"  # with its whole gang

@@ -5,9 +5,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from sched_helpers import gang, make_node, make_pod, make_scheduler
+import pytest
+from sched_helpers import gang, make_node, make_pod, make_scheduler, pod_dict
 
 from lockstep import POD_GROUP_LABEL
+from lockstep.api.disruption_budget import parse_disruption_budget
+from lockstep.api.pod import InvalidObjectError, parse_pod, preemption_message
 from lockstep.scheduler.framework import DisruptionBudget, GroupKey, LabelRequirement
 from lockstep.scheduler.preemption import REASON_GANG, REASON_POD, PlanResult, PlanVerdict
 from lockstep.scheduler.scheduler import Scheduler
@@ -136,3 +139,46 @@ def test_trials_leave_the_cache_as_it_was() -> None:
     plan(scheduler, cache, "urgent", 2, priority=100)
     assert {name: dict(node.requested) for name, node in cache.nodes.items()} == before
     assert not any(cache.is_assumed(p.uid) for p in cache.pods.values())
+
+
+def test_a_victim_names_its_preemptor_in_a_message_the_operator_reads_back() -> None:
+    body = pod_dict("v", node_name="n0", preemptionPolicy="Never")
+    body["status"]["nominatedNodeName"] = "n1"
+    body["status"]["conditions"] = [
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "message": preemption_message(GroupKey("team", "urgent"), 1000),
+        }
+    ]
+    pod = parse_pod(body)
+    assert pod.preempted_by == GroupKey("team", "urgent")
+    assert (pod.preemption_policy, pod.nominated_node_name) == ("Never", "n1")
+    lone = preemption_message(GroupKey("team", "solo", pod_group=False), 5)
+    assert lone == "lockstep: preempted by pod team/solo, priority 5"
+    body["status"]["conditions"][0]["message"] = lone
+    assert parse_pod(body).preempted_by == GroupKey("team", "solo", pod_group=False)
+    body["status"]["conditions"][0]["reason"] = "EvictionByEvictionAPI"  # an eviction is not ours
+    assert parse_pod(body).preempted_by is None
+
+
+def test_a_pdb_covers_what_its_selector_matches_in_its_namespace_and_a_bad_operator_is_refused() -> None:
+    def budget(selector: dict[str, Any] | None) -> dict[str, Any]:
+        spec = {"minAvailable": 1} | ({"selector": selector} if selector is not None else {})
+        return {
+            "metadata": {"name": "b", "namespace": "default"},
+            "spec": spec,
+            "status": {"disruptionsAllowed": 2},
+        }
+
+    app = make_pod("a")
+    selected = parse_disruption_budget(
+        budget({"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]})
+    )
+    assert selected.covers(app) and selected.disruptions_allowed == 2
+    assert not parse_disruption_budget(budget(None)).covers(app)  # no selector: covers nothing
+    assert parse_disruption_budget(budget({})).covers(app)  # empty selector: the whole namespace
+    assert not parse_disruption_budget(budget({"matchLabels": {"app": "db"}})).covers(app)
+    with pytest.raises(InvalidObjectError, match=r"spec\.selector\.matchExpressions\[0\]\.operator"):
+        parse_disruption_budget(budget({"matchExpressions": [{"key": "x", "operator": "Like"}]}))
