@@ -57,6 +57,7 @@ from lockstep.state.cluster import ClusterCache, ClusterEvent
 log = logging.getLogger(__name__)
 
 BINDING_PLUGIN = "Binding"
+FINISH_ATTEMPTS = 5  # deletions of a marked victim before giving up until its next watch event
 # A wait for claims that kube-controller-manager (or lockstep, for PodGroup templates) is about to create.
 # Like kube-scheduler's PreEnqueue rejection it writes nothing to the pods of a PodGroup: the PodGroup's
 # status says it if it lasts.
@@ -459,15 +460,21 @@ class Scheduler:
         assert api is not None
         message = preemption_message(plan.group, plan.priority)
         deleted = False
+        failed: list[PodInfo] = []
         try:
             await asyncio.gather(*(api.mark_disruption_target(v, message) for v in plan.victims))
             await asyncio.gather(*(self._nominate(pod, node) for pod, node in plan.nominations))
             outcomes = await asyncio.gather(*(api.delete_victim(v) for v in plan.victims))
-            deleted = all(o.result in (PatchResult.OK, PatchResult.NOT_FOUND) for o in outcomes)
+            failed = [v for v, o in zip(plan.victims, outcomes, strict=True) if not _done(o.result)]
+            deleted = not failed
         finally:
             if not deleted:  # the plan broke: the next cycle plans again
                 self._plans.pop(plan.group, None)
                 self._wakeup.set()
+        for victim in failed:  # marked but not deleted: retried, or the group would wait for it forever
+            current = self.cache.get_pod(victim.uid)
+            if current is not None:
+                self.finish_preemption(current)
         if deleted and self.on_preempted is not None:
             self.on_preempted(plan)
 
@@ -494,7 +501,12 @@ class Scheduler:
     async def _finish(self, pod: PodInfo) -> None:
         assert self.preemption_api is not None
         try:
-            await self.preemption_api.delete_victim(pod)
+            for attempt in range(FINISH_ATTEMPTS):
+                outcome = await self.preemption_api.delete_victim(pod)
+                if _done(outcome.result):
+                    return
+                await asyncio.sleep(min(2.0**attempt, 10.0))
+            log.warning("deleting the marked victim %s failed %d times", pod.key, FINISH_ATTEMPTS)
         finally:
             self._finishing.discard(pod.uid)
 
@@ -829,6 +841,11 @@ def _equivalent(existing: PodCondition | None, wanted: PodCondition) -> bool:
     return existing.message == wanted.message or _NUMBER.sub("#", existing.message) == _NUMBER.sub(
         "#", wanted.message
     )
+
+
+def _done(result: PatchResult) -> bool:
+    """A victim's deletion went through (or it was gone already)."""
+    return result in (PatchResult.OK, PatchResult.NOT_FOUND)
 
 
 def _deleted(pod: PodInfo) -> Status:

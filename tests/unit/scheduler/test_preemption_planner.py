@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Any
 
 import pytest
-from sched_helpers import gang, make_node, make_pod, make_scheduler, pod_dict
+from sched_helpers import FakeClock, gang, make_node, make_pod, make_scheduler, pod_dict, settle
 
 from lockstep import POD_GROUP_LABEL
 from lockstep.api.disruption_budget import parse_disruption_budget
 from lockstep.api.pod import InvalidObjectError, parse_pod, preemption_message
 from lockstep.scheduler.framework import DisruptionBudget, GroupKey, LabelRequirement
+from lockstep.scheduler.ports import PatchOutcome, PatchResult
 from lockstep.scheduler.preemption import REASON_GANG, REASON_POD, PlanResult, PlanVerdict
 from lockstep.scheduler.scheduler import Scheduler
 from lockstep.state.cluster import ClusterCache
@@ -182,3 +184,67 @@ def test_a_pdb_covers_what_its_selector_matches_in_its_namespace_and_a_bad_opera
     assert not parse_disruption_budget(budget({"matchLabels": {"app": "db"}})).covers(app)
     with pytest.raises(InvalidObjectError, match=r"spec\.selector\.matchExpressions\[0\]\.operator"):
         parse_disruption_budget(budget({"matchExpressions": [{"key": "x", "operator": "Like"}]}))
+
+
+class FlakyPreemptionAPI:
+    """Applies a preemption's writes to the cache as their watch events would; the first
+    ``failing_deletes`` deletions answer an error."""
+
+    def __init__(self, cache: ClusterCache, failing_deletes: int) -> None:
+        self.cache = cache
+        self.failing_deletes = failing_deletes
+        self.marked: list[str] = []
+        self.deleted: list[str] = []
+
+    async def mark_disruption_target(self, pod: Any, message: str) -> PatchOutcome:
+        self.marked.append(pod.name)
+        body = pod_dict(
+            pod.name, cpu="2", group=pod.group_name, priority=pod.priority, node_name=pod.node_name
+        )
+        body["status"]["conditions"] = [
+            {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "PreemptionByScheduler",
+                "message": message,
+            }
+        ]
+        self.cache.upsert_pod(parse_pod(body))
+        return PatchOutcome(PatchResult.OK)
+
+    async def delete_victim(self, pod: Any) -> PatchOutcome:
+        if self.failing_deletes:
+            self.failing_deletes -= 1
+            return PatchOutcome(PatchResult.ERROR, "injected")
+        self.deleted.append(pod.name)
+        self.cache.delete_pod(pod.uid)
+        return PatchOutcome(PatchResult.OK)
+
+    async def nominate(self, pod: Any, node_name: str) -> PatchOutcome:
+        current = self.cache.get_pod(pod.uid)
+        if current is not None:
+            self.cache.upsert_pod(dataclasses.replace(current, nominated_node_name=node_name))
+        return PatchOutcome(PatchResult.OK)
+
+
+async def test_a_victim_whose_deletion_failed_is_deleted_again_and_never_replaced_by_another() -> None:
+    api = FlakyPreemptionAPI(ClusterCache("lockstep"), failing_deletes=1)
+    clock = FakeClock()
+    scheduler, pods, cache = make_scheduler(clock=clock, preemption_api=api)
+    api.cache = cache
+    for i in range(2):
+        cache.upsert_node(make_node(f"n{i}", cpu="4"))
+    running_gang(cache, "low-a", ["n0", "n0"], 2, priority=10)
+    running_gang(cache, "low-b", ["n1", "n1"], 2, priority=10)
+    cache.upsert_podgroup(gang("urgent", 1))
+    pods.add(make_pod("urgent-0", group="urgent", cpu="2", priority=100))
+    deadline = asyncio.get_running_loop().time() + 10
+    while (
+        asyncio.get_running_loop().time() < deadline and not cache.get_pod("uid-default-urgent-0").node_name
+    ):
+        await settle(scheduler)
+        await asyncio.sleep(0.05)
+        clock.advance(0.5)  # backoffs expire
+    assert cache.get_pod("uid-default-urgent-0").node_name, "the preemptor was never bound"
+    assert len(api.marked) == 2 and sorted(api.deleted) == sorted(api.marked)  # one plan, its two victims
+    assert {name.rsplit("-", 1)[0] for name in api.marked} in ({"low-a"}, {"low-b"})
