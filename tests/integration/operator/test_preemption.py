@@ -147,6 +147,20 @@ async def test_a_gang_in_pod_mode_loses_only_the_pod_it_must() -> None:
         assert (await remaining(env))["wide"] == 3
 
 
+async def test_a_gang_in_podgroup_mode_goes_whole_though_it_could_spare_pods() -> None:
+    async with cluster() as env:
+        together = podgroup("together", 2)
+        together["spec"]["disruptionMode"] = "PodGroup"
+        await env.create(together)
+        for i in range(4):
+            await env.create(member(f"together-{i}", "together", "low"))
+        await running(env, "together", 4)
+        await gang(env, "urgent", 1, 1, "high")
+        victims = await bound_after_victims(env, "urgent", 1)
+        assert victims == {f"together-{i}" for i in range(4)}
+        assert (await remaining(env))["together"] == 0
+
+
 async def test_a_pdb_is_respected_while_another_plan_exists() -> None:
     async with cluster() as env:
         await gang(env, "guarded", 2, 2, "low")
