@@ -130,12 +130,18 @@ class PreemptionPlanner:
         if not group_preempts(pods):
             return PlanVerdict(PlanResult.NOT_ELIGIBLE, "preemptionPolicy is Never: waits without preempting")
         trials = 0
-        leaving = [
+        marked = self.cache.leaving_pods()
+        marked_uids = {p.uid for p in marked}
+        marked += [
             p
-            for p in self.cache.pods.values()
-            if (p.deleting or p.preempted_by is not None or p.uid in taken) and self._placed(p)
+            for uid in sorted(taken)
+            if uid not in marked_uids and (p := self.cache.get_pod(uid)) is not None
         ]
-        units = self._units(key, priority, {p.uid for p in leaving})
+        leaving = [p for p in marked if self._placed(p)]
+        lowest = self.cache.lowest_placed_priority()
+        # Only pods of lower priority make units: without any, no walk over every pod.
+        may_preempt = lowest is not None and lowest < priority
+        units = self._units(key, priority, {p.uid for p in leaving}) if may_preempt else []
         if not units and not leaving:
             return PlanVerdict(PlanResult.NO_PLAN, "no lower-priority pods to preempt", trials=trials)
         # What is leaving already (claims of pods gone but not yet released included) may be enough.

@@ -14,6 +14,7 @@ Events that could make a parked group schedulable are reported to the registered
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from enum import Enum
@@ -108,6 +109,9 @@ class ClusterCache:
         self._namespace_labels: dict[str, Mapping[str, str]] = {}
         self._image_nodes: dict[str, int] = {}  # image name -> nodes that report it
         self._nominated: dict[str, str] = {}  # unbound live pod uid -> status.nominatedNodeName
+        # What the preemption planner would otherwise find by walking every pod on every failed cycle:
+        self._placed_priorities: Counter[int] = Counter()  # priority -> placed pods with it
+        self._leaving: dict[str, None] = {}  # uids of pods being deleted or marked as victims
         self._budgets: dict[tuple[str, str], DisruptionBudget] = {}
         self._listeners: list[ClusterListener] = []
 
@@ -139,6 +143,7 @@ class ClusterCache:
 
     def _place_on(self, pod: PodInfo, node_name: str) -> None:
         self._placed[pod.uid] = node_name
+        self._placed_priorities[pod.priority] += 1
         self._pods_on_node.setdefault(node_name, set()).add(pod.uid)
         self._placed_index.add(pod, node_name)
         node = self._nodes.get(node_name)
@@ -153,6 +158,9 @@ class ClusterCache:
         node_name = self._placed.pop(pod.uid, "")
         if not node_name:
             return ""
+        self._placed_priorities[pod.priority] -= 1
+        if not self._placed_priorities[pod.priority]:
+            del self._placed_priorities[pod.priority]
         self._placed_index.remove(pod, node_name)
         on_node = self._pods_on_node.get(node_name)
         if on_node is not None:
@@ -187,6 +195,10 @@ class ClusterCache:
             self._nominated[pod.uid] = pod.nominated_node_name
         else:
             self._nominated.pop(pod.uid, None)
+        if pod.deleting or pod.preempted_by is not None:
+            self._leaving[pod.uid] = None
+        else:
+            self._leaving.pop(pod.uid, None)
         self._place(pod)
         placed_on = self._placed.get(pod.uid)
         if freed and placed_on != freed:
@@ -214,6 +226,7 @@ class ClusterCache:
         was_member = self._leave_group(pod)
         self._assumed.pop(uid, None)
         self._nominated.pop(uid, None)
+        self._leaving.pop(uid, None)
         freed = self._unplace(pod)
         if freed:
             self._emit(ClusterEvent.ASSIGNED_POD_REMOVED)
@@ -306,6 +319,14 @@ class ClusterCache:
         """Unbound pods holding capacity a preemption freed for them, with their nominated node."""
         for uid, node_name in self._nominated.items():
             yield self._pods[uid], node_name
+
+    def lowest_placed_priority(self) -> int | None:
+        """The lowest priority of the pods counted on nodes (None when there are none)."""
+        return min(self._placed_priorities, default=None)
+
+    def leaving_pods(self) -> list[PodInfo]:
+        """Pods being deleted or marked as preemption victims, in first-seen order."""
+        return [self._pods[uid] for uid in self._leaving]
 
     @contextmanager
     def pods_held(self, holds: Iterable[tuple[PodInfo, str]]) -> Iterator[None]:

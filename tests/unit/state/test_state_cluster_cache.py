@@ -229,7 +229,7 @@ def test_free_cpu_per_domain_follows_pods_nodes_and_labels() -> None:
 OPERATIONS = st.lists(
     st.tuples(
         st.sampled_from(
-            ["add", "bind", "assume", "forget", "delete", "finish", "deleting", "regroup", "node"]
+            ["add", "bind", "assume", "forget", "delete", "finish", "deleting", "marked", "regroup", "node"]
         ),
         st.integers(0, 5),  # pod
         st.integers(0, 2),  # node
@@ -263,11 +263,18 @@ def test_incremental_counts_always_match_a_recount(operations: list[tuple[str, i
             cache.upsert_pod(dataclasses.replace(current, phase="Succeeded"))
         elif op == "deleting":
             cache.upsert_pod(dataclasses.replace(current, deleting=True))
+        elif op == "marked":
+            cache.upsert_pod(dataclasses.replace(current, preempted_by=GroupKey("ns", "high") if n else None))
         elif op == "regroup":
             cache.upsert_pod(dataclasses.replace(current, group_name=f"g{n}"))
         elif op == "node":
             cache.upsert_node(node(f"n{n + 1 if n < 2 else 2}", cpu=8000 + n, labels={"zone": f"z{n % 2}"}))
     pods = list(cache.pods.values())
+    placed = [p for p in pods if not p.terminal and (p.node_name or cache.is_assumed(p.uid))]
+    assert cache.lowest_placed_priority() == min((p.priority for p in placed), default=None)
+    assert {p.uid for p in cache.leaving_pods()} == {
+        p.uid for p in pods if p.deleting or p.preempted_by is not None
+    }
     for name, info in cache.nodes.items():
         on_node = [p for p in pods if not p.terminal and (p.node_name or cache.assumed_node(p.uid)) == name]
         assert info.pod_count == len(on_node)
