@@ -741,7 +741,7 @@ def _constant(tree: Any, functions: Mapping[str, Any]) -> Value:
     if any(isinstance(node, lark.Tree) and node.data == "ident" for node in tree.iter_subtrees()):
         return UnknownFormatArgument()
     try:
-        value = _DRARunner(_ENVIRONMENT, tree, functions, SELECTOR_MAX_COST).evaluate({})
+        value = _DRARunner(_environment(), tree, functions, SELECTOR_MAX_COST).evaluate({})
     except Exception:  # an error is the run time's to report
         return UnknownFormatArgument()
     return UnknownFormatArgument() if isinstance(value, CELEvalError) else value
@@ -880,8 +880,12 @@ def _collapse(tree: Any) -> Any:
 # A list or map literal with optional entries gets its own node, evaluated by _DRAEvaluator.
 _OPTIONAL_ENTRY_NODES = {"exprlist": "optional_exprlist", "mapinits": "optional_mapinits"}
 
-install_optional_syntax()
-_ENVIRONMENT = celpy.Environment(runner_class=_DRARunner)
+
+@functools.cache
+def _environment() -> celpy.Environment:
+    """The environment, with its parser built at the first compile instead of at import (0.2-0.4 s)."""
+    install_optional_syntax()
+    return celpy.Environment(runner_class=_DRARunner)
 
 
 class Selector:
@@ -895,7 +899,7 @@ class Selector:
         self.expression = expression
         self._estimated_cost: int | None = None
         try:
-            ast = _ENVIRONMENT.compile(expression)
+            ast = _environment().compile(expression)
         except Exception as exc:  # celpy.CELParseError and lark errors
             first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise CELSyntaxError(expression, first_line, getattr(exc, "column", None)) from None
@@ -909,7 +913,7 @@ class Selector:
             raise CELError(expression, "compilation failed: max recursion depth exceeded") from None
         if (output := _constant_output_type(tree)) is not None:
             raise CELError(expression, f"must evaluate to bool or the unknown type, not {output}")
-        self._runner = _DRARunner(_ENVIRONMENT, tree, functions, cost_limit)
+        self._runner = _DRARunner(_environment(), tree, functions, cost_limit)
 
     def estimated_cost(self) -> int:
         """cel-go's worst-case cost estimate, which kube-apiserver compares to SELECTOR_MAX_COST."""

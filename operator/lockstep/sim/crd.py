@@ -12,6 +12,7 @@ from typing import Any
 import celpy
 import orjson
 
+from lockstep.dra.cel_syntax import install_optional_syntax
 from lockstep.sim import errors as fe
 from lockstep.sim.errors import FieldError, bad_request
 from lockstep.sim.objectmeta import validate_name
@@ -74,6 +75,7 @@ def _type_ok(expected: str, value: Any) -> bool:
 
 @lru_cache(maxsize=512)
 def _cel_program(rule: str) -> Any:
+    install_optional_syntax()  # the process's one parser: CEL with optional syntax, as Kubernetes'
     env = celpy.Environment()
     return env.program(env.compile(rule))
 
