@@ -214,9 +214,10 @@ async def apply(client: KubeClient, example: Example, out: TextIO) -> None:
     out.write(f"applied {example.path.name}\n")
 
 
-def upstream_view_from(item: Mapping[str, Any], expect: str) -> GroupView:
+def upstream_view_from(item: Mapping[str, Any], expect: str, pods: list[dict[str, Any]]) -> GroupView:
     """An upstream PodGroup has no phase: its PodGroupScheduled condition stands for one (Scheduled,
-    or the condition's reason)."""
+    or the condition's reason); nor counts: its members (``pods`` of the namespace naming it) give
+    them."""
     meta, spec = item["metadata"], item.get("spec", {})
     gang = spec.get("schedulingPolicy", {}).get("gang")
     conditions = (item.get("status") or {}).get("conditions") or []
@@ -225,11 +226,16 @@ def upstream_view_from(item: Mapping[str, Any], expect: str) -> GroupView:
     if condition is not None:
         phase = "Scheduled" if condition.get("status") == "True" else str(condition.get("reason"))
         why = "" if condition.get("status") == "True" else str(condition.get("message", ""))
+    members = [
+        p for p in pods if (p["spec"].get("schedulingGroup") or {}).get("podGroupName") == meta["name"]
+    ]
     return GroupView(
         name=f"{meta['namespace']}/{meta['name']}",
         expect=expect,
         phase=phase,
+        scheduled=sum(1 for p in members if p["spec"].get("nodeName")),
         min_count=int(gang["minCount"]) if gang else 1,
+        total=len(members),
         why=why,
     )
 
@@ -238,12 +244,16 @@ async def collect(client: KubeClient, expected: Mapping[str, str]) -> list[Group
     namespaces = sorted({name.split("/", 1)[0] for name in expected})
     views = {}
     for namespace in namespaces:
-        for kind, view in ((POD_GROUPS, view_from), (UPSTREAM_POD_GROUPS, upstream_view_from)):
-            listed = await client.list(kind, namespace)
-            for item in listed.get("items", []):
-                name = f"{namespace}/{item['metadata']['name']}"
-                if name in expected:
-                    views[name] = view(item, expected[name])
+        for item in (await client.list(POD_GROUPS, namespace)).get("items", []):
+            name = f"{namespace}/{item['metadata']['name']}"
+            if name in expected:
+                views[name] = view_from(item, expected[name])
+        upstream = (await client.list(UPSTREAM_POD_GROUPS, namespace)).get("items", [])
+        pods = (await client.list(PODS, namespace)).get("items", []) if upstream else []
+        for item in upstream:
+            name = f"{namespace}/{item['metadata']['name']}"
+            if name in expected:
+                views[name] = upstream_view_from(item, expected[name], pods)
     # A group not created yet counts as Pending (a gated Job's, whose pods are not counted yet).
     return [
         views.get(name) or GroupView(name, expect, phase="Pending", why="no PodGroup yet")

@@ -45,30 +45,47 @@ class UpstreamStatusWriter:
         self.client = client
         self._groups: dict[GroupKey, UpstreamPodGroup] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._wanted: dict[GroupKey, tuple[str, str, str]] = {}  # (status, reason, message)
+        self._writing: set[GroupKey] = set()
 
     def observe(self, key: GroupKey, podgroup: UpstreamPodGroup | None) -> None:
         if podgroup is None:
             self._groups.pop(key, None)
+            self._wanted.pop(key, None)
         else:
             self._groups[key] = podgroup
 
     def on_attempt(self, attempt: GroupAttempt) -> None:
-        podgroup = self._groups.get(attempt.group)
-        if podgroup is None:
+        """Want the condition this attempt implies; one writer per group writes the latest wanted."""
+        key = attempt.group
+        if key not in self._groups:
             return
-        status, reason, message = scheduled_condition(attempt.code, attempt.message[:MAX_MESSAGE])
+        self._wanted[key] = scheduled_condition(attempt.code, attempt.message[:MAX_MESSAGE])
+        if key in self._writing:
+            return  # the running writer picks the newest wish up
+        self._writing.add(key)
+        task = asyncio.get_running_loop().create_task(self._write(key))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _condition_to_write(
+        self, podgroup: UpstreamPodGroup, wanted: tuple[str, str, str]
+    ) -> dict[str, Any] | None:
+        """The condition to write for ``wanted`` on ``podgroup`` as last seen; None: nothing to write
+        (the same already, or it would take a True condition back to False)."""
+        status, reason, message = wanted
         current = next((c for c in podgroup.status.conditions if c.type == CONDITION_SCHEDULED), None)
         if current is not None:
             if current.status == "True" and status != "True":
-                return
-            if (current.status, current.reason, current.message) == (status, reason, message):
-                return
+                return None
+            if (current.status, current.reason, current.message) == wanted:
+                return None
         moment = (
             current.last_transition_time
             if current is not None and current.status == status
             else datetime.now(UTC)
         )
-        condition: dict[str, Any] = {
+        return {
             "type": CONDITION_SCHEDULED,
             "status": status,
             "observedGeneration": podgroup.metadata.generation,
@@ -76,15 +93,23 @@ class UpstreamStatusWriter:
             "reason": reason,
             "message": message,
         }
-        task = asyncio.get_running_loop().create_task(self._write(attempt.group, condition))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
-    async def _write(self, key: GroupKey, condition: dict[str, Any], attempts: int = 3) -> None:
-        """Write ``condition`` next to the others; on a conflict re-read the PodGroup and try again."""
+    async def _write(self, key: GroupKey, attempts: int = 5) -> None:
+        """Write the newest wanted condition next to the others; on a conflict re-read the PodGroup
+        and try again; a wish that arrives meanwhile is written next."""
+        try:
+            await self._write_newest(key, attempts)
+        finally:
+            self._writing.discard(key)  # synchronously with the last check: no wish slips between
+
+    async def _write_newest(self, key: GroupKey, attempts: int) -> None:
         for _ in range(attempts):
             podgroup = self._groups.get(key)
-            if podgroup is None:
+            wanted = self._wanted.get(key)
+            if podgroup is None or wanted is None:
+                return
+            condition = self._condition_to_write(podgroup, wanted)
+            if condition is None:
                 return
             meta = podgroup.metadata
             others = [
@@ -109,12 +134,8 @@ class UpstreamStatusWriter:
                     log.warning("upstream podgroup status write failed", podgroup=str(key), error=str(exc))
                     return
                 try:
-                    latest = await self.client.get(UPSTREAM_POD_GROUPS, meta.namespace, meta.name)
+                    written = await self.client.get(UPSTREAM_POD_GROUPS, meta.namespace, meta.name)
                 except ApiError:
                     return
-                if self._groups.get(key) is not None:
-                    self._groups[key] = UpstreamPodGroup.model_validate(latest)
-                continue
-            if self._groups.get(key) is not None:
+            if key in self._groups:
                 self._groups[key] = UpstreamPodGroup.model_validate(written)
-            return
