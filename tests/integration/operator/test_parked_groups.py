@@ -50,7 +50,14 @@ async def test_a_gang_listing_one_claim_past_the_limit_is_parked_and_says_so() -
         key = GroupKey(NAMESPACE, "crowd")
         assert operator.core is not None
         attempts = operator.core.scheduler.attempts[key].attempt
-        writes = env.cluster.server.request_stats.writes()
+
+        async def writes_settled() -> int:  # the verdict's own pod patches and Event land first
+            before = env.cluster.server.request_stats.writes()
+            await asyncio.sleep(0.5)
+            after = env.cluster.server.request_stats.writes()
+            return after if after == before else 0
+
+        writes = await eventually(writes_settled, within=30, what="the verdict's writes to land")
         await asyncio.sleep(3.0)  # backoff 0.2 s doubling to 1 s: before, 3-4 more attempts
         assert operator.core.scheduler.attempts[key].attempt == attempts
         assert env.cluster.server.request_stats.writes() == writes  # and no pod or status write
