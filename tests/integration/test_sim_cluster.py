@@ -11,6 +11,7 @@ import pytest
 
 from lockstep.sim.cluster import SimCluster
 from lockstep.sim.controllers.dra_driver import DEVICE_CLASS_NAME, DRIVER_NAME
+from lockstep.sim.controllers.resourceclaim import DELETE_PROTECTION_FINALIZER
 from lockstep.sim.watching import ApiError, KubeHttp
 
 NS = "it"
@@ -208,6 +209,9 @@ async def test_shared_claim_of_a_podgroup_loses_stale_reservations_but_is_never_
             "kind": "ResourceClaim",
             "metadata": {
                 "name": "group-gpu",
+                # As a scheduler sets it before writing the allocation; the controller deallocates
+                # only claims carrying it.
+                "finalizers": [DELETE_PROTECTION_FINALIZER],
                 "ownerReferences": [
                     {
                         "apiVersion": "scheduling.lockstep.dev/v1alpha1",
@@ -263,6 +267,12 @@ async def test_shared_claim_of_a_podgroup_loses_stale_reservations_but_is_never_
 
     final = await eventually(deallocated, "the unused claim to be deallocated")
     assert not final["status"].get("reservedFor")
+
+    async def unprotected() -> dict[str, Any] | None:
+        current = await http.get(f"{CLAIMS}/group-gpu")
+        return current if not current["metadata"].get("finalizers") else None
+
+    final = await eventually(unprotected, "the delete-protection finalizer to be removed")
     assert final["metadata"]["uid"] == claim["metadata"]["uid"], (
         "a PodGroup's claim is not the controller's to delete"
     )
