@@ -3,9 +3,12 @@
 Binding tasks used to POST as soon as they reached Bind. Under a backlog the HTTP connection pool was
 saturated, so a member that found a free connection went out at once while its siblings queued behind
 hundreds of earlier requests: one gang of 8 bound over 1.3 s (on a real API server over 3 s) while its
-first members held their nodes. Here each binding waits its turn by ``(placement sequence, member
-index)``, taken by a fixed number of workers, so no binding overtakes an earlier gang's and a gang's
-members leave one after another.
+first members held their nodes. And members whose PreBind writes their own claim reached Bind at
+different times, so their bindings left seconds apart.
+
+Here the members placed by one cycle (a *placement*) are held until every one of them has reached Bind
+or left its binding cycle, and are then taken in ``(placement, member)`` order by a fixed number of
+workers: no binding overtakes an earlier placement's, and a gang's members leave one after another.
 """
 
 from __future__ import annotations
@@ -14,23 +17,39 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 from lockstep.scheduler.framework import PodInfo
 from lockstep.scheduler.ports import BindOutcome
 
 BindFunction = Callable[[PodInfo, str], Awaitable[BindOutcome]]
+Order = tuple[int, int]  # (placement sequence, member index)
+Entry = tuple[Order, int, PodInfo, str, "asyncio.Future[BindOutcome]"]
+
+
+@dataclass(slots=True)
+class _Placement:
+    members: int
+    arrived: list[Entry] = field(default_factory=list)
+    done: set[int] = field(default_factory=set)  # member indexes that arrived or left
+
+    @property
+    def complete(self) -> bool:
+        return len(self.done) >= self.members
 
 
 class BindQueue:
-    """``await bind(order, pod, node)`` returns the outcome of ``send(pod, node)``, sent by one of
-    ``workers`` workers in ascending ``order``. Workers start on the first call and stop with ``close``."""
+    """``open(placement, members)`` announces a cycle's placed pods; each then either ``await
+    bind((placement, index), pod, node)`` (the outcome of ``send(pod, node)``) or ``leave``s. Workers
+    start on the first binding and stop with ``close``."""
 
     def __init__(self, send: BindFunction, workers: int = 32) -> None:
         if workers < 1:
             raise ValueError(f"BindQueue workers: at least 1, got {workers}")
         self._send = send
         self._workers = workers
-        self._heap: list[tuple[tuple[int, int], int, PodInfo, str, asyncio.Future[BindOutcome]]] = []
+        self._held: dict[int, _Placement] = {}
+        self._heap: list[Entry] = []
         self._tiebreak = itertools.count()
         self._ready = asyncio.Event()
         self._progress = asyncio.Event()
@@ -39,19 +58,47 @@ class BindQueue:
 
     @property
     def backlog(self) -> int:
-        """Bindings waiting for a worker or on the wire."""
-        return len(self._heap) + self._in_flight
+        """Bindings held for their siblings, waiting for a worker or on the wire."""
+        held = sum(len(p.arrived) for p in self._held.values())
+        return held + len(self._heap) + self._in_flight
 
-    async def bind(self, order: tuple[int, int], pod: PodInfo, node_name: str) -> BindOutcome:
+    def open(self, placement: int, members: int) -> None:
+        self._held[placement] = _Placement(members)
+
+    def leave(self, order: Order) -> None:
+        """The member at ``order`` ended its binding cycle; if it did not reach Bind, its siblings
+        no longer wait for it. Calling it after the member's binding is harmless."""
+        held = self._held.get(order[0])
+        if held is not None and order[1] not in held.done:
+            held.done.add(order[1])
+            self._release_if_complete(order[0], held)
+
+    async def bind(self, order: Order, pod: PodInfo, node_name: str) -> BindOutcome:
         if not self._tasks:
             self._tasks = [
                 asyncio.get_running_loop().create_task(self._work(), name=f"lockstep-binder-{i}")
                 for i in range(self._workers)
             ]
         future: asyncio.Future[BindOutcome] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._heap, (order, next(self._tiebreak), pod, node_name, future))
-        self._ready.set()
+        entry: Entry = (order, next(self._tiebreak), pod, node_name, future)
+        held = self._held.get(order[0])
+        if held is None:
+            self._push(entry)
+        else:
+            held.arrived.append(entry)
+            held.done.add(order[1])
+            self._release_if_complete(order[0], held)
         return await future
+
+    def _release_if_complete(self, placement: int, held: _Placement) -> None:
+        if held.complete:
+            del self._held[placement]
+            for entry in held.arrived:
+                self._push(entry)
+
+    def _push(self, entry: Entry) -> None:
+        heapq.heappush(self._heap, entry)
+        self._ready.set()
 
     async def wait_below(self, limit: int) -> None:
         """Return once the backlog is at most ``limit`` (the scheduler's brake: cycles that outrun the
@@ -89,7 +136,9 @@ class BindQueue:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
-        for _, _, _, _, future in self._heap:
+        waiting = [entry for held in self._held.values() for entry in held.arrived] + self._heap
+        for _, _, _, _, future in waiting:
             if not future.done():
                 future.cancel()
+        self._held = {}
         self._heap = []

@@ -524,6 +524,7 @@ class Scheduler:
             status = Status(code, (f"{first.pod}: {first.message}",), first.pod, "")
         if status.ok:
             sequence = next(self._placements)
+            self.binder.open(sequence, len(outcome.placements))
             for index, placement in enumerate(outcome.placements):
                 self._spawn(self._binding_cycle(key, placement, (sequence, index)))
             next_retry = None
@@ -671,6 +672,8 @@ class Scheduler:
         except Exception as exc:  # a plugin or port raised: fail this pod, keep scheduling
             log.exception("binding cycle of pod %s to %s raised", pod.key, node_name)
             status = Status.error(BINDING_PLUGIN, f"{type(exc).__name__}: {exc}")
+        finally:
+            self.binder.leave(order)  # a member that never reached Bind holds its siblings no longer
         if status.ok:
             self.queue.reset_attempts(key)
             for listener in self._listeners:

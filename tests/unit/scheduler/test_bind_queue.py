@@ -92,6 +92,40 @@ async def test_a_cancelled_binding_cycle_is_not_sent() -> None:
     assert binder.sent == ["first"]
 
 
+async def test_a_placements_members_leave_together_once_every_sibling_reached_bind_or_left() -> None:
+    binder = RecordingBinder()
+    queue = BindQueue(binder.bind, workers=4)
+    queue.open(0, 3)
+    queue.open(1, 1)
+    first = asyncio.ensure_future(queue.bind((0, 0), make_pod("g0-0"), "n"))
+    later = asyncio.ensure_future(queue.bind((1, 0), make_pod("g1-0"), "n"))
+    await asyncio.sleep(0.01)
+    # g0-0 waits for its siblings (one still in PreBind, one that will fail); g1-0 is complete.
+    assert binder.sent == ["g1-0"]
+    assert not first.done()
+    queue.leave((0, 2))  # failed before Bind
+    await asyncio.sleep(0.01)
+    assert not first.done()
+    last = asyncio.ensure_future(queue.bind((0, 1), make_pod("g0-1"), "n"))
+    outcomes = await asyncio.gather(first, last, later)
+    queue.leave((0, 0))  # after its binding: changes nothing
+    await queue.close()
+    assert all(o.result is BindResult.BOUND for o in outcomes)
+    assert binder.sent == ["g1-0", "g0-0", "g0-1"]
+
+
+async def test_closing_cancels_members_still_held_for_their_siblings() -> None:
+    binder = RecordingBinder()
+    queue = BindQueue(binder.bind, workers=1)
+    queue.open(0, 2)
+    held = asyncio.ensure_future(queue.bind((0, 0), make_pod("held"), "n"))
+    await asyncio.sleep(0.01)
+    await queue.close()
+    with pytest.raises(asyncio.CancelledError):
+        await held
+    assert binder.sent == []
+
+
 async def test_wait_below_returns_once_the_backlog_drains() -> None:
     binder = RecordingBinder()
     binder.gate.clear()
