@@ -66,8 +66,8 @@ class BindQueue:
         self._held[placement] = _Placement(members)
 
     def leave(self, order: Order) -> None:
-        """The member at ``order`` ended its binding cycle; if it did not reach Bind, its siblings
-        no longer wait for it. Calling it after the member's binding is harmless."""
+        """Its siblings no longer wait for the member at ``order``: its binding cycle ended, or it waits
+        at Permit (if it binds later, it goes on its own). Calling it after its binding is harmless."""
         held = self._held.get(order[0])
         if held is not None and order[1] not in held.done:
             held.done.add(order[1])

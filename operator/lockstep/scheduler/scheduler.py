@@ -157,7 +157,7 @@ class SchedulerOptions:
     status_patch_attempts: int = 3
     # Concurrent pods/binding requests, and how many bindings may wait before the next cycle runs.
     bind_workers: int = 32
-    bind_backlog_limit: int = 64
+    bind_backlog_limit: int = 256
 
 
 class SchedulerListener(Protocol):
@@ -704,6 +704,9 @@ class Scheduler:
             elif not status.ok:
                 return status
         if timeouts:
+            # Siblings that passed Permit must not wait for this one at the bind queue: a member whose
+            # gang fell below minCount meanwhile waits here for up to the gang's timeout.
+            self.binder.leave(order)
             future = self.waiting.add(pod)
             try:
                 status = await asyncio.wait_for(future, min(timeouts))
