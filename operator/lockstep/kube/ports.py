@@ -77,19 +77,12 @@ class KubePodAPI:
     async def patch_pod_unschedulable(
         self, pod: PodInfo, resource_version: str, reason: str, message: str
     ) -> PatchOutcome:
-        try:
-            await patch_pod_scheduled_false(
+        return await _pod_write(
+            f"PATCH pods/status {pod.key}",
+            patch_pod_scheduled_false(
                 self.client, pod.namespace, pod.name, resource_version, reason, message
-            )
-            return PatchOutcome(PatchResult.OK)
-        except ApiError as exc:
-            if exc.conflict:
-                return PatchOutcome(PatchResult.CONFLICT, str(exc))
-            if exc.not_found:
-                return PatchOutcome(PatchResult.NOT_FOUND, str(exc))
-            return PatchOutcome(PatchResult.ERROR, str(exc))
-        except TRANSPORT_ERRORS as exc:
-            return PatchOutcome(PatchResult.ERROR, f"PATCH pods/status {pod.key}: {exc!r}")
+            ),
+        )
 
 
 async def _pod_write(what: str, write: Awaitable[object]) -> PatchOutcome:
