@@ -123,9 +123,30 @@ class SchedulingConstraints(_Model):
     topology: list[TopologyConstraint] = Field(default_factory=list, max_length=MAX_TOPOLOGY_CONSTRAINTS)
 
 
-class PodGroupSpec(_Model):
+class GroupSpec(_Model):
+    """What lockstep's and upstream's PodGroup specs share: the policy, the constraints and what
+    follows from them."""
+
     scheduling_policy: SchedulingPolicy = Field(alias="schedulingPolicy")
     scheduling_constraints: SchedulingConstraints | None = Field(None, alias="schedulingConstraints")
+
+    @property
+    def min_count(self) -> int:
+        """Members that must be placed together; 1 for a basic group."""
+        gang = self.scheduling_policy.gang
+        return gang.min_count if gang is not None else 1
+
+    @property
+    def is_gang(self) -> bool:
+        return self.scheduling_policy.gang is not None
+
+    @property
+    def topology_keys(self) -> tuple[str, ...]:
+        constraints = self.scheduling_constraints
+        return tuple(c.key for c in constraints.topology) if constraints is not None else ()
+
+
+class PodGroupSpec(GroupSpec):
     priority_class_name: (
         Annotated[JsonStr, Field(min_length=1, max_length=253), _matches(DNS_SUBDOMAIN)] | None
     ) = Field(None, alias="priorityClassName")
@@ -146,21 +167,6 @@ class PodGroupSpec(_Model):
                 raise ValueError(f"spec.resourceClaims: duplicate name {claim.name!r}: names must be unique")
             seen.add(claim.name)
         return self
-
-    @property
-    def min_count(self) -> int:
-        """Members that must be placed together; 1 for a basic group."""
-        gang = self.scheduling_policy.gang
-        return gang.min_count if gang is not None else 1
-
-    @property
-    def is_gang(self) -> bool:
-        return self.scheduling_policy.gang is not None
-
-    @property
-    def topology_keys(self) -> tuple[str, ...]:
-        constraints = self.scheduling_constraints
-        return tuple(c.key for c in constraints.topology) if constraints is not None else ()
 
 
 class PodGroupPhase(StrEnum):

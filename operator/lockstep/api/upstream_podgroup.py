@@ -10,18 +10,19 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from lockstep.api.podgroup import (
-    BasicPolicy,
     Condition,
     DisruptionMode,
+    GangPolicy,
+    GroupSpec,
     Int32,
     JsonStr,
     ObjectMeta,
     PodGroupResourceClaim,
     ResourceClaimStatus,
-    SchedulingConstraints,
+    SchedulingPolicy,
     _Model,
 )
 
@@ -36,44 +37,22 @@ REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
 
 
-class UpstreamGangPolicy(_Model):
-    min_count: Annotated[Int32, Field(ge=1)] = Field(alias="minCount")
+class UpstreamGangPolicy(GangPolicy):
+    min_count: Annotated[Int32, Field(ge=1)] = Field(alias="minCount")  # no upper bound upstream
 
 
-class UpstreamSchedulingPolicy(_Model):
-    basic: BasicPolicy | None = None
+class UpstreamSchedulingPolicy(SchedulingPolicy):
     gang: UpstreamGangPolicy | None = None
 
-    @model_validator(mode="after")
-    def _exactly_one(self) -> UpstreamSchedulingPolicy:
-        if (self.basic is None) == (self.gang is None):
-            raise ValueError("spec.schedulingPolicy: exactly one of basic or gang must be set")
-        return self
 
-
-class UpstreamPodGroupSpec(_Model):
+class UpstreamPodGroupSpec(GroupSpec):
     scheduling_policy: UpstreamSchedulingPolicy = Field(alias="schedulingPolicy")
-    scheduling_constraints: SchedulingConstraints | None = Field(None, alias="schedulingConstraints")
     resource_claims: list[PodGroupResourceClaim] = Field(
         default_factory=list, alias="resourceClaims", max_length=MAX_RESOURCE_CLAIMS
     )
     disruption_mode: DisruptionMode = Field("Pod", alias="disruptionMode")
     priority_class_name: JsonStr | None = Field(None, alias="priorityClassName")
     priority: Int32 | None = None
-
-    @property
-    def min_count(self) -> int:
-        gang = self.scheduling_policy.gang
-        return gang.min_count if gang is not None else 1
-
-    @property
-    def is_gang(self) -> bool:
-        return self.scheduling_policy.gang is not None
-
-    @property
-    def topology_keys(self) -> tuple[str, ...]:
-        constraints = self.scheduling_constraints
-        return tuple(c.key for c in constraints.topology) if constraints is not None else ()
 
 
 class UpstreamPodGroupStatus(_Model):
