@@ -568,7 +568,10 @@ class SchedulerCore:
 
     async def drain(self, grace: float) -> None:
         """Release pods waiting at Permit (nothing of theirs is in the API yet), let PreBind/Bind in
-        flight finish within ``grace`` seconds, then cancel the rest (each cancellation unreserves)."""
+        flight finish within ``grace`` seconds, then cancel the rest (each cancellation unreserves).
+        Ends with the binding queue's workers stopped: Kopf, stopped after this, waits 5 s for every
+        task still running that was created after it started, and they were (the process exited
+        5 s after the flush)."""
         shutdown = Status.unschedulable("Binding", "SchedulerShutdown", "lockstep is shutting down")
         for key in list(self.scheduler.attempts):
             self.scheduler.waiting.reject_group(key, shutdown)
@@ -576,7 +579,7 @@ class SchedulerCore:
             await asyncio.wait_for(self.scheduler.wait_for_tasks(), grace)
         except TimeoutError:
             log.warning("binding cycles still running at the end of the grace period; cancelling them")
-            await self.scheduler.close()
+        await self.scheduler.close()
 
     def queue_depth(self) -> int:
         return len(self.scheduler.queue)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -247,8 +249,12 @@ async def test_a_podgroup_deleted_while_no_operator_ran_has_its_claim_released_a
 async def test_sigterm_right_after_the_last_bind_leaves_every_podgroup_saying_scheduled(
     tmp_path: Path,
 ) -> None:
-    """The statuses the writer still held back (and the queued Events) are written before exit."""
+    """The statuses the writer still held back (and the queued Events) are written before exit, and
+    the process exits right after that flush (it used to linger 5 s: Kopf waited for the binding
+    queue's idle workers)."""
     gangs, size = 12, 4
+    run_log = tmp_path / "run.log"
+    log_file = run_log.open("wb")
     async with simulated_cluster(
         nodes=4, devices_per_node=0, start_operator=False, kubelet_start_delay=60
     ) as env:
@@ -266,7 +272,7 @@ async def test_sigterm_right_after_the_last_bind_leaves_every_podgroup_saying_sc
                 "LOCKSTEP_LOG_FORMAT": "json",
             },
             stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
+            stderr=log_file,
         )
         bound: set[str] = set()
         all_bound = asyncio.Event()
@@ -284,11 +290,13 @@ async def test_sigterm_right_after_the_last_bind_leaves_every_podgroup_saying_sc
             await asyncio.wait_for(all_bound.wait(), 60)
             process.send_signal(signal.SIGTERM)
             assert await asyncio.wait_for(process.wait(), 30) == 0
+            exited_at = time.time()
         finally:
             watch.cancel()
             if process.returncode is None:
                 process.kill()
                 await process.wait()
+            log_file.close()
         events = (await env.client.list(EVENTS, NAMESPACE)).get("items") or []
         for g in range(gangs):
             status = await env.podgroup_status(f"g{g}")
@@ -300,3 +308,8 @@ async def test_sigterm_right_after_the_last_bind_leaves_every_podgroup_saying_sc
             assert any(
                 e["involvedObject"]["name"] == f"g{g}" and e["reason"] == "Scheduled" for e in events
             ), f"no Scheduled event for g{g}"
+        log = run_log.read_text()
+        stopped = [json.loads(line) for line in log.splitlines() if '"event":"stopped"' in line]
+        assert len(stopped) == 1, log[-2000:]
+        flushed_at = datetime.fromisoformat(stopped[0]["timestamp"]).timestamp()
+        assert exited_at - flushed_at < 2.0, f"exited {exited_at - flushed_at:.1f} s after the flush"
