@@ -46,6 +46,26 @@ def random_suffix(length: int = 5) -> str:
     return "".join(random.choices("bcdfghjklmnpqrstvwxz2456789", k=length))
 
 
+def dns1123_label_errors(field: str, value: str) -> list[FieldError]:
+    """``ValidateDNS1123Label``: one error per rule broken (length, then format)."""
+    errors = []
+    if len(value) > 63:
+        errors.append(fe.invalid(field, value, "must be no more than 63 characters"))
+    if not DNS1123_LABEL.match(value):
+        errors.append(fe.invalid(field, value, LABEL_MESSAGE))
+    return errors
+
+
+def dns1123_subdomain_errors(field: str, value: str) -> list[FieldError]:
+    """``NameIsDNSSubdomain``: one error per rule broken (length, then format)."""
+    errors = []
+    if len(value) > 253:
+        errors.append(fe.invalid(field, value, "must be no more than 253 characters"))
+    if not DNS1123_SUBDOMAIN.match(value):
+        errors.append(fe.invalid(field, value, SUBDOMAIN_MESSAGE))
+    return errors
+
+
 def validate_name(name: Any, label: bool = False) -> list[FieldError]:
     if not name:
         return [fe.required("metadata.name", "name or generateName is required")]
@@ -137,8 +157,12 @@ class PlainStrategy(Strategy):
         return validate_name(obj["metadata"].get("name")) if old is None else []
 
 
+# apiserver's names.SimpleNameGenerator: the base is cut so that base and suffix fit a 63-character name.
+MAX_GENERATED_NAME_BASE = 63 - 5
+
+
 def random_name(prefix: str) -> str:
-    return prefix + random_suffix()
+    return prefix[:MAX_GENERATED_NAME_BASE] + random_suffix()
 
 
 def ensure_object_shape(rt: ResourceType, obj: Any) -> JsonObject:

@@ -6,7 +6,10 @@
   containerStatuses, podIP, hostIP and startTime. Like the real kubelet, it first prepares the
   pod's ResourceClaims: each must exist, be allocated, list the pod in ``status.reservedFor`` and,
   for the simulated driver, hold devices of this node's pool. Until then the pod stays Pending and
-  is checked again when one of its claims changes (or its status names a template's claim).
+  is checked again when one of its claims changes (or its status names a template's claim). The claim
+  the scheduler made for the pod's DRA-backed extended resources (``status.extendedResourceClaimStatus``)
+  is one of them. There is no admission against the node's allocatable (the real kubelet drops
+  extended resources the node does not advertise, and DRA-backed ones, from its fit check).
   Its PersistentVolumeClaims must be Bound too (the volume manager cannot mount an unbound claim):
   until then the pod stays Pending, gets one ``FailedMount`` Warning event, and is checked again
   when one of those claims changes.
@@ -127,11 +130,19 @@ def succeeded_status(pod: JsonObject, when: str) -> JsonObject:
     }
 
 
+# How messages name the claim the scheduler made for the pod's DRA-backed extended resources.
+EXTENDED_RESOURCES_CLAIM = "for extended resources"
+
+
 def pod_claim_names(pod: JsonObject) -> list[tuple[str, str | None]]:
-    """(pod claim name, ResourceClaim name or None while a template's claim is not recorded yet)."""
+    """(pod claim name, ResourceClaim name or None while a template's claim is not recorded yet).
+
+    Like the kubelet's DRA manager (gate DRAExtendedResource, on in 1.36), the claim that
+    ``status.extendedResourceClaimStatus`` names is prepared like the pod's own claims."""
+    status = pod.get("status") or {}
     recorded = {
-        status.get("name"): status.get("resourceClaimName")
-        for status in pod.get("status", {}).get("resourceClaimStatuses") or []
+        claim_status.get("name"): claim_status.get("resourceClaimName")
+        for claim_status in status.get("resourceClaimStatuses") or []
     }
     names: list[tuple[str, str | None]] = []
     for pod_claim in pod.get("spec", {}).get("resourceClaims") or []:
@@ -140,6 +151,9 @@ def pod_claim_names(pod: JsonObject) -> list[tuple[str, str | None]]:
             names.append((name, str(pod_claim["resourceClaimName"])))
         else:
             names.append((name, recorded.get(name)))
+    extended_claim = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+    if extended_claim:
+        names.append((EXTENDED_RESOURCES_CLAIM, str(extended_claim)))
     return names
 
 

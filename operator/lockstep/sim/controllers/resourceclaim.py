@@ -14,8 +14,11 @@ Follows upstream ``pkg/controller/resourceclaim/controller.go``:
   transition only, never a claim that was allocated and not yet reserved), then drops the finalizer
   in a second write. A deleted claim keeps its ``deletionTimestamp`` until then; one that is deleted
   while unreserved is deallocated and its finalizer dropped at once.
-- It deletes a claim it generated once no pod reserves it and its owning pod is gone, replaced or
-  done. (Upstream leaves the "gone" case to the garbage collector, which the simulation lacks.)
+- It deletes a claim owned by a pod (controller owner reference: the claims it generates and the one
+  kube-scheduler makes for a pod's DRA-backed extended resources, which the pod's
+  ``status.extendedResourceClaimStatus`` names) once no pod reserves it and its owning pod is gone,
+  replaced or done. (Upstream leaves the "gone" case to the garbage collector; the emulator's collector
+  deletes such a claim with its pod too, and the finalizer holds it until this controller drops it.)
 
 It knows nothing of lockstep's PodGroups: claims made for a PodGroup are owned by the PodGroup, so
 they are never deleted here, and ``reservedFor`` entries that are not pods are kept as they are.
@@ -111,6 +114,13 @@ def unrecorded_template_claims(pod: JsonObject) -> dict[str, str]:
         and pod_claim.get("name")
         and not recorded.get(pod_claim["name"])
     }
+
+
+def extended_resource_claim_key(pod: JsonObject) -> str | None:
+    """``namespace/name`` of the claim the scheduler made for the pod's DRA-backed extended resources
+    (``status.extendedResourceClaimStatus``), which upstream enqueues once the pod is done or gone."""
+    name = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+    return f"{pod['metadata'].get('namespace')}/{name}" if name else None
 
 
 def plan_pod(pod: JsonObject, owned_claims: list[JsonObject]) -> PodPlan:
@@ -298,6 +308,9 @@ class ClaimController:
             self._queue.add("pod:" + object_key(pod))
         if event_type == "DELETED" or is_pod_done(pod):
             self._queue.add_all("claim:" + key for key in self._claims_by_pod_uid.get(uid, ()))
+            extended_claim = extended_resource_claim_key(pod)
+            if extended_claim is not None:
+                self._queue.add("claim:" + extended_claim)
 
     def _on_claim_event(self, event_type: str, claim: JsonObject) -> None:
         key = object_key(claim)

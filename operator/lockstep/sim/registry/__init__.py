@@ -25,7 +25,7 @@ from lockstep.sim.resources import ResourceType
 def served_types(gates: FeatureGates) -> list[ResourceType]:
     """Every built-in kind the emulator serves with these gates, in registration order."""
     types = [
-        *core_types(),
+        *core_types(gates),
         *core_storage_types(),
         *event_types(),
         *coordination_types(),

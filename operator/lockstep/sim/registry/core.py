@@ -7,11 +7,14 @@ from typing import Any
 
 from lockstep.sim import errors as fe
 from lockstep.sim.errors import FieldError, bad_request
+from lockstep.sim.features import FeatureGates
 from lockstep.sim.godiff import internal_pod_spec, object_diff
 from lockstep.sim.objectmeta import (
     DNS1123_LABEL,
     LABEL_MESSAGE,
     PlainStrategy,
+    dns1123_label_errors,
+    dns1123_subdomain_errors,
     now_rfc3339,
     random_suffix,
     validate_name,
@@ -101,12 +104,7 @@ def _default_container(container: JsonObject) -> None:
     for port in container.get("ports") or []:
         if isinstance(port, dict):
             port.setdefault("protocol", "TCP")
-    resources = container.setdefault("resources", {})
-    limits = resources.get("limits") or {}
-    if limits:
-        requests = resources.setdefault("requests", {})
-        for name, quantity in limits.items():
-            requests.setdefault(name, quantity)
+    container.setdefault("resources", {})
 
 
 def default_pod_template_spec(spec: JsonObject) -> None:
@@ -162,7 +160,27 @@ def check_pod_quantities(rt: ResourceType, pod: JsonObject) -> None:
                     )
 
 
+def default_requests_from_limits(spec: JsonObject) -> None:
+    """``SetDefaults_Pod``: a container's limit without a request is its request too (every resource;
+    pods only, not pod templates)."""
+    for list_name in ("initContainers", "containers"):
+        for container in spec.get(list_name) or []:
+            resources = container.get("resources") if isinstance(container, dict) else None
+            if not isinstance(resources, dict):
+                continue
+            limits = resources.get("limits")
+            if isinstance(limits, dict) and limits:
+                requests = resources.get("requests")
+                if not isinstance(requests, dict):
+                    requests = resources["requests"] = {}
+                for name, quantity in limits.items():
+                    requests.setdefault(name, quantity)
+
+
 class PodStrategy(Strategy):
+    def __init__(self, gates: FeatureGates) -> None:
+        self.gates = gates
+
     def decode(self, rt: ResourceType, obj: JsonObject, ctx: WriteContext) -> None:
         check_pod_quantities(rt, obj)
 
@@ -175,6 +193,8 @@ class PodStrategy(Strategy):
         if not isinstance(spec, dict):
             return
         default_pod_template_spec(spec)
+        default_requests_from_limits(spec)
+        self._drop_disabled_status_fields(obj, old)
         spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
         spec.setdefault("serviceAccount", spec["serviceAccountName"])
         spec.setdefault("priority", 0)
@@ -206,6 +226,18 @@ class PodStrategy(Strategy):
                     "message": "Scheduling is blocked due to non-empty scheduling gates",
                 }
             ]
+
+    def _drop_disabled_status_fields(self, obj: JsonObject, old: JsonObject | None) -> None:
+        """``dropDisabledPodStatusFields``; a pod is created with a fresh status (PrepareForCreate),
+        so a client cannot create one that claims an extended-resource claim."""
+        status = obj.get("status")
+        if not isinstance(status, dict):
+            return
+        old_status = (old or {}).get("status") or {}
+        if old is None or (
+            not self.gates["DRAExtendedResource"] and not old_status.get("extendedResourceClaimStatus")
+        ):
+            status.pop("extendedResourceClaimStatus", None)
 
     @staticmethod
     def _mount_service_account_token(spec: JsonObject) -> None:
@@ -284,7 +316,7 @@ class PodStrategy(Strategy):
                         errors.append(fe.required(f"{path}.image"))
             return errors
         if ctx.subresource:
-            return self._validate_status(obj, old)
+            return self._validate_status(obj, old) + validate_extended_resource_claim_status(obj)
         return self._validate_spec_update(spec, old.get("spec") or {})
 
     @staticmethod
@@ -362,7 +394,66 @@ class PodStrategy(Strategy):
 # ---------------------------------------------------------------- events
 
 
-def core_types() -> list[ResourceType]:
+def validate_extended_resource_claim_status(pod: JsonObject) -> list[FieldError]:
+    """``validatePodExtendedResourceClaimStatus``: what the scheduler records of the claim it made for
+    a pod's DRA-backed extended resources. Not immutable: a new scheduling attempt replaces it."""
+    claim_status = (pod.get("status") or {}).get("extendedResourceClaimStatus")
+    if not isinstance(claim_status, dict):
+        return []
+    path = "status.extendedResourceClaimStatus"
+    spec = pod.get("spec") or {}
+    containers = {
+        c.get("name"): c
+        for list_name in ("initContainers", "containers")
+        for c in spec.get(list_name) or []
+        if isinstance(c, dict)
+    }
+    errors: list[FieldError] = []
+    mappings = claim_status.get("requestMappings") or []
+    if not mappings:
+        errors.append(fe.required(f"{path}.requestMappings", "at least one request mapping is required"))
+    seen: set[tuple[str, str, str]] = set()
+    for i, mapping in enumerate(mappings):
+        mapping = mapping if isinstance(mapping, dict) else {}
+        item = f"{path}.requestMappings[{i}]"
+        container_name = str(mapping.get("containerName") or "")
+        resource_name = str(mapping.get("resourceName") or "")
+        request_name = str(mapping.get("requestName") or "")
+        container = containers.get(container_name)
+        if container is None:
+            errors.append(
+                fe.invalid(
+                    f"{item}.containerName",
+                    container_name,
+                    "must match the name of an entry in spec.initContainers.name or spec.containers.name",
+                )
+            )
+        elif resource_name not in ((container.get("resources") or {}).get("requests") or {}):
+            errors.append(
+                fe.invalid(
+                    f"{item}.resourceName",
+                    resource_name,
+                    "must match the extended resource name of an entry in "
+                    "spec.initContainers.resources.requests or spec.containers.resources.requests",
+                )
+            )
+        # upstream's path for the request name has no index
+        errors.extend(dns1123_label_errors(f"{path}.requestName", request_name))
+        key = (container_name, resource_name, request_name)
+        if key in seen:
+            errors.append(fe.duplicate(f"{item}.containerName", container_name))
+            errors.append(fe.duplicate(f"{item}.resourceName", resource_name))
+            errors.append(fe.duplicate(f"{item}.requestName", request_name))
+        seen.add(key)
+    claim_name = str(claim_status.get("resourceClaimName") or "")
+    if not claim_name:
+        errors.append(fe.required(f"{path}.resourceClaimName"))
+    else:
+        errors.extend(dns1123_subdomain_errors(f"{path}.resourceClaimName", claim_name))
+    return errors
+
+
+def core_types(gates: FeatureGates) -> list[ResourceType]:
     pod_fields = {
         **METADATA_FIELDS,
         **{
@@ -420,7 +511,7 @@ def core_types() -> list[ResourceType]:
             "pod",
             "Pod",
             True,
-            PodStrategy(),
+            PodStrategy(gates),
             short_names=("po",),
             categories=("all",),
             subresources=("binding", "eviction", "status"),
