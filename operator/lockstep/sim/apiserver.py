@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import bisect
 import contextlib
 import json
 import uuid
@@ -769,34 +770,40 @@ class ApiServer:
                 start_after = (decoded["start"][0], decoded["start"][1])
             except (ValueError, KeyError, TypeError, IndexError) as error:
                 raise bad_request(f"continue key is not valid: {error}") from error
-        store = self.stores[rt.storage]
-        matched: list[Stored] = []
-        for stored in store.sorted_items(req.namespace if rt.namespaced else None):
-            obj = stored.obj
-            if (
-                start_after is not None
-                and self._key(rt, obj["metadata"].get("namespace"), obj["metadata"]["name"]) <= start_after
-            ):
-                continue
-            # field labels of a view (events.k8s.io) are mapped to paths of the stored object
-            if (labels.empty or labels.matches(obj["metadata"].get("labels"))) and (
-                fields.empty or fields.matches(obj)
-            ):
-                matched.append(stored)
         try:
             limit = int(query.get("limit") or 0)
         except ValueError:
             raise bad_request(f'strconv.ParseInt: parsing "{query["limit"]}": invalid syntax') from None
+        store = self.stores[rt.storage]
+        keys = store.sorted_keys(req.namespace if rt.namespaced else None)
+        # A page reads from the token's key on and only as far as it returns (each page of a large
+        # list used to filter every object after it: paging through 5,000 pods took 6x one LIST).
+        position = 0 if start_after is None else bisect.bisect_right(keys, start_after)
+        matched: list[Stored] = []
+        more = False
+        while position < len(keys):
+            stored = store.objects[keys[position]]
+            obj = stored.obj
+            # field labels of a view (events.k8s.io) are mapped to paths of the stored object
+            if (labels.empty or labels.matches(obj["metadata"].get("labels"))) and (
+                fields.empty or fields.matches(obj)
+            ):
+                if 0 < limit == len(matched):
+                    more = True
+                    break
+                matched.append(stored)
+            position += 1
         list_meta: JsonObject = {"resourceVersion": str(list_rv)}
-        if limit > 0 and len(matched) > limit:
-            last = matched[limit - 1].obj["metadata"]
+        if more:
+            last = matched[-1].obj["metadata"]
             next_token = {
                 "rv": list_rv,
                 "start": [last.get("namespace", "") if rt.namespaced else "", last["name"]],
             }
             list_meta["continue"] = base64.urlsafe_b64encode(orjson.dumps(next_token)).decode()
-            list_meta["remainingItemCount"] = len(matched) - limit
-            matched = matched[:limit]
+            if labels.empty and fields.empty:
+                # kube-apiserver counts the rest only without selectors (it would count non-matches)
+                list_meta["remainingItemCount"] = len(keys) - position
         elif rt.custom:
             list_meta["continue"] = ""
         wanted = self._table_request(request)

@@ -199,9 +199,10 @@ class ResourceStore:
             if event.rv > rv:
                 yield event
 
-    def sorted_items(self, namespace: str | None) -> list[Stored]:
+    def sorted_keys(self, namespace: str | None) -> list[ObjectKey]:
         if namespace is None:
-            keys = sorted(self.objects)
-        else:
-            keys = sorted(k for k in self.objects if k[0] == namespace)
-        return [self.objects[k] for k in keys]
+            return sorted(self.objects)
+        return sorted(k for k in self.objects if k[0] == namespace)
+
+    def sorted_items(self, namespace: str | None) -> list[Stored]:
+        return [self.objects[k] for k in self.sorted_keys(namespace)]
