@@ -15,8 +15,9 @@ from typing import Any
 
 from lockstep import POD_GROUP_LABEL
 from lockstep.api.placement import PlacementFieldError, parse_placement
-from lockstep.api.quantity import QuantityError, to_resource_amount
-from lockstep.scheduler.framework import GroupKey, PodClaimRef, PodCondition, PodInfo
+from lockstep.api.quantity import QuantityError, parse_quantity, to_resource_amount
+from lockstep.dra.extended import is_dra_extended_resource_name
+from lockstep.scheduler.framework import ContainerRequests, GroupKey, PodClaimRef, PodCondition, PodInfo
 
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
@@ -114,6 +115,42 @@ def pod_requests(spec: Mapping[str, Any], key: str) -> dict[str, int]:
     requests.update({r: amount for r, amount in pod_level.items() if r in ("cpu", "memory")})
     _add(requests, parse_resource_list(spec.get("overhead"), "Pod", key, "spec.overhead"))
     return {resource: amount for resource, amount in requests.items() if amount}
+
+
+def _container_extended_requests(spec: Mapping[str, Any]) -> tuple[ContainerRequests, ...]:
+    """Each init and app container's requests, for naming the requests of a DRA extended resource claim
+    (only called for a pod requesting an extended resource; its quantities parsed already)."""
+    containers = []
+    for field in ("initContainers", "containers"):
+        for container in spec.get(field) or ():
+            resources = container.get("resources") or {}
+            amounts = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+            extended: dict[str, int | None] = {}
+            for resource, text in amounts.items():
+                if is_dra_extended_resource_name(resource):
+                    value = parse_quantity(text)
+                    extended[resource] = int(value) if value.denominator == 1 else None
+            containers.append(
+                ContainerRequests(
+                    name=str(container.get("name") or ""),
+                    init=field == "initContainers" and container.get("restartPolicy") != "Always",
+                    resources=tuple(sorted(amounts)),
+                    extended=extended,
+                )
+            )
+    return tuple(containers)
+
+
+def _extended_claim_name(status: Mapping[str, Any], key: str) -> str:
+    claim_status = _mapping(
+        status.get("extendedResourceClaimStatus"), "Pod", key, "status.extendedResourceClaimStatus"
+    )
+    name = claim_status.get("resourceClaimName") or ""
+    if not isinstance(name, str):
+        raise InvalidObjectError(
+            "Pod", key, "status.extendedResourceClaimStatus.resourceClaimName", "must be a string"
+        )
+    return name
 
 
 def normalized_image_name(name: str) -> str:
@@ -221,6 +258,10 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
     ):
         entry = _mapping(raw, "Pod", key, f"status.resourceClaimStatuses[{index}]")
         claim_statuses[str(entry.get("name", ""))] = entry.get("resourceClaimName")
+    requests = pod_requests(spec, key)
+    containers: tuple[ContainerRequests, ...] = ()
+    if any(is_dra_extended_resource_name(resource) for resource in requests):
+        containers = _container_extended_requests(spec)
     try:
         placement = parse_placement(spec, metadata, namespace, labels)
     except PlacementFieldError as exc:
@@ -239,7 +280,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
             or ""
         ),
         priority=priority,
-        requests=pod_requests(spec, key),
+        requests=requests,
         node_selector=dict(_mapping(spec.get("nodeSelector"), "Pod", key, "spec.nodeSelector")),
         required_node_affinity=node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"),
         tolerations=tolerations,
@@ -255,4 +296,6 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
         preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
         nominated_node_name=str(status.get("nominatedNodeName") or ""),
         preempted_by=_preempted_by(status, key),
+        containers=containers,
+        extended_claim_name=_extended_claim_name(status, key),
     )

@@ -60,6 +60,7 @@ class ObjectMeta(_Model):
     owner_references: list[OwnerReference] = Field(default_factory=list, alias="ownerReferences")
     finalizers: list[str] = Field(default_factory=list)
     deletion_timestamp: datetime | None = Field(None, alias="deletionTimestamp")
+    creation_timestamp: datetime | None = Field(None, alias="creationTimestamp")
 
 
 # --- core/v1 NodeSelector (as used by allocations and slices) ---------------------------------------

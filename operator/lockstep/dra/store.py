@@ -18,15 +18,25 @@ from lockstep.api.resource import DeviceClass, ResourceClaim, ResourceClaimTempl
 from lockstep.api.upstream_podgroup import UpstreamPodGroup
 from lockstep.dra.allocator import Allocator
 from lockstep.dra.claims import GroupClaimsReport, ensure_group_claims
+from lockstep.dra.extended import (
+    EXTENDED_RESOURCE_CLAIM_ANNOTATION,
+    IMPLICIT_EXTENDED_RESOURCE_PREFIX,
+    is_extended_claim_of,
+)
 from lockstep.dra.features import Features
 from lockstep.dra.inventory import DeviceID, DeviceInventory
 from lockstep.dra.k8s_types import parse_quantity
 from lockstep.dra.ports import GroupClaimAPI
+from lockstep.scheduler.framework import PodInfo
 from lockstep.state.assume_cache import AssumeCache
 from lockstep.state.inflight import InFlightClaims
 
 GroupRef = tuple[str, str]  # (namespace, PodGroup name)
-IMPLICIT_EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
+
+
+def _newest_first(device_class: DeviceClass) -> tuple[float, str]:
+    created = device_class.metadata.creation_timestamp
+    return (-created.timestamp() if created is not None else 0.0, device_class.metadata.name)
 
 
 def _allocated_devices(claim: ResourceClaim | None) -> list[DeviceID]:
@@ -138,6 +148,8 @@ class ResourceStore:
         self.claims.add_listener(self._claim_changed)
         self.inventory = DeviceInventory()
         self.classes: dict[str, DeviceClass] = {}
+        self._extended_classes: dict[str, DeviceClass] | None = None  # extendedResourceName -> class
+        self._extended_claims: dict[str, set[str]] = {}  # pod uid -> its extended resource claims' keys
         self.templates: dict[str, ResourceClaimTemplate] = {}
         self._group_claims: dict[GroupRef, dict[str, str | None]] = {}
         self._on_resources_changed = on_resources_changed
@@ -215,8 +227,14 @@ class ResourceStore:
     def _claim_changed(self, old: ResourceClaim | None, new: ResourceClaim | None) -> None:
         if old is not None:
             self._usage.remove("claim", old)
+            if old.metadata.annotations.get(EXTENDED_RESOURCE_CLAIM_ANNOTATION):
+                self._index_extended_claim(old, add=False)
+                if new is None and not old.allocated:  # (an allocated one frees devices: below)
+                    self._changed()  # a pod's left-over claim is gone: it can be scheduled again
         if new is not None:
             self._usage.add("claim", new)
+            if new.metadata.annotations.get(EXTENDED_RESOURCE_CLAIM_ANNOTATION):
+                self._index_extended_claim(new, add=True)
         if old is None and new is not None:
             # A new claim frees no device: it helps only the pods that wait for it to appear.
             if self._on_claim_added is not None:
@@ -225,6 +243,26 @@ class ResourceStore:
                 self._changed()
         elif old is not None and old.allocated and (new is None or not new.allocated):
             self._changed()  # an allocation was released
+
+    def _index_extended_claim(self, claim: ResourceClaim, add: bool) -> None:
+        for ref in claim.metadata.owner_references:
+            if ref.controller and ref.kind == "Pod":
+                keys = self._extended_claims.setdefault(ref.uid, set())
+                if add:
+                    keys.add(claim.key)
+                else:
+                    keys.discard(claim.key)
+                    if not keys:
+                        del self._extended_claims[ref.uid]
+
+    def extended_claim_of(self, pod: PodInfo) -> ResourceClaim | None:
+        """The extended resource claim the pod controls, if one exists (upstream
+        ``findExtendedResourceClaim``)."""
+        for key in sorted(self._extended_claims.get(pod.uid, ())):
+            claim = self.claims.get(key)
+            if claim is not None and is_extended_claim_of(claim, pod):
+                return claim
+        return None
 
     # --- watch feed ---------------------------------------------------------------------------------
 
@@ -247,17 +285,31 @@ class ResourceStore:
         if stored is not None and rv and stored.metadata.resource_version == rv:
             return  # a resync: keep the compiled claims that refer to the stored object
         self.classes[device_class.metadata.name] = device_class
+        self._extended_classes = None
         self._changed()
 
     def delete_class(self, name: str) -> None:
         self.classes.pop(name, None)
+        self._extended_classes = None
 
     def extended_resource_class(self, resource: str) -> DeviceClass | None:
         """The DeviceClass that provides an extended resource (its spec.extendedResourceName, or the
-        implicit ``deviceclass.resource.kubernetes.io/<class>``), None if none does."""
+        implicit ``deviceclass.resource.kubernetes.io/<class>``), None if none does. Several classes
+        naming one resource: the newest wins, then the first by name, as kube-scheduler chooses."""
         if resource.startswith(IMPLICIT_EXTENDED_RESOURCE_PREFIX):
             return self.classes.get(resource.removeprefix(IMPLICIT_EXTENDED_RESOURCE_PREFIX))
-        return next((c for c in self.classes.values() if c.spec.extended_resource_name == resource), None)
+        if self._extended_classes is None:
+            chosen: dict[str, DeviceClass] = {}
+            for device_class in sorted(self.classes.values(), key=_newest_first):
+                name = device_class.spec.extended_resource_name
+                if name:
+                    chosen.setdefault(name, device_class)
+            self._extended_classes = chosen
+        return self._extended_classes.get(resource)
+
+    def extended_resource_class_name(self, resource: str) -> str | None:
+        device_class = self.extended_resource_class(resource)
+        return None if device_class is None else device_class.metadata.name
 
     def upsert_template(self, template: ResourceClaimTemplate) -> None:
         self.templates[f"{template.metadata.namespace}/{template.metadata.name}"] = template

@@ -96,6 +96,18 @@ class PodClaimRef:
     resource_claim_template_name: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ContainerRequests:
+    """One container's requests, kept for pods asking for extended resources (a DeviceClass may provide
+    them through DRA: kube-scheduler names each claim request after the container and the resource)."""
+
+    name: str
+    init: bool  # a non-sidecar init container: it runs to completion before the next one starts
+    resources: tuple[str, ...]  # every resource it requests (a limit alone requests it too), sorted
+    # extended resource -> quantity in whole units, None when it is not an integer
+    extended: Mapping[str, int | None]
+
+
 class GroupKey(NamedTuple):
     """Identifies a scheduling group: a PodGroup, or a pod without the group label (a group of one)."""
 
@@ -184,6 +196,11 @@ class PodInfo:
     # The group whose preemption marked this pod (DisruptionTarget=True, PreemptionByScheduler, with
     # lockstep's message naming the group), or None.
     preempted_by: GroupKey | None = None
+    # initContainers then containers, when the pod requests an extended resource (else empty)
+    containers: tuple[ContainerRequests, ...] = ()
+    # status.extendedResourceClaimStatus.resourceClaimName: the claim kube-scheduler (or lockstep)
+    # created for the pod's DRA extended resources
+    extended_claim_name: str = ""
 
     @property
     def key(self) -> str:
