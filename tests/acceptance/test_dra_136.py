@@ -11,15 +11,19 @@ from typing import Any
 from acceptance_harness import NAMESPACE, Env, eventually, pod, podgroup, simulated_cluster
 
 from lockstep.api.podgroup import CONDITION_SCHEDULED
-from lockstep.kube.client import DEVICE_CLASSES, RESOURCE_SLICES
+from lockstep.kube.client import DEVICE_CLASSES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES
 from lockstep.sim.controllers.dra_driver import DRIVER_NAME
 
 
 async def publish(
-    env: Env, kind: str, devices: list[dict[str, Any]], counters: dict[str, str] | None = None
+    env: Env,
+    kind: str,
+    devices: list[dict[str, Any]],
+    counters: dict[str, str] | None = None,
+    extended_resource: str | None = None,
 ) -> None:
     """A pool ``kind`` of the simulated driver on the first node (with a counters slice when given) and
-    the DeviceClass ``kind`` selecting its devices."""
+    the DeviceClass ``kind`` selecting its devices (providing ``extended_resource`` when given)."""
     node = env.cluster.node_names[0]
     for device in devices:
         device.setdefault("attributes", {})["kind"] = {"string": kind}
@@ -49,6 +53,8 @@ async def publish(
         "metadata": {"name": kind},
         "spec": {"selectors": [{"cel": {"expression": selector}}]},
     }
+    if extended_resource is not None:
+        device_class["spec"]["extendedResourceName"] = extended_resource
     await env.client.create(DEVICE_CLASSES, None, device_class)
 
 
@@ -203,24 +209,59 @@ async def _count_bound(env: Env, groups: list[str], at_least: int) -> int:
     return count if count >= at_least else 0
 
 
-async def test_a_pod_asking_for_a_dra_extended_resource_is_refused_naming_the_field() -> None:
+def extended_resource_pod(name: str, group: str, gpus: int) -> dict[str, Any]:
+    body = pod(name, group)
+    resources = body["spec"]["containers"][0]["resources"]
+    resources["requests"]["example.com/gpu"] = str(gpus)
+    resources["limits"] = {"example.com/gpu": str(gpus)}
+    return body
+
+
+async def test_an_extended_resource_pod_gets_a_device_through_a_claim_of_its_own() -> None:
+    """A gang of two asking for ``example.com/gpu: 1`` each, on a node that does not advertise it: each
+    member gets its own claim of the class's devices, as kube-scheduler makes them; a third pod finds
+    none left and says why; the claims go away with their pods."""
     async with simulated_cluster(nodes=1, devices_per_node=1) as env:
-        await env.client.create(
-            DEVICE_CLASSES,
-            None,
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "DeviceClass",
-                "metadata": {"name": "ext"},
-                "spec": {
-                    "selectors": [{"cel": {"expression": "true"}}],
-                    "extendedResourceName": "example.com/gpu",
-                },
-            },
+        await publish(env, "ext", [{"name": "ext-0"}, {"name": "ext-1"}], extended_resource="example.com/gpu")
+        await env.create(podgroup("gang", 2))
+        for name in ("m0", "m1"):
+            await env.create(extended_resource_pod(name, "gang", 1))
+        await eventually(lambda: _count_bound(env, ["gang"], 2), what="the gang bound")
+        devices = set()
+        for member in await env.pods("gang"):
+            claim_status = member["status"]["extendedResourceClaimStatus"]
+            assert claim_status["requestMappings"] == [
+                {
+                    "containerName": "main",
+                    "resourceName": "example.com/gpu",
+                    "requestName": "container-0-request-1",
+                }
+            ]
+            claim = await env.claim(claim_status["resourceClaimName"])
+            meta = claim["metadata"]
+            assert meta["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
+            assert [(o["kind"], o["name"], o.get("controller")) for o in meta["ownerReferences"]] == [
+                ("Pod", member["metadata"]["name"], True)
+            ]
+            assert [r["uid"] for r in claim["status"]["reservedFor"]] == [member["metadata"]["uid"]]
+            [result] = claim["status"]["allocation"]["devices"]["results"]
+            devices.add(result["device"])
+        assert devices == {"ext-0", "ext-1"}
+        await eventually(
+            lambda: _all_running(env, "gang"), what="the kubelet started the members with their devices"
         )
-        body = pod("ext", "ext")
-        body["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "1"
-        await env.create(podgroup("ext", 1))
-        await env.create(body)
-        message = await eventually(lambda: scheduling_message(env, "ext"), what="the refusal")
-        assert "requests[example.com/gpu]" in message and "spec.extendedResourceName" in message
+        await env.create(podgroup("late", 1))
+        await env.create(extended_resource_pod("late", "late", 1))
+        message = await eventually(lambda: scheduling_message(env, "late"), what="the late pod's reason")
+        assert "late-extended-resources" in message, message
+        assert await env.bound("late") == 0
+        for name in ("m0", "m1"):
+            await env.client.delete(PODS, NAMESPACE, name)
+        await eventually(lambda: env.bound("late"), what="the late pod bound to a freed device")
+        claims = (await env.client.list(RESOURCE_CLAIMS, NAMESPACE)).get("items") or []
+        owners = {o["name"] for c in claims for o in c["metadata"].get("ownerReferences") or []}
+        assert owners == {"late"}, "the deleted members' claims went away with them"
+
+
+async def _all_running(env: Env, group: str) -> bool:
+    return all((p.get("status") or {}).get("phase") == "Running" for p in await env.pods(group))

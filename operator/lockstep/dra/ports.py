@@ -12,6 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from lockstep.api.podgroup import PodGroup
 from lockstep.api.resource import ResourceClaim
+from lockstep.scheduler.framework import PodInfo
 
 
 class WriteResult(Enum):
@@ -58,4 +59,23 @@ class GroupClaimAPI(Protocol):
     ) -> ClaimWriteOutcome:
         """Set the PodGroup's ``status.resourceClaimStatuses`` to ``statuses``
         (``[{"name": <entry>, "resourceClaimName": <claim>}]``)."""
+        ...
+
+
+@runtime_checkable
+class ExtendedClaimAPI(Protocol):
+    """The writes of a DRA extended resource claim, which the scheduler creates for a pod at PreBind
+    (then writes its finalizer and status through ``ClaimStatusAPI``)."""
+
+    async def create_claim(self, claim: dict[str, Any]) -> ClaimWriteOutcome:
+        """POST a ResourceClaim (API shape; ``metadata.generateName`` for a generated name)."""
+        ...
+
+    async def delete_claim(self, claim: ResourceClaim) -> ClaimWriteOutcome:
+        """DELETE the claim, on condition that its UID is still ``claim.metadata.uid``."""
+        ...
+
+    async def record_extended_claim(self, pod: PodInfo, status: dict[str, Any]) -> ClaimWriteOutcome:
+        """Patch the pod's ``status.extendedResourceClaimStatus`` to ``status`` (``requestMappings``
+        and ``resourceClaimName``), on condition that its UID is still ``pod.uid``."""
         ...

@@ -151,8 +151,8 @@ def _claim_outcome(raw: dict[str, Any]) -> ClaimWriteOutcome:
 
 
 class KubeClaimAPI:
-    """``ClaimStatusAPI`` and ``GroupClaimAPI``: strict claim writes (status, finalizers), group claim
-    creation."""
+    """``ClaimStatusAPI``, ``GroupClaimAPI`` and ``ExtendedClaimAPI``: strict claim writes (status,
+    finalizers), claim creation and deletion, the pod's extended resource claim status."""
 
     def __init__(self, client: KubeClient) -> None:
         self.client = client
@@ -212,6 +212,29 @@ class KubeClaimAPI:
         except TRANSPORT_ERRORS as exc:
             return ClaimWriteOutcome(WriteResult.ERROR, None, f"POST resourceclaims in {namespace}: {exc!r}")
         return _claim_outcome(raw)
+
+    async def delete_claim(self, claim: ResourceClaim) -> ClaimWriteOutcome:
+        meta = claim.metadata
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": meta.uid}}
+        try:
+            await self.client.delete(RESOURCE_CLAIMS, meta.namespace, meta.name, body=options)
+        except ApiError as exc:
+            return ClaimWriteOutcome(_write_failure(exc), None, str(exc))
+        except TRANSPORT_ERRORS as exc:
+            return ClaimWriteOutcome(WriteResult.ERROR, None, f"DELETE resourceclaims {claim.key}: {exc!r}")
+        return ClaimWriteOutcome(WriteResult.WRITTEN)
+
+    async def record_extended_claim(self, pod: PodInfo, status: dict[str, Any]) -> ClaimWriteOutcome:
+        body = {"metadata": {"uid": pod.uid}, "status": {"extendedResourceClaimStatus": status}}
+        try:
+            await self.client.patch(
+                PODS, pod.namespace, pod.name, body, PatchType.STRATEGIC, subresource="status"
+            )
+        except ApiError as exc:
+            return ClaimWriteOutcome(_write_failure(exc), None, str(exc))
+        except TRANSPORT_ERRORS as exc:
+            return ClaimWriteOutcome(WriteResult.ERROR, None, f"PATCH pods/status {pod.key}: {exc!r}")
+        return ClaimWriteOutcome(WriteResult.WRITTEN)
 
     async def record_group_claims(
         self, podgroup: PodGroup, statuses: list[dict[str, str]]

@@ -25,7 +25,7 @@ from lockstep.scheduler.framework import (
     ReservePlugin,
     ScorePlugin,
 )
-from lockstep.scheduler.plugins.dynamic_resources import DynamicResources
+from lockstep.scheduler.plugins.dynamic_resources import DynamicResources, dra_extended_resources
 from lockstep.scheduler.plugins.gang import GangPermit, GangTopology
 from lockstep.scheduler.plugins.image_locality import ImageLocality
 from lockstep.scheduler.plugins.inter_pod_affinity import InterPodAffinity
@@ -77,7 +77,7 @@ REGISTRY: dict[str, PluginFactory] = {
     NodeName.name: lambda ctx: NodeName(),
     TaintToleration.name: lambda ctx: TaintToleration(),
     NodeAffinity.name: lambda ctx: NodeAffinity(ctx.cache),
-    NodeResourcesFit.name: lambda ctx: NodeResourcesFit(),
+    NodeResourcesFit.name: lambda ctx: NodeResourcesFit(dra_extended_resources(ctx)),
     NodeResourcesScore.name: lambda ctx: NodeResourcesScore(ctx.settings.score_strategy),
     NodeResourcesBalancedAllocation.name: lambda ctx: NodeResourcesBalancedAllocation(),
     ImageLocality.name: lambda ctx: ImageLocality(ctx.cache),

@@ -130,7 +130,10 @@ def hints_for(causes: Mapping[str, int], pods: Sequence[PodDiagnosis] = ()) -> f
         return frozenset(cured) - {ClusterEvent.ASSIGNED_POD_REMOVED}
     hints: set[ClusterEvent] = set()
     for cause in causes:
-        if cause.startswith("Insufficient"):
+        if cause.startswith("Insufficient["):
+            # An extended resource: a DeviceClass providing it lets DRA serve it (DRAExtendedResource).
+            hints |= _RESOURCE_HINTS | {ClusterEvent.CLAIMS_CHANGED}
+        elif cause.startswith("Insufficient"):
             hints |= _RESOURCE_HINTS
         else:
             hints |= _CAUSE_HINTS.get(cause, _CLUSTER_EVENTS)

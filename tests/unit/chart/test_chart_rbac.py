@@ -30,7 +30,7 @@ CLUSTER_NEEDS: set[Permission] = (
     | _grants("scheduling.k8s.io", "podgroups", "get list watch")
     | _grants("scheduling.k8s.io", "podgroups/status", "patch")
     | _grants("scheduling.k8s.io", "priorityclasses", "list watch")
-    | _grants("resource.k8s.io", "resourceclaims", "get list watch create patch")
+    | _grants("resource.k8s.io", "resourceclaims", "get list watch create patch delete")
     | _grants("resource.k8s.io", "resourceclaims/status", "patch")
     | _grants("resource.k8s.io", "resourceclaimtemplates resourceslices deviceclasses", "list watch")
     | _grants("", "persistentvolumes persistentvolumeclaims", "list watch patch")

@@ -18,6 +18,7 @@ from lockstep.api.podgroup import PodGroup
 from lockstep.api.resource import RESERVED_FOR_MAX_SIZE, ResourceClaim, parse_resource
 from lockstep.dra.ports import ClaimWriteOutcome, WriteResult
 from lockstep.dra.store import ResourceStore
+from lockstep.scheduler.framework import PodInfo
 
 
 class MemoryClaimAPI:
@@ -28,6 +29,8 @@ class MemoryClaimAPI:
         self.finalizer_writes: list[tuple[str, list[str]]] = []
         self.creates: list[dict[str, Any]] = []
         self.group_records: list[tuple[str, list[dict[str, str]]]] = []
+        self.deletes: list[str] = []
+        self.pod_statuses: dict[str, dict[str, Any]] = {}  # pod key -> extendedResourceClaimStatus
         # Outcomes for the next writes, in order: a WriteResult is injected, None lets the write through.
         self.failures: list[WriteResult | None] = []
         self.echo = echo
@@ -101,6 +104,14 @@ class MemoryClaimAPI:
         self.creates.append(claim)
         if injected := self._injected():
             return injected
+        if not claim["metadata"].get("name"):  # generateName: the API server's five random characters
+            claim = {
+                **claim,
+                "metadata": {
+                    **claim["metadata"],
+                    "name": f"{claim['metadata']['generateName']}x{len(self.creates):04d}",
+                },
+            }
         key = f"{claim['metadata']['namespace']}/{claim['metadata']['name']}"
         if key in self.objects:
             return ClaimWriteOutcome(WriteResult.CONFLICT, parse_resource(ResourceClaim, self.objects[key]))
@@ -110,7 +121,30 @@ class MemoryClaimAPI:
             "metadata": {**claim["metadata"], "uid": f"uid-{key}", "resourceVersion": str(self._version)},
         }
         self.objects[key] = obj
-        return ClaimWriteOutcome(WriteResult.WRITTEN, parse_resource(ResourceClaim, obj))
+        created = parse_resource(ResourceClaim, obj)
+        if self.echo:
+            self.store.upsert_claim(created)
+        return ClaimWriteOutcome(WriteResult.WRITTEN, created)
+
+    async def delete_claim(self, claim: ResourceClaim) -> ClaimWriteOutcome:
+        self.deletes.append(claim.key)
+        if injected := self._injected():
+            return injected
+        current = self.objects.get(claim.key)
+        if current is None or current["metadata"]["uid"] != claim.metadata.uid:
+            return ClaimWriteOutcome(WriteResult.NOT_FOUND)
+        if current["metadata"].get("finalizers"):
+            return ClaimWriteOutcome(WriteResult.ERROR, message="test API: finalizers would keep it")
+        del self.objects[claim.key]
+        if self.echo:
+            self.store.delete_claim(claim.metadata.namespace, claim.metadata.name)
+        return ClaimWriteOutcome(WriteResult.WRITTEN)
+
+    async def record_extended_claim(self, pod: PodInfo, status: dict[str, Any]) -> ClaimWriteOutcome:
+        if injected := self._injected():
+            return injected
+        self.pod_statuses[pod.key] = status
+        return ClaimWriteOutcome(WriteResult.WRITTEN)
 
     async def record_group_claims(
         self, podgroup: PodGroup, statuses: list[dict[str, str]]

@@ -13,13 +13,13 @@ from dra_builders import DRIVER, claim, device, device_class, exactly, partition
 from dra_memory_api import MemoryClaimAPI
 from test_dra_plugin import Placed, by_name, place, pod
 
-from lockstep.api.resource import DeviceClass, ResourceClaim, ResourceSlice, parse_resource
+from lockstep.api.resource import ResourceClaim, ResourceSlice, parse_resource
 from lockstep.config import KNOWN_FEATURE_GATES
 from lockstep.dra.allocator import Allocator
 from lockstep.dra.features import Features, allocator_features
 from lockstep.dra.inventory import DeviceID, DeviceInventory
 from lockstep.dra.store import ResourceStore
-from lockstep.scheduler.framework import Code, CycleState, PodGroupInfo, PodInfo, Status
+from lockstep.scheduler.framework import Code, PodGroupInfo, Status
 from lockstep.scheduler.plugins.dynamic_resources import DynamicResources
 
 FEATURES = allocator_features(KNOWN_FEATURE_GATES)
@@ -240,31 +240,6 @@ def test_a_gang_never_gets_two_partitions_of_one_counter_in_one_cycle() -> None:
     assert isinstance(outcome[0], Placed)
     assert isinstance(outcome[1], Status) and outcome[1].code is Code.UNSCHEDULABLE
     assert 'counter "memory" in counter set "gpu0"' in outcome[1].message
-
-
-def test_a_pod_asking_for_a_dra_extended_resource_is_refused_naming_the_field() -> None:
-    store = ResourceStore(FEATURES)
-    store.upsert_class(
-        parse_resource(
-            DeviceClass,
-            {
-                "metadata": {"name": "gpu", "resourceVersion": "1"},
-                "spec": {"extendedResourceName": "example.com/gpu"},
-            },
-        )
-    )
-    plugin = DynamicResources(store, None)
-    asking = PodInfo(uid="u", namespace="ns", name="p", requests={"cpu": 100, "example.com/gpu": 1})
-    status = plugin.pre_filter(CycleState(), asking)
-    assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-    assert "requests[example.com/gpu]" in status.message and "DeviceClass gpu" in status.message
-    implicit = PodInfo(
-        uid="u", namespace="ns", name="p", requests={"deviceclass.resource.kubernetes.io/gpu": 1}
-    )
-    assert plugin.pre_filter(CycleState(), implicit).code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-    off = DynamicResources(ResourceStore(replace(FEATURES, extended_resource=False)), None)
-    off.store.upsert_class(store.classes["gpu"])
-    assert off.pre_filter(CycleState(), asking).code is Code.SKIP
 
 
 # --- consumable capacity ---------------------------------------------------------------------------

@@ -98,3 +98,10 @@ def test_a_binding_failure_does_not_lengthen_an_existing_backoff() -> None:
     first = queue.park(A, 0, ())
     second = queue.park(A, 0.1, (), new_attempt=False)
     assert first == second == 1 and queue.attempts(A) == 1
+
+
+def test_a_device_class_change_hurries_a_group_short_of_an_extended_resource_but_not_of_cpu() -> None:
+    """A DeviceClass that starts providing ``example.com/gpu`` lets DRA serve it (DRAExtendedResource),
+    as upstream's NodeResourcesFit requeues on DeviceClass events; cpu it cannot help."""
+    assert ClusterEvent.CLAIMS_CHANGED in hints_for({"Insufficient[example.com/gpu]": 1})
+    assert ClusterEvent.CLAIMS_CHANGED not in hints_for({"InsufficientCPU": 1})

@@ -54,12 +54,21 @@ from lockstep.dra.claims import (
     claim_status_patch,
     consumer_for,
     merged_consumers,
+    pod_consumer,
     reserved_for_limit_message,
     resolve_claims,
 )
+from lockstep.dra.extended import (
+    ExtendedClaimRequests,
+    claim_for,
+    dra_resources,
+    in_memory_claim,
+    is_dra_extended_resource_name,
+    requests_and_mappings,
+)
 from lockstep.dra.features import allocator_features
 from lockstep.dra.node_selector import node_selector_matches
-from lockstep.dra.ports import ClaimStatusAPI, ClaimWriteOutcome, WriteResult
+from lockstep.dra.ports import ClaimStatusAPI, ClaimWriteOutcome, ExtendedClaimAPI, WriteResult
 from lockstep.dra.store import ResourceStore
 from lockstep.scheduler.framework import (
     BINDING_NOTE_SERVICE,
@@ -96,6 +105,7 @@ _POSITIONS_KEY = f"{_STATE_KEY}/positions"
 _BINDING_KEY = f"{_STATE_KEY}/binding-wait"
 BINDING_TIMEOUT_SECONDS = 600.0  # upstream's DynamicResources BindingTimeout default
 BINDING_POLL_SECONDS = 0.05
+EXTENDED_CLAIM_INFORMER_TIMEOUT = 120.0  # upstream's AssumeExtendedResourceTimeoutDefaultSeconds
 
 
 @dataclass(slots=True)
@@ -124,6 +134,17 @@ class _BindingWait:
 
 
 @dataclass(slots=True)
+class _ExtendedNeed:
+    """The pod's DRA extended resources and the claim that gives them on each node tried."""
+
+    classes: dict[str, str]  # extended resource -> DeviceClass providing it
+    # The resources DRA provides on a node (those it does not advertise) -> the claim for them there.
+    variants: dict[frozenset[str], tuple[ExtendedClaimRequests, CompiledClaim]] = field(default_factory=dict)
+    on_node: dict[str, frozenset[str]] = field(default_factory=dict)  # node -> resources DRA provides
+    created: ResourceClaim | None = None  # the claim PreBind created, until the pod binds or leaves
+
+
+@dataclass(slots=True)
 class _PodClaims:
     """The pod's claims as PreFilter sorted them; carried to Filter, Reserve, PreBind, Unreserve."""
 
@@ -142,6 +163,17 @@ class _PodClaims:
     rejections: dict[str, str] = field(default_factory=dict)  # node -> why Filter found no devices there
     # claim key -> what the pod and the later members sharing the claim need on one node (empty: no sharers)
     sharer_needs: dict[str, dict[str, int]] = field(default_factory=dict)
+    extended: _ExtendedNeed | None = None  # DRA extended resources (DRAExtendedResource)
+
+    def compiled_on(self, node: str) -> list[CompiledClaim]:
+        """The claims to allocate on ``node``: ``compiled``, then the extended resource claim if DRA
+        provides any of the pod's extended resources there."""
+        extended = self.extended
+        served = None if extended is None else extended.on_node.get(node)
+        if not served:
+            return self.compiled
+        assert extended is not None
+        return [*self.compiled, extended.variants[served][1]]
 
 
 def _later_in_cycle(state: CycleState, pod: PodInfo, at_most: int | None = None) -> list[PodInfo]:
@@ -174,6 +206,17 @@ def _node_names(allocation: AllocationResult) -> set[str] | None:
     return names
 
 
+def dra_extended_resources(ctx: PluginContext) -> Callable[[str], bool] | None:
+    """For NodeResourcesFit: whether a DeviceClass provides an extended resource; None when
+    DRAExtendedResource is off or the scheduler has no DRA wiring."""
+    store = ctx.services.get(STORE_SERVICE)
+    if not isinstance(store, ResourceStore) or not store.features.extended_resource:
+        return None
+    return lambda resource: (
+        is_dra_extended_resource_name(resource) and store.extended_resource_class(resource) is not None
+    )
+
+
 class DynamicResources:
     name: ClassVar[str] = "DynamicResources"
 
@@ -194,6 +237,7 @@ class DynamicResources:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._deciders: set[asyncio.Task[None]] = set()  # one per group waiting for binding conditions
+        self._deleting: set[str] = set()  # UIDs of extended resource claims being deleted
         self.binding_timeout = BINDING_TIMEOUT_SECONDS
         # PodGroup (namespace/name, or the pod's key outside a group) -> what it waits for at PreBind.
         self.binding_waits: dict[str, str] = {}
@@ -228,11 +272,26 @@ class DynamicResources:
     # --- PreFilter / Filter ------------------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        extended = None
         if self.store.features.extended_resource:
-            refused = self._extended_resources(pod)
-            if refused is not None:
-                return refused
-        if not pod.claims and (state.group is None or not state.group.claims):
+            classes = dra_resources(pod, self.store.extended_resource_class_name)
+            if classes:
+                left_over = self.store.extended_claim_of(pod)
+                if left_over is not None:
+                    # As kube-scheduler: a claim from an earlier attempt is never reused (its devices
+                    # were chosen for another node); it is deleted and the pod scheduled afresh.
+                    self._delete_extended_claim(left_over, pod)
+                    return Status(
+                        Code.WAIT,
+                        (
+                            f"deleting ResourceClaim {left_over.key}, left for the pod's extended resources "
+                            "by an earlier scheduling attempt",
+                        ),
+                        self.name,
+                        "ClaimPending",
+                    )
+                extended = _ExtendedNeed(classes)
+        if not pod.claims and (state.group is None or not state.group.claims) and extended is None:
             return SKIP
         group_names = (
             self.store.group_claim_names((state.group.namespace, state.group.name)) if state.group else {}
@@ -243,9 +302,9 @@ class DynamicResources:
             # Transient, like upstream's PreEnqueue "ResourceClaim not created yet": the group waits,
             # and the claim's creation (a claim or pod status event) queues it again.
             return Status(Code.WAIT, (str(exc),), self.name, "ClaimPending")
-        if not sources:
+        if not sources and extended is None:
             return SKIP
-        pod_claims = _PodClaims([])
+        pod_claims = _PodClaims([], extended=extended)
         for index, source in enumerate(sources):
             claim = self.store.claims.get(source.key)
             if claim is None and source.generated:
@@ -299,24 +358,6 @@ class DynamicResources:
         state.write(self._state_key(pod), pod_claims)
         return SUCCESS
 
-    def _extended_resources(self, pod: PodInfo) -> Status | None:
-        """Refuse a pod asking for an extended resource a DeviceClass provides (DRAExtendedResource):
-        kube-scheduler would allocate it through a special claim, which lockstep does not create."""
-        for resource in pod.requests:
-            if "/" not in resource:
-                continue
-            device_class = self.store.extended_resource_class(resource)
-            if device_class is not None:
-                return Status.unresolvable(
-                    self.name,
-                    "ExtendedResourceClaim",
-                    f"spec.containers[].resources.requests[{resource}]: DeviceClass "
-                    f"{device_class.metadata.name} provides {resource} through spec.extendedResourceName "
-                    "(DRAExtendedResource); lockstep does not allocate DRA extended resources, ask for the "
-                    "device with a ResourceClaim instead",
-                )
-        return None
-
     def _all_of_group(self, consumer_uids: set[str], pod: PodInfo) -> bool:
         """Whether every consumer is a member of ``pod``'s group (a pod the cache knows)."""
         if self.cache is None:
@@ -368,7 +409,12 @@ class DynamicResources:
                     f"ResourceClaim {pod_claims.claims[index].key} is allocated to devices not available "
                     "on the node",
                 )
-        if not pod_claims.to_allocate:
+        if pod_claims.extended is not None:
+            unusable = self._extended_claim_on(pod, pod_claims.extended, node)
+            if unusable is not None:
+                return unusable
+        compiled = pod_claims.compiled_on(node.name)
+        if not compiled:
             return SUCCESS
         allocator = self.store.allocator
         rest = self._rest_of_gang(state, pod, pod_claims)
@@ -376,7 +422,7 @@ class DynamicResources:
             found = None
             if rest:
                 found = allocator.find(
-                    pod_claims.compiled,
+                    compiled,
                     node.name,
                     node.labels,
                     accept=lambda picks: self._rest_fits(rest, picks),
@@ -384,9 +430,9 @@ class DynamicResources:
                 if found is None:
                     pod_claims.crowding.add(node.name)
             if found is None:
-                found = allocator.find(pod_claims.compiled, node.name, node.labels)
+                found = allocator.find(compiled, node.name, node.labels)
             if found is None:
-                reason = allocator.explain(pod_claims.compiled, node.name, node.labels)
+                reason = allocator.explain(compiled, node.name, node.labels)
                 pod_claims.rejections[node.name] = reason
                 return Status.unschedulable(self.name, "InsufficientDevices", reason)
         except AllocationError as exc:
@@ -398,6 +444,30 @@ class DynamicResources:
         pod_claims.found[node.name] = found
         return SUCCESS
 
+    def _extended_claim_on(self, pod: PodInfo, extended: _ExtendedNeed, node: NodeInfo) -> Status | None:
+        """Decide which of the pod's extended resources DRA provides on ``node`` (those the node does not
+        advertise in its allocatable: a device plugin serves the others, and NodeResourcesFit counts
+        them) and prepare the claim for them; a Status when that claim cannot be made."""
+        served = frozenset(r for r in extended.classes if node.allocatable.get(r, 0) <= 0)
+        extended.on_node[node.name] = served
+        if not served or served in extended.variants:
+            return None
+        requests = requests_and_mappings(pod.containers, {r: extended.classes[r] for r in served})
+        if not requests.requests:
+            resources = ", ".join(sorted(served))
+            return Status.unresolvable(
+                self.name,
+                "ExtendedResourceNotInteger",
+                f"spec.containers[].resources.requests[{resources}]: DRA provides whole devices, the "
+                "containers' quantities must be whole numbers",
+            )
+        try:
+            compiled = self.store.allocator.compile(in_memory_claim(pod, requests))
+        except AllocationError as exc:
+            return Status.unresolvable(self.name, "ClaimUnallocatable", str(exc))
+        extended.variants[served] = (requests, compiled)
+        return None
+
     def _sharers_do_not_fit(
         self, state: CycleState, pod: PodInfo, pod_claims: _PodClaims, found: list[Picks], node: NodeInfo
     ) -> Status | None:
@@ -407,7 +477,7 @@ class DynamicResources:
         group = state.group
         if group is None:
             return None
-        for position, picks in enumerate(found):
+        for position, picks in enumerate(found[: len(pod_claims.to_allocate)]):
             if not any(device.node_name is not None for _, device in picks):
                 continue
             claim = pod_claims.claims[pod_claims.to_allocate[position]]
@@ -571,10 +641,11 @@ class DynamicResources:
         """Filter's choice for ``node`` if all its devices (and the shared counters they consume) are
         still free, else a fresh search."""
         allocator = self.store.allocator
+        compiled = pod_claims.compiled_on(node)
         found = pod_claims.found.get(node)
         if found is None or not allocator.still_available(found):
-            found = allocator.find(pod_claims.compiled, node, pod_claims.node_labels.get(node, {}))
-        return None if found is None else allocator.results(pod_claims.compiled, found, node)
+            found = allocator.find(compiled, node, pod_claims.node_labels.get(node, {}))
+        return None if found is None else allocator.results(compiled, found, node)
 
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         pod_claims = self._pod_claims(state, pod)
@@ -583,7 +654,8 @@ class DynamicResources:
                 self._binding_wait(state, pod).members.add(pod.uid)
             return SUCCESS
         new_allocations: dict[int, AllocationResult] = {}
-        if pod_claims.to_allocate:
+        extended_allocation: AllocationResult | None = None
+        if pod_claims.compiled_on(node_name):
             try:
                 found = self._allocations_for(pod_claims, node_name)
             except AllocationError as exc:
@@ -594,7 +666,9 @@ class DynamicResources:
                     "InsufficientDevices",
                     f"the devices chosen on {node_name} were taken meanwhile",
                 )
-            new_allocations = dict(zip(pod_claims.to_allocate, found, strict=True))
+            own = len(pod_claims.to_allocate)
+            new_allocations = dict(zip(pod_claims.to_allocate, found[:own], strict=True))
+            extended_allocation = found[own] if len(found) > own else None
         for index, claim in enumerate(pod_claims.claims):
             uid, key = claim.metadata.uid, claim.key
             latest = self.store.claims.get(key) or claim
@@ -630,6 +704,14 @@ class DynamicResources:
                 )
             self._plans.setdefault(key, {})[pod.uid] = consumer
             pod_claims.planned.append(key)
+        if extended_allocation is not None:
+            # Its devices count as taken (under a UID no claim has) until the created claim is known.
+            claim = self._extended_variant(pod_claims, node_name)[1].claim
+            allocated = claim.model_copy(
+                update={"status": claim.status.model_copy(update={"allocation": extended_allocation})}
+            )
+            if self.store.in_flight.signal(claim.metadata.uid, allocated):
+                pod_claims.signaled.append((claim.metadata.uid, claim.key))
         if self.store.features.device_binding_and_status:
             wait = self._binding_wait(state, pod)
             wait.members.add(pod.uid)
@@ -640,7 +722,17 @@ class DynamicResources:
                     allocation = current.status.allocation
                 if allocation is not None and any(r.binding_conditions for r in allocation.devices.results):
                     wait.conditioned[claim.key] = None
+            if extended_allocation is not None and any(
+                r.binding_conditions for r in extended_allocation.devices.results
+            ):
+                wait.conditioned[self._extended_variant(pod_claims, node_name)[1].key] = None
         return SUCCESS
+
+    @staticmethod
+    def _extended_variant(pod_claims: _PodClaims, node: str) -> tuple[ExtendedClaimRequests, CompiledClaim]:
+        extended = pod_claims.extended
+        assert extended is not None
+        return extended.variants[extended.on_node[node]]
 
     def _in_gang(self, state: CycleState) -> bool:
         return (
@@ -693,6 +785,9 @@ class DynamicResources:
             if self.store.in_flight.maybe_remove(uid, force=False):
                 self.store.claims.restore(key)
         pod_claims.signaled.clear()
+        if pod_claims.extended is not None and pod_claims.extended.created is not None:
+            self._delete_extended_claim(pod_claims.extended.created, pod)
+            pod_claims.extended.created = None
         for key in pod_claims.planned:
             self._unplan(key, pod.uid)
         pod_claims.planned.clear()
@@ -808,6 +903,11 @@ class DynamicResources:
         for claim, consumer in zip(pod_claims.claims, pod_claims.consumers, strict=True):
             async with self._claim_lock(claim.key):
                 status = await self._write_claim(claim, pod, consumer)
+            if not status.ok:
+                return status
+        extended = pod_claims.extended
+        if extended is not None and extended.on_node.get(node_name):
+            status = await self._create_extended_claim(state, pod, pod_claims, node_name)
             if not status.ok:
                 return status
         if not self.store.features.device_binding_and_status:
@@ -976,6 +1076,112 @@ class DynamicResources:
         for pod_uid in [uid for uid, ref in plan.items() if ref.uid in written]:
             self._unplan(key, pod_uid)
         return SUCCESS
+
+    # --- DRA extended resources ---------------------------------------------------------------------
+
+    async def _create_extended_claim(
+        self, state: CycleState, pod: PodInfo, pod_claims: _PodClaims, node_name: str
+    ) -> Status:
+        """As kube-scheduler's PreBind: create the pod's extended resource claim, add the delete-protection
+        finalizer, write the allocation Reserve chose with the pod in ``reservedFor``, then name the claim
+        in the pod's ``status.extendedResourceClaimStatus``. Unreserve deletes a claim created here."""
+        extended = pod_claims.extended
+        assert extended is not None
+        requests, compiled = self._extended_variant(pod_claims, node_name)
+        pending_key, pending_uid = compiled.key, compiled.claim.metadata.uid
+        allocation = self.store.in_flight.get(pending_uid)
+        api = self.claim_api
+        if allocation is None:
+            return Status.error(self.name, f"{pending_key}: the devices chosen at Reserve are not pending")
+        if api is None or not isinstance(api, ExtendedClaimAPI):
+            return Status.error(self.name, f"{pending_key}: no claim API is configured to create it")
+        outcome = await api.create_claim(claim_for(pod, requests))
+        if outcome.result is not WriteResult.WRITTEN or outcome.claim is None:
+            return self._extended_write_failed(pod, "creating the ResourceClaim", outcome)
+        created = extended.created = outcome.claim
+        finalizers = [*created.metadata.finalizers, DELETE_PROTECTION_FINALIZER]
+        outcome = await api.write_claim_finalizers(created, finalizers)
+        if outcome.result is not WriteResult.WRITTEN or outcome.claim is None:
+            return self._extended_write_failed(pod, f"adding the finalizer to {created.key}", outcome)
+        extended.created = outcome.claim
+        outcome = await api.write_claim_status(
+            outcome.claim, claim_status_patch(allocation, [pod_consumer(pod)])
+        )
+        if outcome.result is not WriteResult.WRITTEN or outcome.claim is None:
+            return self._extended_write_failed(pod, f"writing the allocation of {created.key}", outcome)
+        written = extended.created = outcome.claim
+        await self._until_known(written)
+        self.store.in_flight.maybe_remove(pending_uid, force=True)
+        pod_claims.signaled = [(uid, key) for uid, key in pod_claims.signaled if uid != pending_uid]
+        wait = state.group_data.get(_BINDING_KEY) or state.group_data.get(f"{_BINDING_KEY}/{pod.uid}")
+        if isinstance(wait, _BindingWait) and pending_key in wait.conditioned:
+            del wait.conditioned[pending_key]
+            wait.conditioned[written.key] = None
+        claim_status = {
+            "requestMappings": list(requests.mappings),
+            "resourceClaimName": written.metadata.name,
+        }
+        outcome = await api.record_extended_claim(pod, claim_status)
+        if outcome.result is not WriteResult.WRITTEN:
+            return self._extended_write_failed(
+                pod, f"naming {written.key} in status.extendedResourceClaimStatus", outcome
+            )
+        log.info("created ResourceClaim %s for the extended resources of pod %s", written.key, pod.key)
+        return SUCCESS
+
+    async def _until_known(self, claim: ResourceClaim) -> None:
+        """Wait until the claims informer has delivered the created claim (at most
+        EXTENDED_CLAIM_INFORMER_TIMEOUT, as upstream), so its devices never look free in between."""
+        deadline = asyncio.get_running_loop().time() + EXTENDED_CLAIM_INFORMER_TIMEOUT
+        while True:
+            with contextlib.suppress(AssumeCacheError):
+                self.store.claims.assume(claim)
+                return
+            if asyncio.get_running_loop().time() >= deadline:
+                log.warning("ResourceClaim %s was created but its informer has not delivered it", claim.key)
+                return
+            await asyncio.sleep(BINDING_POLL_SECONDS)
+
+    def _extended_write_failed(self, pod: PodInfo, what: str, outcome: ClaimWriteOutcome) -> Status:
+        detail = f"{outcome.result.value}{': ' + outcome.message if outcome.message else ''}"
+        message = f"extended resources of pod {pod.key}: {what} failed: {detail}"
+        if outcome.result in (WriteResult.CONFLICT, WriteResult.NOT_FOUND):
+            return Status.unschedulable(self.name, "ClaimChanged", message)
+        return Status.error(self.name, message)
+
+    def _delete_extended_claim(self, claim: ResourceClaim, pod: PodInfo) -> None:
+        if claim.metadata.uid not in self._deleting:
+            self._deleting.add(claim.metadata.uid)
+            self._in_background(self._remove_extended_claim(claim, pod))
+
+    async def _remove_extended_claim(self, claim: ResourceClaim, pod: PodInfo) -> None:
+        """Upstream's ``deleteClaim``: drop the delete-protection finalizer, then delete the claim."""
+        try:
+            if not isinstance(self.claim_api, ExtendedClaimAPI):
+                return
+            for attempt in range(1, RESERVATION_REMOVAL_ATTEMPTS + 1):
+                latest = self.store.claims.get(claim.key) or claim
+                if latest.metadata.uid != claim.metadata.uid:
+                    return
+                outcome = ClaimWriteOutcome(WriteResult.WRITTEN, latest)
+                if DELETE_PROTECTION_FINALIZER in latest.metadata.finalizers:
+                    kept = [f for f in latest.metadata.finalizers if f != DELETE_PROTECTION_FINALIZER]
+                    outcome = await self.claim_api.write_claim_finalizers(latest, kept)
+                if outcome.result is WriteResult.WRITTEN:
+                    outcome = await self.claim_api.delete_claim(latest)
+                if outcome.result in (WriteResult.WRITTEN, WriteResult.NOT_FOUND):
+                    log.info("deleted ResourceClaim %s of pod %s, which did not bind", claim.key, pod.key)
+                    return
+                await asyncio.sleep(0.05 * attempt)  # a conflict: wait for the informer's newer copy
+            log.warning(
+                "could not delete ResourceClaim %s of pod %s: %s %s",
+                claim.key,
+                pod.key,
+                outcome.result.value,
+                outcome.message,
+            )
+        finally:
+            self._deleting.discard(claim.metadata.uid)
 
     def _write_failed(self, key: str, pod: PodInfo, what: str, outcome: ClaimWriteOutcome) -> Status:
         # This pod will be unreserved; later members must not write its reservation.

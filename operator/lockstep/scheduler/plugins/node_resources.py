@@ -3,7 +3,7 @@ NodeResourcesBalancedAllocation (prefer nodes whose cpu and memory use stay bala
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from lockstep.config import ScoreStrategy
@@ -27,9 +27,14 @@ def insufficient_cause(resource: str) -> str:
 
 
 class NodeResourcesFit:
-    """The node must have room for the pod's requests and one more pod."""
+    """The node must have room for the pod's requests and one more pod. An extended resource the node
+    does not advertise is left to DynamicResources when a DeviceClass provides it (DRAExtendedResource):
+    ``provided_by_dra`` says which."""
 
     name: ClassVar[str] = "NodeResourcesFit"
+
+    def __init__(self, provided_by_dra: Callable[[str], bool] | None = None) -> None:
+        self.provided_by_dra = provided_by_dra
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         allocatable = node.allocatable
@@ -43,6 +48,8 @@ class NodeResourcesFit:
             capacity = allocatable.get(resource, 0)
             free = capacity - requested.get(resource, 0)
             if amount <= free:
+                continue
+            if capacity <= 0 and self.provided_by_dra is not None and self.provided_by_dra(resource):
                 continue
             if amount > capacity:  # even an empty node of this size would not do
                 return Status.unresolvable(
