@@ -16,14 +16,10 @@ from lockstep.sim.controllers.dra_driver import DRIVER_NAME
 
 
 async def publish(
-    env: Env,
-    kind: str,
-    devices: list[dict[str, Any]],
-    counters: dict[str, str] | None = None,
-    extended_resource: str | None = None,
+    env: Env, kind: str, devices: list[dict[str, Any]], counters: dict[str, str] | None = None
 ) -> None:
     """A pool ``kind`` of the simulated driver on the first node (with a counters slice when given) and
-    the DeviceClass ``kind`` selecting its devices (providing ``extended_resource`` when given)."""
+    the DeviceClass ``kind`` selecting its devices."""
     node = env.cluster.node_names[0]
     for device in devices:
         device.setdefault("attributes", {})["kind"] = {"string": kind}
@@ -53,8 +49,6 @@ async def publish(
         "metadata": {"name": kind},
         "spec": {"selectors": [{"cel": {"expression": selector}}]},
     }
-    if extended_resource is not None:
-        device_class["spec"]["extendedResourceName"] = extended_resource
     await env.client.create(DEVICE_CLASSES, None, device_class)
 
 
@@ -221,8 +215,17 @@ async def test_an_extended_resource_pod_gets_a_device_through_a_claim_of_its_own
     """A gang of two asking for ``example.com/gpu: 1`` each, on a node that does not advertise it: each
     member gets its own claim of the class's devices, as kube-scheduler makes them; a third pod finds
     none left and says why; the claims go away with their pods."""
-    async with simulated_cluster(nodes=1, devices_per_node=1) as env:
-        await publish(env, "ext", [{"name": "ext-0"}, {"name": "ext-1"}], extended_resource="example.com/gpu")
+    async with simulated_cluster(nodes=1, devices_per_node=2) as env:
+        device_class = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "ext"},
+            "spec": {
+                "selectors": [{"cel": {"expression": f'device.driver == "{DRIVER_NAME}"'}}],
+                "extendedResourceName": "example.com/gpu",
+            },
+        }
+        await env.client.create(DEVICE_CLASSES, None, device_class)
         await env.create(podgroup("gang", 2))
         for name in ("m0", "m1"):
             await env.create(extended_resource_pod(name, "gang", 1))
@@ -246,7 +249,7 @@ async def test_an_extended_resource_pod_gets_a_device_through_a_claim_of_its_own
             assert [r["uid"] for r in claim["status"]["reservedFor"]] == [member["metadata"]["uid"]]
             [result] = claim["status"]["allocation"]["devices"]["results"]
             devices.add(result["device"])
-        assert devices == {"ext-0", "ext-1"}
+        assert devices == {"gpu-0", "gpu-1"}
         await eventually(
             lambda: _all_running(env, "gang"), what="the kubelet started the members with their devices"
         )
