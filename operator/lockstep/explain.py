@@ -271,6 +271,9 @@ def describe_claims(podgroup: Mapping[str, Any], state: ClusterState) -> list[st
                 names.setdefault(
                     f"<{ref['name']} of {pod['metadata']['name']}>", "template claim not created yet"
                 )
+        extended = (pod.get("status", {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+        if extended:
+            names.setdefault(extended, f"pod {pod['metadata']['name']} (extended resources)")
     if not names:
         return []
     claims = {c["metadata"]["name"]: c for c in state.claims if c["metadata"].get("namespace") == namespace}

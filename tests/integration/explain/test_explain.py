@@ -104,6 +104,59 @@ async def test_too_few_pods_and_missing_claims_are_said(cluster: tuple[SimCluste
     assert "does-not-exist [pod few-0 (gpu)]: does not exist" in text
 
 
+async def test_an_extended_resource_pod_shows_the_claim_it_would_get(
+    cluster: tuple[SimCluster, Path],
+) -> None:
+    """The dry run allocates a pod's DRA extended resources like a claim (named after the one PreBind
+    would create), and the claims list shows the claim the pod's status names."""
+    sim, kubeconfig = cluster
+    device_class = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "ext"},
+        "spec": {"selectors": [{"cel": {"expression": "true"}}], "extendedResourceName": "example.com/gpu"},
+    }
+    await sim.http.create("/apis/resource.k8s.io/v1/deviceclasses", device_class)
+
+    def asking(name: str, gpus: int) -> dict[str, Any]:
+        body = pod(name, name)
+        resources = body["spec"]["containers"][0]["resources"]
+        resources["requests"]["example.com/gpu"] = str(gpus)
+        resources["limits"] = {"example.com/gpu": str(gpus)}
+        return body
+
+    await create(sim, "fits", 1, [asking("fits", 2)])
+    text = await explain(f"{NAMESPACE}/fits", load_settings(kubeconfig=str(kubeconfig)))
+    assert "verdict: Success" in text
+    await create(sim, "big", 1, [asking("big", 3)])  # the nodes have 2 devices each
+    text = await explain(f"{NAMESPACE}/big", load_settings(kubeconfig=str(kubeconfig)))
+    assert "DynamicResources rejected 4 nodes" in text and "explain/big-extended-resources" in text
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "fits-extended-resources-abcde"},
+        "spec": {"devices": {"requests": []}},
+    }
+    await sim.http.create(f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims", claim)
+    status = {
+        "status": {
+            "extendedResourceClaimStatus": {
+                "requestMappings": [
+                    {
+                        "containerName": "c",
+                        "resourceName": "example.com/gpu",
+                        "requestName": "container-0-request-1",
+                    }
+                ],
+                "resourceClaimName": "fits-extended-resources-abcde",
+            }
+        }
+    }
+    await sim.http.patch(f"/api/v1/namespaces/{NAMESPACE}/pods/fits/status", status)
+    text = await explain(f"{NAMESPACE}/fits", load_settings(kubeconfig=str(kubeconfig)))
+    assert "fits-extended-resources-abcde [pod fits (extended resources)]: not allocated" in text
+
+
 async def test_unknown_group_is_an_error_naming_it(cluster: tuple[SimCluster, Path]) -> None:
     _, kubeconfig = cluster
     with pytest.raises(ExplainError, match="PodGroup explain/ghost not found"):
