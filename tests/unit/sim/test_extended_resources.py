@@ -379,3 +379,177 @@ async def test_a_finished_pod_s_extended_claim_is_deallocated_and_deleted() -> N
         await wait_for(succeeded, "the pod to succeed")
         await wait_for(lambda: claim_gone(http, claim_name), "the claim to be deleted")
         assert await phase(http, "trainer") == "Succeeded"  # the pod stays; its claim does not
+
+
+# ---------------------------------------------------------------- pod create: extended resource quantities
+
+
+def pod_with_resources(resources: dict[str, Any], init: bool = False) -> dict[str, Any]:
+    body = pod("asks")
+    container = {"name": "main", "image": "pause:3.10", "resources": resources}
+    if init:
+        body["spec"]["initContainers"] = [{**container, "name": "setup"}]
+    else:
+        body["spec"]["containers"] = [container]
+    return body
+
+
+@pytest.mark.parametrize(
+    ("resources", "init", "expected"),
+    [
+        (
+            {"requests": {GPU: "1"}},
+            False,
+            [
+                (
+                    "spec.containers[0].resources.limits",
+                    "Required value: Limit must be set for non overcommitable resources",
+                )
+            ],
+        ),
+        (
+            {"requests": {GPU: "1"}, "limits": {GPU: "2"}},
+            False,
+            [
+                (
+                    "spec.containers[0].resources.requests",
+                    f'Invalid value: "1": must be equal to {GPU} limit of 2',
+                )
+            ],
+        ),
+        (
+            # the request defaulted from the limit is checked too; Go prints 0.5 as 500m
+            {"limits": {GPU: "0.5"}},
+            True,
+            [
+                (
+                    f"spec.initContainers[0].resources.limits[{GPU}]",
+                    'Invalid value: "500m": must be an integer',
+                ),
+                (
+                    f"spec.initContainers[0].resources.requests[{GPU}]",
+                    'Invalid value: "500m": must be an integer',
+                ),
+            ],
+        ),
+        (
+            {"limits": {"cpu": "1"}, "requests": {"cpu": "1500m"}},
+            False,
+            [
+                (
+                    "spec.containers[0].resources.requests",
+                    'Invalid value: "1500m": must be less than or equal to cpu limit of 1',
+                )
+            ],
+        ),
+        (
+            {"limits": {"gpu": "1", "example.com/gpu_": "1"}},
+            False,
+            [
+                (
+                    "spec.containers[0].resources.limits[example.com/gpu_]",
+                    'Invalid value: "example.com/gpu_": name part must consist of alphanumeric characters, '
+                    "'-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  "
+                    "or 'my.name',  or '123-abc', regex used for validation is "
+                    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+                ),
+                (
+                    "spec.containers[0].resources.limits[gpu]",
+                    'Invalid value: "gpu": must be a standard resource type or fully qualified',
+                ),
+                (
+                    "spec.containers[0].resources.limits[gpu]",
+                    'Invalid value: "gpu": must be a standard resource for containers',
+                ),
+                (
+                    "spec.containers[0].resources.requests[example.com/gpu_]",
+                    'Invalid value: "example.com/gpu_": name part must consist of alphanumeric characters, '
+                    "'-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  "
+                    "or 'my.name',  or '123-abc', regex used for validation is "
+                    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+                ),
+                (
+                    "spec.containers[0].resources.requests[gpu]",
+                    'Invalid value: "gpu": must be a standard resource type or fully qualified',
+                ),
+                (
+                    "spec.containers[0].resources.requests[gpu]",
+                    'Invalid value: "gpu": must be a standard resource for containers',
+                ),
+            ],
+        ),
+    ],
+)
+async def test_extended_resources_are_whole_and_not_overcommitted(
+    client: Client, resources: dict[str, Any], init: bool, expected: list[tuple[str, str]]
+) -> None:
+    status, body, _ = await client.call("POST", f"{NS}/pods", pod_with_resources(resources, init))
+    assert status == 422, body
+    assert causes(body) == expected
+
+
+async def test_a_limit_alone_is_the_request_too(client: Client) -> None:
+    status, body, _ = await client.call(
+        "POST", f"{NS}/pods", pod_with_resources({"limits": {GPU: "2"}}, True)
+    )
+    assert status == 201, body
+    assert body["spec"]["initContainers"][0]["resources"]["requests"] == {GPU: "2"}
+
+
+async def test_implicit_device_class_names_are_native_to_validation(client: Client) -> None:
+    """``deviceclass.resource.kubernetes.io/<class>`` is in the kubernetes.io domain: neither the integer
+    nor the request-equals-limit rule applies to it."""
+    implicit = "deviceclass.resource.kubernetes.io/gpu.sim.lockstep.dev"
+    resources = {"requests": {implicit: "500m"}, "limits": {"cpu": "1", implicit: "2"}}
+    status, body, _ = await client.call("POST", f"{NS}/pods", pod_with_resources(resources))
+    assert status == 201, body
+
+
+async def test_a_job_template_keeps_its_requests_as_written(client: Client) -> None:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {"name": "main", "image": "pause:3.10", "resources": {"limits": {GPU: "1"}}}
+                    ],
+                }
+            }
+        },
+    }
+    status, body, _ = await client.call("POST", "/apis/batch/v1/namespaces/default/jobs", job)
+    assert status == 201, body
+    assert body["spec"]["template"]["spec"]["containers"][0]["resources"] == {"limits": {GPU: "1"}}
+
+
+@pytest.mark.parametrize(
+    ("name", "valid"),
+    [
+        ("example.com/gpu", True),
+        ("gpu", False),
+        ("kubernetes.io/gpu", False),
+        ("deviceclass.resource.kubernetes.io/gpu", False),
+        ("requests.example.com/gpu", False),
+        ("example.com/" + "g" * 64, False),
+        ("", False),
+    ],
+)
+async def test_device_class_extended_resource_name(client: Client, name: str, valid: bool) -> None:
+    device_class = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "gpus"},
+        "spec": {"extendedResourceName": name},
+    }
+    status, body, _ = await client.call("POST", "/apis/resource.k8s.io/v1/deviceclasses", device_class)
+    if valid:
+        assert status == 201, body
+        return
+    assert status == 422, body
+    assert causes(body) == [
+        ("spec.extendedResourceName", f'Invalid value: "{name}": must be a valid extended resource name')
+    ]

@@ -19,6 +19,7 @@ from lockstep.sim.objectmeta import (
     random_suffix,
     validate_name,
 )
+from lockstep.sim.registry.core_resources import validate_resource_requirements
 from lockstep.sim.registry.scheduling import admit_pod_priority
 from lockstep.sim.resources import METADATA_FIELDS, ResourceType, Strategy, WriteContext
 
@@ -312,8 +313,16 @@ class PodStrategy(Strategy):
                         errors.append(fe.invalid(f"{path}.name", name, LABEL_MESSAGE))
                     else:
                         seen.add(name)
-                    if isinstance(container, dict) and not container.get("image"):
-                        errors.append(fe.required(f"{path}.image"))
+                    if isinstance(container, dict):
+                        if not container.get("image"):
+                            errors.append(fe.required(f"{path}.image"))
+                        errors.extend(
+                            validate_resource_requirements(container.get("resources"), f"{path}.resources")
+                        )
+            for i, container in enumerate(spec.get("initContainers") or []):
+                if isinstance(container, dict):
+                    path = f"spec.initContainers[{i}].resources"
+                    errors.extend(validate_resource_requirements(container.get("resources"), path))
             return errors
         if ctx.subresource:
             return self._validate_status(obj, old) + validate_extended_resource_claim_status(obj)

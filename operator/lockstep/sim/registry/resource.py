@@ -20,6 +20,7 @@ from lockstep.sim.objectmeta import (
     qualified_name_errors,
     validate_name,
 )
+from lockstep.sim.registry.core_resources import is_extended_resource_name
 from lockstep.sim.resources import METADATA_FIELDS, ResourceType, Strategy, WriteContext
 
 JsonObject = dict[str, Any]
@@ -645,7 +646,14 @@ class DeviceClassStrategy(Strategy):
         self, rt: ResourceType, obj: JsonObject, old: JsonObject | None, ctx: WriteContext
     ) -> list[FieldError]:
         errors = validate_name(obj["metadata"].get("name")) if old is None else []
-        return errors + validate_selectors((obj.get("spec") or {}).get("selectors"), "spec.selectors")
+        spec = obj.get("spec") or {}
+        errors.extend(validate_selectors(spec.get("selectors"), "spec.selectors"))
+        name = spec.get("extendedResourceName")
+        if name is not None and not is_extended_resource_name(str(name)):
+            errors.append(
+                fe.invalid("spec.extendedResourceName", name, "must be a valid extended resource name")
+            )
+        return errors
 
 
 def dra_types(gates: FeatureGates) -> list[ResourceType]:
