@@ -16,12 +16,19 @@ writes.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lockstep.api.resource import ALLOCATION_MODE_EXACT_COUNT, API_VERSION, ResourceClaim, parse_resource
+from lockstep.api.resource import (
+    ALLOCATION_MODE_EXACT_COUNT,
+    API_VERSION,
+    DELETE_PROTECTION_FINALIZER,
+    ResourceClaim,
+    parse_resource,
+)
 from lockstep.scheduler.framework import ContainerRequests, PodInfo
 
 IMPLICIT_EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
@@ -33,6 +40,7 @@ _QUALIFIED_NAME = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=1024)
 def is_dra_extended_resource_name(name: str) -> bool:
     """Upstream ``IsDRAExtendedResourceName``: an extended resource name (a domain-prefixed name outside
     kubernetes.io, not ``requests.*``) or the implicit name of a DeviceClass."""
@@ -141,7 +149,9 @@ def requests_and_mappings(
 
 
 def claim_for(pod: PodInfo, requests: ExtendedClaimRequests) -> dict[str, Any]:
-    """The ResourceClaim to create for the pod (API shape, no name: the API server generates it)."""
+    """The ResourceClaim to create for the pod (API shape, no name: the API server generates it). It is
+    created with the delete-protection finalizer its allocation needs (kube-scheduler adds it in a
+    second write), so that it cannot vanish while its devices are in use."""
     return {
         "apiVersion": API_VERSION,
         "kind": "ResourceClaim",
@@ -149,6 +159,7 @@ def claim_for(pod: PodInfo, requests: ExtendedClaimRequests) -> dict[str, Any]:
             "generateName": f"{pod.name}-extended-resources-",
             "namespace": pod.namespace,
             "annotations": {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
+            "finalizers": [DELETE_PROTECTION_FINALIZER],
             "ownerReferences": [
                 {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid, "controller": True}
             ],

@@ -184,9 +184,9 @@ async def test_a_pod_gets_devices_through_a_claim_created_at_pre_bind() -> None:
             "exactly": {"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 2},
         }
     ]
-    [(key, finalizers)] = api.finalizer_writes
-    assert finalizers == [DELETE_PROTECTION_FINALIZER]
-    [(_, status)] = api.status_writes
+    # Created with the delete-protection finalizer: no claim whose devices are in use can vanish.
+    assert created["metadata"]["finalizers"] == [DELETE_PROTECTION_FINALIZER] and api.finalizer_writes == []
+    [(key, status)] = api.status_writes
     assert status["reservedFor"] == [{"resource": "pods", "name": "p", "uid": "uid-p"}]
     assert [r["device"] for r in status["allocation"]["devices"]["results"]] == ["gpu-0", "gpu-1"]
     assert api.pod_statuses["ns/p"] == {
@@ -233,7 +233,7 @@ async def test_a_node_advertising_the_resource_uses_its_device_plugin_and_no_cla
 async def test_a_failed_pre_bind_deletes_the_created_claim() -> None:
     store, api, plugin = setup()
     [p] = placed(place(plugin, [gpu_pod()]))
-    api.failures = [None, None, None, WriteResult.ERROR]  # create, finalizer, status pass; pod status fails
+    api.failures = [None, None, WriteResult.ERROR]  # create and claim status pass; pod status fails
     status = await plugin.pre_bind(p.state, p.pod, p.node)
     assert status.code is Code.ERROR and "status.extendedResourceClaimStatus" in status.message
     plugin.unreserve(p.state, p.pod, p.node)

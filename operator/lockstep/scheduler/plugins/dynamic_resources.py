@@ -1082,8 +1082,8 @@ class DynamicResources:
     async def _create_extended_claim(
         self, state: CycleState, pod: PodInfo, pod_claims: _PodClaims, node_name: str
     ) -> Status:
-        """As kube-scheduler's PreBind: create the pod's extended resource claim, add the delete-protection
-        finalizer, write the allocation Reserve chose with the pod in ``reservedFor``, then name the claim
+        """As kube-scheduler's PreBind: create the pod's extended resource claim (with the delete-protection
+        finalizer), write the allocation Reserve chose with the pod in ``reservedFor``, then name the claim
         in the pod's ``status.extendedResourceClaimStatus``. Unreserve deletes a claim created here."""
         extended = pod_claims.extended
         assert extended is not None
@@ -1099,13 +1099,15 @@ class DynamicResources:
         if outcome.result is not WriteResult.WRITTEN or outcome.claim is None:
             return self._extended_write_failed(pod, "creating the ResourceClaim", outcome)
         created = extended.created = outcome.claim
-        finalizers = [*created.metadata.finalizers, DELETE_PROTECTION_FINALIZER]
-        outcome = await api.write_claim_finalizers(created, finalizers)
-        if outcome.result is not WriteResult.WRITTEN or outcome.claim is None:
-            return self._extended_write_failed(pod, f"adding the finalizer to {created.key}", outcome)
-        extended.created = outcome.claim
-        outcome = await api.write_claim_status(
-            outcome.claim, claim_status_patch(allocation, [pod_consumer(pod)])
+        # The allocation and the pod's record of the claim are independent writes: made together. The
+        # kubelet prepares the claim only once it is allocated and reserved for the pod.
+        claim_status = {
+            "requestMappings": list(requests.mappings),
+            "resourceClaimName": created.metadata.name,
+        }
+        outcome, recorded = await asyncio.gather(
+            api.write_claim_status(created, claim_status_patch(allocation, [pod_consumer(pod)])),
+            api.record_extended_claim(pod, claim_status),
         )
         if outcome.result is not WriteResult.WRITTEN or outcome.claim is None:
             return self._extended_write_failed(pod, f"writing the allocation of {created.key}", outcome)
@@ -1113,19 +1115,14 @@ class DynamicResources:
         await self._until_known(written)
         self.store.in_flight.maybe_remove(pending_uid, force=True)
         pod_claims.signaled = [(uid, key) for uid, key in pod_claims.signaled if uid != pending_uid]
+        if recorded.result is not WriteResult.WRITTEN:
+            return self._extended_write_failed(
+                pod, f"naming {written.key} in status.extendedResourceClaimStatus", recorded
+            )
         wait = state.group_data.get(_BINDING_KEY) or state.group_data.get(f"{_BINDING_KEY}/{pod.uid}")
         if isinstance(wait, _BindingWait) and pending_key in wait.conditioned:
             del wait.conditioned[pending_key]
             wait.conditioned[written.key] = None
-        claim_status = {
-            "requestMappings": list(requests.mappings),
-            "resourceClaimName": written.metadata.name,
-        }
-        outcome = await api.record_extended_claim(pod, claim_status)
-        if outcome.result is not WriteResult.WRITTEN:
-            return self._extended_write_failed(
-                pod, f"naming {written.key} in status.extendedResourceClaimStatus", outcome
-            )
         log.info("created ResourceClaim %s for the extended resources of pod %s", written.key, pod.key)
         return SUCCESS
 
