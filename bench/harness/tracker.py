@@ -53,7 +53,7 @@ class Tracker:
                 self.counted.add(name)
             if gang.claim == "template":
                 self.awaiting_claims.add(name)
-            if gang.claim is not None and not self.claims_allocated:
+            if gang.claim in ("template", "group") and not self.claims_allocated:
                 self.never_run.add(name)
         self._check()
 

@@ -49,7 +49,9 @@ class GangSpec:
     cpu_millis: int
     memory_mib: int = 64
     oversized_members: int = 0
-    claim: str | None = None  # "template": one claim per pod from the template; "group": one shared claim
+    # "template": one claim per pod from the template; "group": one shared claim; "extended": each pod
+    # asks for EXTENDED_RESOURCE, which a DeviceClass provides (lockstep creates the pod's claim)
+    claim: str | None = None
     counted: bool = True
     scheduler: str = SCHEDULER_NAME  # another name: lockstep ignores the pods, and no PodGroup is created
     one_per_node: bool = False  # members carry required pod anti-affinity on the hostname against each other
@@ -117,6 +119,9 @@ def pod_manifest(gang: GangSpec, index: int, shape: NodeShape, namespace: str = 
     if gang.claim == "template":
         spec["resourceClaims"] = [{"name": CLAIM_NAME, "resourceClaimTemplateName": template_name()}]
         container["resources"]["claims"] = [{"name": CLAIM_NAME}]
+    if gang.claim == "extended":
+        container["resources"]["requests"][EXTENDED_RESOURCE] = "1"
+        container["resources"]["limits"] = {EXTENDED_RESOURCE: "1"}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -161,6 +166,22 @@ def claim_template_manifest(driver: DeviceDriver, namespace: str = NAMESPACE) ->
     }
 
 
+EXTENDED_RESOURCE = "example.com/gpu"
+
+
+def extended_resource_class_manifest(driver: DeviceDriver) -> dict[str, Any]:
+    """A DeviceClass of the driver's devices that provides EXTENDED_RESOURCE (DRAExtendedResource)."""
+    return {
+        "apiVersion": RESOURCE_API_VERSION,
+        "kind": "DeviceClass",
+        "metadata": {"name": "bench-extended-gpu"},
+        "spec": {
+            "selectors": [{"cel": {"expression": driver.selector}}],
+            "extendedResourceName": EXTENDED_RESOURCE,
+        },
+    }
+
+
 def namespace_manifest(namespace: str = NAMESPACE) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
 
@@ -174,6 +195,7 @@ def _scaled(count: int, scale: float, multiple: int = 1) -> int:
 CLUSTER: dict[str, tuple[int, int]] = {
     "basic": (5000, 0),
     "claim-template": (500, 8),
+    "extended-resource": (500, 8),
     "shared-claim": (100, 8),
     "mixed": (1000, 0),
     "churn": (1000, 0),
@@ -233,6 +255,30 @@ def claim_template(scale: float, shape: NodeShape, driver: DeviceDriver) -> Work
         gangs=gangs,
         pods_expected=expected,
         setup=(claim_template_manifest(driver),),
+    )
+
+
+def extended_resource(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
+    nodes, devices_per_node = cluster_size("extended-resource", scale)
+    pods = _scaled(5000, scale, 4)
+    gangs = tuple(
+        GangSpec(f"extended-{i}", pods=4, min_count=4, cpu_millis=100, claim="extended")
+        for i in range(pods // 4)
+    )
+    capacity = nodes * devices_per_node
+    expected = min(pods, capacity // 4 * 4)
+    return Workload(
+        name="extended-resource",
+        description=(
+            f"{nodes:,} nodes x {devices_per_node} devices, {pods:,} pods each asking for "
+            f"{EXTENDED_RESOURCE}: 1, which a DeviceClass provides (a claim per pod made at PreBind), "
+            f"gangs of 4; {expected:,} fit the devices"
+        ),
+        nodes=nodes,
+        devices_per_node=devices_per_node,
+        gangs=gangs,
+        pods_expected=expected,
+        setup=(extended_resource_class_manifest(driver),),
     )
 
 
@@ -334,6 +380,7 @@ def anti_affinity(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workl
 BUILDERS: dict[str, Callable[[float, NodeShape, DeviceDriver], Workload]] = {
     "basic": basic,
     "claim-template": claim_template,
+    "extended-resource": extended_resource,
     "shared-claim": shared_claim,
     "mixed": mixed,
     "churn": churn,
