@@ -40,7 +40,9 @@ STRING_FORMATS = {
     "date-time": re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"),
     "date": re.compile(r"^\d{4}-\d{2}-\d{2}$"),
 }
-INTEGER_FORMATS = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+INTEGER_FORMATS = {"int32": (-(2**31), 2**31 - 1), "int64": (INT64_MIN, INT64_MAX)}
+JSON_FLOAT_INTEGER_MAX = 2**53 - 1  # go-openapi's IsFloat64AJSONInteger
 JSON_TYPE_NAMES = {
     str: "string",
     bool: "boolean",
@@ -286,8 +288,16 @@ def run_cel_rules(value: Any, old: Any, schema: JsonObject, path: str, errors: l
 def prune(value: Any, schema: JsonObject, path: str, unknown: list[str]) -> Any:
     """Drop fields the schema does not know (recording their paths), like the structural pruner.
     An integral JSON float where the schema wants an integer is stored as an integer, as the real
-    decoder does (``1.0`` is a valid integer)."""
-    if schema.get("type") == "integer" and isinstance(value, float) and value.is_integer():
+    decoder does (``1.0`` is a valid integer), within the range go-openapi takes a float for an integer
+    (2^53); an integer beyond int64 is a float, as Go's JSON decoder makes it."""
+    if isinstance(value, int) and not isinstance(value, bool) and not INT64_MIN <= value <= INT64_MAX:
+        return float(value)
+    if (
+        schema.get("type") == "integer"
+        and isinstance(value, float)
+        and value.is_integer()
+        and abs(value) <= JSON_FLOAT_INTEGER_MAX
+    ):
         return int(value)
     if schema.get("x-kubernetes-preserve-unknown-fields"):
         return value

@@ -477,6 +477,20 @@ async def test_integral_float_is_a_valid_integer(client: Client, podgroup_crd: N
     assert status == 422 and body["details"]["causes"][0]["reason"] == "FieldValueTypeInvalid"
 
 
+async def test_a_float_beyond_2_to_the_53_is_not_an_integer(client: Client, podgroup_crd: None) -> None:
+    """go-openapi takes a float for an integer only up to 2^53; beyond, it is a type error (the CEL
+    rules are then skipped: the emulator answered 500 when they converted it)."""
+    spec = {"schedulingPolicy": {"gang": {"minCount": 9.223372036854776e18}}}
+    status, body, _ = await client.call("POST", GROUP_PATH, podgroup("h", spec))
+    assert status == 422, body
+    assert body["details"]["causes"][0] == {
+        "reason": "FieldValueTypeInvalid",
+        "message": 'Invalid value: "number": spec.schedulingPolicy.gang.minCount in body must be of type '
+        'integer: "number"',
+        "field": "spec.schedulingPolicy.gang.minCount",
+    }
+
+
 async def test_nulls_of_non_nullable_fields_are_dropped_then_defaulted(
     client: Client, podgroup_crd: None
 ) -> None:

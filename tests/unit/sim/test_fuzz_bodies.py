@@ -34,7 +34,34 @@ POD_SPEC = {"containers": [{"name": "main", "image": "pause:3.10", "resources": 
 SEEDS: dict[str, tuple[str, dict[str, Any]]] = {
     "Namespace": ("/api/v1/namespaces", {"metadata": {"name": "fuzz-ns"}}),
     "Node": ("/api/v1/nodes", {"metadata": {"name": "n1", "labels": {"a": "b"}}, "spec": {}}),
-    "Pod": (f"/api/v1/namespaces/{NS}/pods", {"metadata": {"name": "p"}, "spec": POD_SPEC}),
+    "Pod": (
+        f"/api/v1/namespaces/{NS}/pods",
+        {
+            "metadata": {"name": "p"},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "pause:3.10",
+                        "resources": {"requests": {"cpu": "1"}, "limits": {"example.com/gpu": "1"}},
+                    }
+                ]
+            },
+            # a create drops it; the status routes fuzz its validation
+            "status": {
+                "extendedResourceClaimStatus": {
+                    "requestMappings": [
+                        {
+                            "containerName": "main",
+                            "resourceName": "example.com/gpu",
+                            "requestName": "container-0-request-1",
+                        }
+                    ],
+                    "resourceClaimName": "p-extended-resources-x7k2p",
+                }
+            },
+        },
+    ),
     "Binding": (
         f"/api/v1/namespaces/{NS}/bindings",
         {"metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}},
