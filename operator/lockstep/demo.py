@@ -26,6 +26,7 @@ from lockstep import POD_GROUP_LABEL
 from lockstep.config import load_settings
 from lockstep.controller.runtime import OperatorThread
 from lockstep.kube.client import (
+    DEVICE_CLASSES,
     JOBS,
     NAMESPACES,
     POD_GROUPS,
@@ -53,6 +54,7 @@ APPLICABLE: dict[tuple[str, str], ResourceKind] = {
         JOBS,
         RESOURCE_CLAIMS,
         RESOURCE_CLAIM_TEMPLATES,
+        DEVICE_CLASSES,
     )
 }
 DEMO_NODES = 10
