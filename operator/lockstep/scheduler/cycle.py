@@ -273,13 +273,15 @@ class GroupCycle:
         yield from rest if domain is None else (name for name in rest if name in domain)
 
     def _find_feasible(self, state: CycleState, pod: PodInfo, filters: list[FilterPlugin]) -> list[NodeInfo]:
-        nodes = self.cache.nodes
+        node_named = self.cache.nodes.get
         wanted = self.feasible_nodes_to_find
         feasible: list[NodeInfo] = []
         cpu = pod.requests.get("cpu", 0)
         memory = pod.requests.get("memory", 0)
+        checks = [plugin.filter for plugin in filters]
+        success = Code.SUCCESS
         for name in self._candidates(state, pod):
-            node = nodes.get(name)
+            node = node_named(name)
             if node is None:
                 continue
             # Candidate selection, not a verdict: skip nodes plainly short of cpu or memory without
@@ -290,8 +292,8 @@ class GroupCycle:
                 or free.get("memory", 0) - used.get("memory", 0) < memory
             ):
                 continue
-            for plugin in filters:
-                if plugin.filter(state, pod, node).code is not Code.SUCCESS:
+            for check in checks:
+                if check(state, pod, node).code is not success:
                     break
             else:
                 feasible.append(node)
@@ -370,29 +372,31 @@ class GroupCycle:
         )
 
     def _best(self, state: CycleState, pod: PodInfo, feasible: list[NodeInfo]) -> NodeInfo:
-        scorers = self.profile.score
-        if len(feasible) == 1 or not scorers:
+        profile = self.profile
+        if len(feasible) == 1 or not profile.score:
             return feasible[0]
-        skipped = [
-            p.name for p in self.profile.pre_score if p.pre_score(state, pod, feasible).code is Code.SKIP
-        ]
-        if skipped:
-            scorers = tuple((p, w) for p, w in scorers if p.name not in skipped)
-        normalizers = self.profile.normalize_score
-        plain = [(p.score, w) for p, w in scorers if p.name not in normalizers]
-        totals = []
-        for node in feasible:  # scores used as they are: one pass
-            total = 0
-            for score_of, weight in plain:
-                total += weight * score_of(state, pod, node)
-            totals.append(total)
-        for plugin, weight in scorers:  # scores normalized over the feasible nodes
-            normalizer = normalizers.get(plugin.name)
+        skipped = {p.name for p in profile.pre_score if p.pre_score(state, pod, feasible).code is Code.SKIP}
+        normalizers = profile.normalize_score
+        batched = profile.batch_score
+        totals: list[int] | None = None
+        for plugin, weight in profile.score:
+            name = plugin.name
+            if name in skipped:
+                continue
+            batch = batched.get(name)
+            if batch is not None:
+                scores = batch.score_nodes(state, pod, feasible)
+            else:
+                score_of = plugin.score
+                scores = [score_of(state, pod, node) for node in feasible]
+            normalizer = normalizers.get(name)
             if normalizer is not None:
-                scores = [plugin.score(state, pod, node) for node in feasible]
                 normalizer.normalize_scores(state, pod, scores)
-                for i, score in enumerate(scores):
-                    totals[i] += weight * score
+            if weight != 1:
+                scores = [weight * score for score in scores]
+            totals = scores if totals is None else [a + b for a, b in zip(totals, scores, strict=True)]
+        if totals is None:  # every scorer skipped: the nodes tie
+            totals = [0] * len(feasible)
         best, best_score = feasible[0], -1
         for node, score in zip(feasible, totals, strict=True):
             if score > best_score or (score == best_score and node.name < best.name):

@@ -370,6 +370,14 @@ class ScorePlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class BatchScorePlugin(ScorePlugin, Protocol):
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+        """``score`` of each node, in order, in one call: for scorers whose work per node is small
+        next to the cost of a call (the cycle then makes one call per pod instead of one per node)."""
+        ...
+
+
+@runtime_checkable
 class PreScorePlugin(Plugin, Protocol):
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
         """Before Score, with the feasible nodes: prepare, or SKIP when the plugin has nothing to

@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from lockstep.config import DEFAULT_SCORE_WEIGHTS, ScoreStrategy, Settings
 from lockstep.scheduler.framework import (
+    BatchScorePlugin,
     CandidateNodesPlugin,
     FilterPlugin,
     NormalizeScorePlugin,
@@ -132,6 +133,7 @@ class Profile:
     score: tuple[tuple[ScorePlugin, int], ...]
     pre_score: tuple[PreScorePlugin, ...]
     normalize_score: Mapping[str, NormalizeScorePlugin]
+    batch_score: Mapping[str, BatchScorePlugin]
     reserve: tuple[ReservePlugin, ...]
     permit: tuple[PermitPlugin, ...]
     pre_bind: tuple[PreBindPlugin, ...]
@@ -160,6 +162,7 @@ class Profile:
                 if isinstance(p, PreScorePlugin) and isinstance(p, ScorePlugin) and weights.get(p.name, 1) > 0
             ),
             normalize_score={p.name: p for p in plugins if isinstance(p, NormalizeScorePlugin)},
+            batch_score={p.name: p for p in plugins if isinstance(p, BatchScorePlugin)},
             reserve=tuple(p for p in plugins if isinstance(p, ReservePlugin)),
             permit=tuple(p for p in plugins if isinstance(p, PermitPlugin)),
             pre_bind=tuple(p for p in plugins if isinstance(p, PreBindPlugin)),

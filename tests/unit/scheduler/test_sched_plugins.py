@@ -5,13 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sched_helpers import make_node, make_pod, make_scheduler, settle
+from sched_helpers import gang, make_node, make_pod, make_scheduler, settle
 
 from lockstep.config import ScoreStrategy, Settings
 from lockstep.scheduler.framework import Code, CycleState, PodInfo
+from lockstep.scheduler.plugins.gang import GangTopology
 from lockstep.scheduler.plugins.node_affinity import NodeAffinity
 from lockstep.scheduler.plugins.node_basics import NodeName, NodeUnschedulable, TaintToleration, tolerates
-from lockstep.scheduler.plugins.node_resources import NodeResourcesFit, NodeResourcesScore
+from lockstep.scheduler.plugins.node_resources import (
+    NodeResourcesBalancedAllocation,
+    NodeResourcesFit,
+    NodeResourcesScore,
+)
 from lockstep.state.cluster import ClusterCache
 
 
@@ -197,6 +202,37 @@ def test_scores_prefer_empty_nodes_or_full_ones_by_strategy() -> None:
     most = NodeResourcesScore(ScoreStrategy.MOST_ALLOCATED)
     assert least.score(CycleState(), pod, empty) > least.score(CycleState(), pod, busy)
     assert most.score(CycleState(), pod, busy) > most.score(CycleState(), pod, empty)
+
+
+@pytest.mark.parametrize("strategy", list(ScoreStrategy))
+def test_resource_scores_of_all_feasible_nodes_in_one_call_are_each_nodes_scores(
+    strategy: ScoreStrategy,
+) -> None:
+    nodes = [make_node("empty"), make_node("half"), make_node("full"), make_node("no-memory", memory="0")]
+    nodes[1].requested = {"cpu": 4000, "memory": 4 * 2**30}
+    nodes[2].requested = {"cpu": 8000, "memory": 32 * 2**30}
+    pod = make_pod("p", cpu="500m")
+    for plugin in (NodeResourcesScore(strategy), NodeResourcesBalancedAllocation()):
+        scores = plugin.score_nodes(CycleState(), pod, nodes)
+        assert scores == [plugin.score(CycleState(), pod, node) for node in nodes]
+
+
+def test_gang_topology_is_not_scored_when_every_feasible_node_would_score_alike() -> None:
+    cache = ClusterCache("lockstep", "zone")
+    a1, a2, b1 = (make_node(n, labels={"zone": n[0]}) for n in ("a1", "a2", "b1"))
+    for node in (a1, a2, b1):
+        cache.upsert_node(node)
+    cache.upsert_podgroup(gang("g", 2))
+    member = make_pod("m0", group="g", node_name="a1")
+    cache.upsert_pod(member)
+    plugin = GangTopology(cache, "zone")
+    incoming = make_pod("m1", group="g")
+    state = CycleState(gang("g", 2))
+    assert plugin.pre_score(state, incoming, [a1, a2]).code is Code.SKIP  # all in the gang's zone
+    assert plugin.pre_score(state, incoming, [b1]).code is Code.SKIP  # none in it
+    assert plugin.pre_score(state, incoming, [a1, b1]).code is Code.SUCCESS
+    assert [plugin.score(state, incoming, n) for n in (a1, b1)] == [100, 0]
+    assert plugin.pre_score(CycleState(), incoming, [a1, b1]).code is Code.SKIP  # no gang: no domain
 
 
 @pytest.mark.parametrize(("strategy", "expected"), [("least-allocated", "empty"), ("most-allocated", "busy")])

@@ -4,10 +4,19 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
-from lockstep.scheduler.framework import CYCLE_PODS, SUCCESS, CycleState, GroupKey, NodeInfo, PodInfo, Status
+from lockstep.scheduler.framework import (
+    CYCLE_PODS,
+    SKIP,
+    SUCCESS,
+    CycleState,
+    GroupKey,
+    NodeInfo,
+    PodInfo,
+    Status,
+)
 from lockstep.scheduler.waiting import WaitingPods
 from lockstep.state.cluster import ClusterCache
 
@@ -107,11 +116,25 @@ class GangTopology:
             return self.cache.nodes_by_free_cpu(pod.requests.get("cpu", 0), self.spread, domain)
         return self.cache.nodes_with_label(self.topology_key, domain)
 
-    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+    def _scored_domain(self, state: CycleState) -> str | None:
         domain = state.read(_DOMAIN_KEY, _UNSET)
         if domain is _UNSET:
             domain = self._preferred_domain(state)
             state.write(_DOMAIN_KEY, domain)
+        return domain
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
+        """Skipped when every feasible node would get the same score (no preferred domain, or all
+        or none of the nodes in it): a score shared by every node cannot change the choice."""
+        domain = self._scored_domain(state)
+        if domain is None:
+            return SKIP
+        key = self.topology_key
+        inside = sum(1 for node in nodes if node.labels.get(key) == domain)
+        return SKIP if inside in (0, len(nodes)) else SUCCESS
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        domain = self._scored_domain(state)
         if domain is None:
             return 0
         return 100 if node.labels.get(self.topology_key) == domain else 0

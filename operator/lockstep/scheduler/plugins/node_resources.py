@@ -76,17 +76,28 @@ class NodeResourcesScore:
         self._most = strategy is ScoreStrategy.MOST_ALLOCATED
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        return self.score_nodes(state, pod, (node,))[0]
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
         requests = pod.requests
-        total = 0
-        for resource, default in (("cpu", DEFAULT_CPU_MILLI), ("memory", DEFAULT_MEMORY_BYTES)):
-            capacity = node.allocatable.get(resource, 0)
-            if capacity <= 0:
-                continue
-            used = node.requested.get(resource, 0) + (requests.get(resource) or default)
-            used = min(used, capacity)
-            fraction = used * 100 // capacity
-            total += fraction if self._most else 100 - fraction
-        return total // 2
+        wanted = (
+            ("cpu", requests.get("cpu") or DEFAULT_CPU_MILLI),
+            ("memory", requests.get("memory") or DEFAULT_MEMORY_BYTES),
+        )
+        most = self._most
+        scores = []
+        for node in nodes:
+            allocatable, requested = node.allocatable, node.requested
+            total = 0
+            for resource, amount in wanted:
+                capacity = allocatable.get(resource, 0)
+                if capacity <= 0:
+                    continue
+                used = min(requested.get(resource, 0) + amount, capacity)
+                fraction = used * 100 // capacity
+                total += fraction if most else 100 - fraction
+            scores.append(total // 2)
+        return scores
 
 
 class NodeResourcesBalancedAllocation:
@@ -100,11 +111,20 @@ class NodeResourcesBalancedAllocation:
         return SUCCESS if pod.requests.get("cpu") or pod.requests.get("memory") else SKIP
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        allocatable, requested, requests = node.allocatable, node.requested, pod.requests
-        cpu_capacity = allocatable.get("cpu", 0)
-        memory_capacity = allocatable.get("memory", 0)
-        if cpu_capacity <= 0 or memory_capacity <= 0:
-            return 100  # one resource: nothing to balance
-        cpu = min((requested.get("cpu", 0) + requests.get("cpu", 0)) / cpu_capacity, 1.0)
-        memory = min((requested.get("memory", 0) + requests.get("memory", 0)) / memory_capacity, 1.0)
-        return int((1 - abs(cpu - memory) / 2) * 100)
+        return self.score_nodes(state, pod, (node,))[0]
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+        cpu_request = pod.requests.get("cpu", 0)
+        memory_request = pod.requests.get("memory", 0)
+        scores = []
+        for node in nodes:
+            allocatable, requested = node.allocatable, node.requested
+            cpu_capacity = allocatable.get("cpu", 0)
+            memory_capacity = allocatable.get("memory", 0)
+            if cpu_capacity <= 0 or memory_capacity <= 0:
+                scores.append(100)  # one resource: nothing to balance
+                continue
+            cpu = min((requested.get("cpu", 0) + cpu_request) / cpu_capacity, 1.0)
+            memory = min((requested.get("memory", 0) + memory_request) / memory_capacity, 1.0)
+            scores.append(int((1 - abs(cpu - memory) / 2) * 100))
+        return scores
