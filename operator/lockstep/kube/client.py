@@ -72,6 +72,10 @@ PRIORITY_CLASSES = ResourceKind(
 )
 
 
+# kind, namespace, label selector, field selector, limit, continue token
+_ListKey = tuple[ResourceKind, str | None, str | None, str | None, int | None, str | None]
+
+
 class PatchType(StrEnum):
     MERGE = "application/merge-patch+json"
     STRATEGIC = "application/strategic-merge-patch+json"
@@ -138,6 +142,7 @@ class KubeClient:
         self._auth = info.as_http_headers()
         self._on_response = on_response
         self._refresh_credentials = refresh_credentials
+        self._prefetched: dict[_ListKey, asyncio.Future[dict[str, Any]]] = {}
 
     async def _reauthenticate(self) -> bool:
         """After a 401: reload the credentials (service-account tokens rotate); True if they changed."""
@@ -151,6 +156,7 @@ class KubeClient:
         return True
 
     async def close(self) -> None:
+        self.drop_prefetched()
         await self._session.close()
 
     async def __aenter__(self) -> KubeClient:
@@ -204,6 +210,59 @@ class KubeClient:
         field_selector: str | None = None,
         limit: int | None = None,
         continue_token: str | None = None,
+    ) -> dict[str, Any]:
+        key = (kind, namespace, label_selector, field_selector, limit, continue_token)
+        page = self._prefetched.pop(key, None)
+        if page is not None:
+            return await page
+        return await self._list(*key)
+
+    def prefetch_list(
+        self,
+        kind: ResourceKind,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+    ) -> None:
+        """Start a LIST and, page after page, its continuations; a :meth:`list` call with the same
+        arguments takes its page (once) instead of asking again. Start-up uses it so that the API server
+        prepares the initial lists while the operator still imports its scheduler."""
+        self._prefetch_page((kind, namespace, label_selector, field_selector, limit, None))
+
+    def _prefetch_page(self, key: _ListKey) -> None:
+        prefetched = self._prefetched
+        page = asyncio.ensure_future(self._list(*key))
+        prefetched[key] = page
+
+        def prefetch_next(done: asyncio.Future[dict[str, Any]]) -> None:
+            if done.cancelled() or done.exception() is not None or self._prefetched is not prefetched:
+                return  # failed (the caller who takes the page sees why), or dropped
+            continue_token = (done.result().get("metadata") or {}).get("continue")
+            if continue_token:
+                self._prefetch_page((*key[:5], continue_token))
+
+        page.add_done_callback(prefetch_next)
+
+    def drop_prefetched(self) -> None:
+        """Forget the prefetched pages no :meth:`list` call took."""
+        prefetched, self._prefetched = self._prefetched, {}
+        for page in prefetched.values():
+            if page.done():
+                if not page.cancelled():
+                    page.exception()  # retrieved: a failed page nobody asked for is not an error
+            else:
+                page.cancel()
+
+    async def _list(
+        self,
+        kind: ResourceKind,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None,
+        limit: int | None,
+        continue_token: str | None,
     ) -> dict[str, Any]:
         params: dict[str, str] = {}
         if label_selector:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import kopf
 import pytest
+from acceptance_harness import eventually
 from aiohttp import web
 from kube_harness import NAMESPACE, pod_manifest
 
@@ -11,6 +12,7 @@ from lockstep.kube.client import PODS, ApiError, KubeClient
 from lockstep.kube.patching import loose_merge_patch, strict_merge_patch
 from lockstep.kube.ports import KubePodAPI
 from lockstep.scheduler.ports import BindResult, PatchResult
+from lockstep.sim.apiserver import ApiServer
 
 
 async def test_errors_name_the_verb_the_object_and_the_api_message(kube: KubeClient) -> None:
@@ -129,3 +131,33 @@ async def test_a_401_reloads_rotated_credentials_and_retries_once() -> None:
     finally:
         await client.close()
         await runner.cleanup()
+
+
+async def test_a_prefetched_list_is_asked_for_once_page_by_page(
+    kube: KubeClient, apiserver: ApiServer
+) -> None:
+    for name in ("c", "a", "e", "b", "d"):
+        await kube.create(PODS, NAMESPACE, pod_manifest(name))
+    apiserver.request_stats.reset()
+    kube.prefetch_list(PODS, NAMESPACE, limit=2)
+
+    async def every_page_fetched() -> bool:  # without anyone asking for one
+        return apiserver.stats().get("list pods", 0) == 3
+
+    await eventually(every_page_fetched, what="the three pages prefetched")
+    names: list[str] = []
+    continue_token = None
+    while True:
+        page = await kube.list(PODS, NAMESPACE, limit=2, continue_token=continue_token)
+        names += [item["metadata"]["name"] for item in page["items"]]
+        continue_token = page["metadata"].get("continue")
+        if not continue_token:
+            break
+    assert names == ["a", "b", "c", "d", "e"]
+    assert apiserver.stats()["list pods"] == 3
+    # Taken once: the same LIST again is the server's to answer, as is one after the rest is dropped.
+    await kube.list(PODS, NAMESPACE, limit=2)
+    kube.prefetch_list(PODS, NAMESPACE, limit=5)
+    kube.drop_prefetched()
+    await kube.list(PODS, NAMESPACE, limit=5)
+    assert apiserver.stats()["list pods"] == 5
