@@ -24,6 +24,7 @@ from lockstep.sim.watching import STRATEGIC_MERGE_PATCH, ApiError, KubeHttp
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
 GPU = "example.com/gpu"
 SMP = "application/strategic-merge-patch+json"
+MERGE = "application/merge-patch+json"
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 REGISTRY_POD_TYPE = next(rt for rt in core_types(FeatureGates()) if rt.kind == "Pod")
 
@@ -66,10 +67,13 @@ async def trainer(client: Client) -> dict[str, Any]:
 async def test_the_scheduler_s_claim_status_is_stored_and_may_be_replaced(
     client: Client, trainer: dict[str, Any]
 ) -> None:
-    code, body = await patch_status(client, "trainer", claim_status())
+    first = claim_status()
+    first["requestMappings"].append({**first["requestMappings"][0], "requestName": "container-0-request-2"})
+    code, body = await patch_status(client, "trainer", first)
     assert code == 200, body
-    assert body["status"]["extendedResourceClaimStatus"] == claim_status()
-    # Not immutable: a later scheduling attempt records its new claim; the mappings list is atomic.
+    assert body["status"]["extendedResourceClaimStatus"] == first
+    # Not immutable: a later scheduling attempt records its new claim; the mappings list is atomic
+    # (a strategic merge patch replaces it whole).
     replacement = claim_status("trainer-extended-resources-b4n9q", requestName="container-0-request-1")
     code, body = await patch_status(client, "trainer", replacement)
     assert code == 200, body
@@ -553,3 +557,38 @@ async def test_device_class_extended_resource_name(client: Client, name: str, va
     assert causes(body) == [
         ("spec.extendedResourceName", f'Invalid value: "{name}": must be a valid extended resource name')
     ]
+
+
+async def test_a_claim_has_at_most_32_requests_and_32_results(client: Client) -> None:
+    """kube-scheduler's claim for a pod's extended resources has a request per container and resource:
+    the API caps it as any claim (DeviceRequestsMaxSize, AllocationResultsMaxSize)."""
+
+    def requests(count: int) -> list[dict[str, Any]]:
+        return [
+            {"name": f"container-{i}-request-0", "exactly": {"deviceClassName": DEVICE_CLASS_NAME}}
+            for i in range(count)
+        ]
+
+    claim: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "many"},
+        "spec": {"devices": {"requests": requests(33)}},
+    }
+    status, body, _ = await client.call("POST", CLAIMS, claim)
+    assert status == 422, body
+    assert causes(body) == [("spec.devices.requests", "Too many: 33: must have at most 32 items")]
+    claim["spec"]["devices"]["requests"] = requests(32)
+    status, body, _ = await client.call("POST", CLAIMS, claim)
+    assert status == 201, body
+    results = [
+        {"request": f"container-{i}-request-0", "driver": DRIVER_NAME, "pool": "node-a", "device": f"gpu-{i}"}
+        for i in range(33)
+    ]
+    allocation = {"status": {"allocation": {"devices": {"results": results}}}}
+    status, body, _ = await client.call("PATCH", f"{CLAIMS}/many/status", allocation, MERGE)
+    assert status == 422, body
+    assert causes(body) == [("status.allocation.devices.results", "Too many: 33: must have at most 32 items")]
+    allocation["status"]["allocation"]["devices"]["results"] = results[:32]
+    status, body, _ = await client.call("PATCH", f"{CLAIMS}/many/status", allocation, MERGE)
+    assert status == 200, body

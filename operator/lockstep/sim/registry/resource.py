@@ -27,6 +27,8 @@ JsonObject = dict[str, Any]
 
 GROUP = "resource.k8s.io"
 MAX_RESERVED_FOR = 256
+DEVICE_REQUESTS_MAX = 32  # DeviceRequestsMaxSize: kube-scheduler's extended-resource claim meets it too
+ALLOCATION_RESULTS_MAX = 32  # AllocationResultsMaxSize
 CEL_SELECTOR_MAX_LENGTH = 10240  # CELSelectorExpressionMaxLength, in bytes
 ATTRIBUTE_VALUE_FIELDS = (
     ("int", "IntValue"),
@@ -191,6 +193,8 @@ def validate_claim_spec(spec: Any, path: str) -> list[FieldError]:
                     validate_selectors(sub.get("selectors"), f"{rpath}.firstAvailable[{j}].selectors")
                 )
                 errors.extend(_validate_tolerations(sub.get("tolerations"), f"{rpath}.firstAvailable[{j}]"))
+    if len(requests) > DEVICE_REQUESTS_MAX:
+        errors.append(fe.too_many(f"{path}.devices.requests", len(requests), DEVICE_REQUESTS_MAX))
     return errors
 
 
@@ -326,6 +330,10 @@ class ResourceClaimStrategy(Strategy):
             errors.append(
                 fe.forbidden("status.reservedFor", "may not be specified when `allocated` is not set")
             )
+        results = ((allocation or {}).get("devices") or {}).get("results") or []
+        if len(results) > ALLOCATION_RESULTS_MAX:
+            field = "status.allocation.devices.results"
+            errors.append(fe.too_many(field, len(results), ALLOCATION_RESULTS_MAX))
         if len(reserved) > MAX_RESERVED_FOR:
             errors.append(fe.too_many("status.reservedFor", len(reserved), MAX_RESERVED_FOR))
         seen: set[str] = set()
