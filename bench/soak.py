@@ -84,6 +84,18 @@ STORAGE_CLASS = {
     "volumeBindingMode": "WaitForFirstConsumer",
 }
 DEVICE_CLASS = "gpu.sim.lockstep.dev"
+# The simulated driver's devices as the extended resource example.com/gpu (DRAExtendedResource): pods of
+# "extended" groups ask for it and lockstep makes each pod's claim.
+EXTENDED_RESOURCE = "example.com/gpu"
+EXTENDED_RESOURCE_CLASS = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": "soak-extended-gpu"},
+    "spec": {
+        "extendedResourceName": EXTENDED_RESOURCE,
+        "selectors": [{"cel": {"expression": f'device.driver == "{DEVICE_CLASS}"'}}],
+    },
+}
 PRIORITY_CLASSES_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
 PRIORITY_CLASSES = {"soak-low": 100, "soak-high": 1000}
 # A pod asking for more than any node has: its group can never fit.
@@ -116,7 +128,9 @@ class GroupPlan:
     min_count: int
     cpu_millis: int
     memory_mib: int
-    claims: str  # "none" | "per-pod" | "shared" | "volumes" (a PersistentVolumeClaim per pod)
+    # "none" | "per-pod" | "shared" | "volumes" (a PersistentVolumeClaim per pod) | "extended" (each pod
+    # asks for EXTENDED_RESOURCE)
+    claims: str
     fits: bool
     one_per_node: bool = False  # members carry required pod anti-affinity on the hostname against each other
     priority_class: str = "soak-low"
@@ -164,6 +178,10 @@ def plan_workload(total_pods: int, rng: random.Random) -> list[GroupPlan]:
         elif roll < 0.60:
             plan = GroupPlan(
                 f"volumes-{index}", "gang", min(size, 4), min(size, 4), cpu, memory, "volumes", True
+            )
+        elif roll < 0.66:
+            plan = GroupPlan(
+                f"extended-{index}", "gang", min(size, 4), min(size, 4), cpu, memory, "extended", True
             )
         else:
             min_count = size if rng.random() < 0.7 else max(2, size - rng.randint(1, 2))
@@ -236,6 +254,9 @@ def pod_manifest(plan: GroupPlan, index: int) -> dict[str, Any]:
             {"name": "data", "persistentVolumeClaim": {"claimName": volume_claim_name(plan, index)}}
         ]
         container["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+    elif plan.claims == "extended":
+        container["resources"]["requests"][EXTENDED_RESOURCE] = "1"
+        container["resources"]["limits"] = {EXTENDED_RESOURCE: "1"}
     elif plan.claims != "none":
         spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name(plan, index)}]
         container["resources"]["claims"] = [{"name": "gpu"}]
@@ -252,7 +273,7 @@ def pod_manifest(plan: GroupPlan, index: int) -> dict[str, Any]:
 
 
 def claim_names(plan: GroupPlan) -> list[str]:
-    if plan.claims in ("none", "volumes"):
+    if plan.claims in ("none", "volumes", "extended"):
         return []
     return sorted({claim_name(plan, i) for i in range(plan.pods)})
 
@@ -910,6 +931,10 @@ async def main_async(args: argparse.Namespace, workdir: Path, report: Report) ->
         await persist(
             lambda: http.create("/apis/storage.k8s.io/v1/storageclasses", STORAGE_CLASS),
             "create the StorageClass",
+        )
+        await persist(
+            lambda: http.create("/apis/resource.k8s.io/v1/deviceclasses", EXTENDED_RESOURCE_CLASS),
+            "create the extended resource's DeviceClass",
         )
         await run_chaos_phase(args, http, kubeconfig, workdir, report)
         if args.replicas == 2:

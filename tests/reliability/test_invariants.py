@@ -158,6 +158,21 @@ def test_resource_the_node_lacks_is_over_allocatable() -> None:
     ]
 
 
+def test_an_extended_resource_dra_provides_is_not_counted_against_allocatable() -> None:
+    """A pod whose status.extendedResourceClaimStatus maps example.com/gpu got it from DRA devices."""
+    gpu_pod = pod("a", "n1", containers=[{"name": "c", "resources": {"requests": {"example.com/gpu": "1"}}}])
+    mapping = {
+        "containerName": "c",
+        "resourceName": "example.com/gpu",
+        "requestName": "container-0-request-0",
+    }
+    gpu_pod["status"]["extendedResourceClaimStatus"] = {
+        "requestMappings": [mapping],
+        "resourceClaimName": "a-extended-resources-x",
+    }
+    assert check_nodes_within_allocatable([node("n1")], [gpu_pod]) == []
+
+
 def test_init_containers_and_overhead_count_like_kubernetes() -> None:
     # containers 1 cpu + sidecar 500m = 1.5; first init 2 cpu with no sidecar yet; peak 2, + 250m overhead
     heavy = pod(

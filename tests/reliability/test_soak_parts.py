@@ -22,7 +22,7 @@ from soak import (
 def test_planned_workload_is_mixed_and_its_unfittable_groups_truly_cannot_fit() -> None:
     plans = plan_workload(2000, random.Random(9))
     assert 2000 <= sum(p.pods for p in plans) < 2012
-    assert {p.claims for p in plans} == {"none", "per-pod", "shared", "volumes"}
+    assert {p.claims for p in plans} == {"none", "per-pod", "shared", "volumes", "extended"}
     assert {p.policy for p in plans} == {"gang", "basic"}
     never = [p for p in plans if not p.fits]
     assert never, "the soak must include groups that can never fit"
@@ -50,6 +50,13 @@ def test_pods_of_a_volumes_group_each_mount_their_own_claim() -> None:
     names = [m["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] for m in manifests]
     assert names == ["volumes-1-0-data", "volumes-1-1-data"]
     assert "resourceClaims" not in manifests[0]["spec"]
+
+
+def test_pods_of_an_extended_group_ask_for_the_extended_resource_and_list_no_claim() -> None:
+    plan = GroupPlan("extended-1", "gang", 2, 2, 100, 64, "extended", True)
+    resources = pod_manifest(plan, 0)["spec"]["containers"][0]["resources"]
+    assert resources["requests"]["example.com/gpu"] == resources["limits"]["example.com/gpu"] == "1"
+    assert "resourceClaims" not in pod_manifest(plan, 0)["spec"]
 
 
 def record(level: str, event: str, **extra: str) -> str:

@@ -212,7 +212,9 @@ def _format_quantity(name: str, value: Fraction) -> str:
 def check_nodes_within_allocatable(
     nodes: Iterable[JsonObject], pods: Iterable[JsonObject]
 ) -> list[Violation]:
-    """No node holds more bound, non-terminal pods (or requests) than its status.allocatable."""
+    """No node holds more bound, non-terminal pods (or requests) than its status.allocatable. An
+    extended resource the pod's ``status.extendedResourceClaimStatus`` maps comes from DRA devices (the
+    device checks judge it), not from the node's allocatable."""
     violations: list[Violation] = []
     used: dict[str, ResourceList] = defaultdict(dict)
     pods_on: dict[str, list[str]] = defaultdict(list)
@@ -225,6 +227,9 @@ def check_nodes_within_allocatable(
         except ResourceParseError as exc:
             violations.append(Violation(ViolationKind.MALFORMED_OBJECT, _ref("Pod", pod), str(exc)))
             continue
+        for mapping in (_status(pod).get("extendedResourceClaimStatus") or {}).get("requestMappings") or ():
+            if isinstance(mapping, Mapping):
+                requests.pop(str(mapping.get("resourceName")), None)
         requests["pods"] = Fraction(1)
         _add(used[node_name], requests)
         pods_on[node_name].append(_namespaced_name(pod))
