@@ -270,3 +270,13 @@ def test_the_implicit_class_name_works_too() -> None:
     pod = gpu_pod(containers=[container("c", **{"deviceclass.resource.kubernetes.io/gpu": "1"})])
     [p] = placed(place(plugin, [pod]))
     assert p.node == "node-a"
+
+
+def test_a_pod_needing_more_than_a_claim_holds_is_refused_with_the_limit() -> None:
+    _, _, plugin = setup(devices_per_node=40)
+    many = gpu_pod(containers=[container(f"c{i}", **{"example.com/gpu": "1"}) for i in range(33)])
+    [status] = place(plugin, [many])
+    assert isinstance(status, Status) and status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert "33 requests for 33 devices" in status.message and "at most 32" in status.message
+    [status] = place(plugin, [gpu_pod(containers=[container("c", **{"example.com/gpu": "33"})])])
+    assert isinstance(status, Status) and "1 request for 33 devices" in status.message

@@ -105,6 +105,8 @@ _POSITIONS_KEY = f"{_STATE_KEY}/positions"
 _BINDING_KEY = f"{_STATE_KEY}/binding-wait"
 BINDING_TIMEOUT_SECONDS = 600.0  # upstream's DynamicResources BindingTimeout default
 BINDING_POLL_SECONDS = 0.05
+# resourceapi.DeviceRequestsMaxSize and AllocationResultsMaxSize
+CLAIM_LIST_MAX_SIZE = 32
 EXTENDED_CLAIM_INFORMER_TIMEOUT = 120.0  # upstream's AssumeExtendedResourceTimeoutDefaultSeconds
 
 
@@ -460,6 +462,16 @@ class DynamicResources:
                 "ExtendedResourceNotInteger",
                 f"spec.containers[].resources.requests[{resources}]: DRA provides whole devices, the "
                 "containers' quantities must be whole numbers",
+            )
+        devices = sum(request["exactly"]["count"] for request in requests.requests)
+        if len(requests.requests) > CLAIM_LIST_MAX_SIZE or devices > CLAIM_LIST_MAX_SIZE:
+            return Status.unresolvable(
+                self.name,
+                "ExtendedResourceClaimTooLarge",
+                f"the claim for the pod's extended resources ({', '.join(sorted(served))}) would hold "
+                f"{_counted(len(requests.requests), 'request')} for {_counted(devices, 'device')}; a "
+                "ResourceClaim allows at most "
+                f"{CLAIM_LIST_MAX_SIZE} of each",
             )
         try:
             compiled = self.store.allocator.compile(in_memory_claim(pod, requests))
