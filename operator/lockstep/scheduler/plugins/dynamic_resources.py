@@ -665,6 +665,10 @@ class DynamicResources:
             if self._in_gang(state):  # it waits for its gang's binding conditions all the same
                 self._binding_wait(state, pod).members.add(pod.uid)
             return SUCCESS
+        if pod_claims.extended is not None and node_name not in pod_claims.extended.on_node:
+            return Status.error(
+                self.name, f"pod {pod.key}: {node_name} was not filtered for its extended resources"
+            )
         new_allocations: dict[int, AllocationResult] = {}
         extended_allocation: AllocationResult | None = None
         if pod_claims.compiled_on(node_name):
