@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from fractions import Fraction
 from typing import Any
@@ -35,6 +36,7 @@ STANDARD_RESOURCES = frozenset(
         "services",
         "replicationcontrollers",
         "secrets",
+        "configmaps",
         "persistentvolumeclaims",
         "storage",
         "requests.storage",
@@ -64,6 +66,7 @@ def is_native_resource(name: str) -> bool:
     return "/" not in name or NATIVE_DOMAIN in name
 
 
+@functools.lru_cache(maxsize=1024)
 def is_extended_resource_name(name: str) -> bool:
     """``IsExtendedResourceName``: domain-prefixed outside kubernetes.io, and a valid quota name."""
     if is_native_resource(name) or name.startswith(QUOTA_REQUESTS_PREFIX):
@@ -178,19 +181,28 @@ def go_quantity_text(value: Any) -> str:
 # ---------------------------------------------------------------- ValidateResourceRequirements
 
 
-def _resource_name_errors(field: str, name: str) -> list[FieldError]:
+@functools.lru_cache(maxsize=4096)
+def _resource_name_errors(field: str, name: str) -> tuple[FieldError, ...]:
     """``validateContainerResourceName``."""
     errors = qualified_name_errors(field, name)
     if errors:
-        return errors
+        return tuple(errors)
     if "/" not in name:
-        if name not in STANDARD_RESOURCES and not _is_huge_pages(name):
+        quota_huge_pages = _is_huge_pages(name.removeprefix(QUOTA_REQUESTS_PREFIX))
+        if name not in STANDARD_RESOURCES and not quota_huge_pages:
             errors.append(fe.invalid(field, name, "must be a standard resource type or fully qualified"))
         if name not in STANDARD_CONTAINER_RESOURCES and not _is_huge_pages(name):
             errors.append(fe.invalid(field, name, "must be a standard resource for containers"))
     elif not is_native_resource(name) and not is_extended_resource_name(name):
         errors.append(fe.invalid(field, name, "doesn't follow extended resource name standard"))
-    return errors
+    return tuple(errors)
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _defaulted_quantity(raw: Any) -> tuple[Fraction, str]:
+    """A quantity's value once defaulting rounded it up to milli-units, and its text as Go prints it.
+    Pods repeat a few spellings: each is worked out once."""
+    return _round_up(parse_quantity(raw), _MILLI), go_quantity_text(raw)
 
 
 def _huge_pages_errors(field: str, name: str, value: Fraction, text: str) -> list[FieldError]:
@@ -234,9 +246,8 @@ def validate_resource_requirements(resources: Any, path: str) -> list[FieldError
     for section, amounts in (("limits", limits), ("requests", requests)):
         for name, raw in sorted(amounts.items()):
             try:
-                # defaulting rounds every quantity up to milli-units before validation
-                parsed[section, name] = (_round_up(parse_quantity(raw), _MILLI), go_quantity_text(raw))
-            except QuantityError:
+                parsed[section, name] = _defaulted_quantity(raw)
+            except (QuantityError, TypeError):
                 continue  # the decoder answers 400 for it (check_pod_quantities)
     uses_cpu_or_memory = any(name in ("cpu", "memory") for section in (limits, requests) for name in section)
     uses_huge_pages = False
