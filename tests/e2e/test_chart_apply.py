@@ -266,6 +266,7 @@ def test_examples_apply_and_show_up_as_podgroups(emulator: Emulator) -> None:
         "misplaced": "4",
         "numa": "2",
         "pipeline": "3",
+        "render": "2",
         "trainer": "8",
         "web": "<none>",
     }
