@@ -76,6 +76,7 @@ class Metrics:
             ["method", "code"],
             registry=r,
         )
+        self._api_requests_by_answer: dict[tuple[str, int], Counter] = {}
         self.bindings = Counter(
             "lockstep_bindings", "Pod bindings by result (bound, failed).", ["result"], registry=r
         )
@@ -106,7 +107,12 @@ class Metrics:
         )
 
     def observe_response(self, method: str, path: str, status: int) -> None:
-        self.api_requests.labels(method, str(status)).inc()
+        requests = self._api_requests_by_answer.get((method, status))
+        if requests is None:  # labels() takes a lock and checks the values: once per method and code
+            requests = self._api_requests_by_answer[(method, status)] = self.api_requests.labels(
+                method, str(status)
+            )
+        requests.inc()
         if status == 409:
             self.api_conflicts.labels(_resource_of(path)).inc()
 

@@ -17,6 +17,7 @@ from urllib.parse import quote
 import aiohttp
 import kopf
 import orjson
+from yarl import URL
 
 from lockstep import GROUP, VERSION
 
@@ -132,6 +133,8 @@ class KubeClient:
     ) -> None:
         self.info = info
         self.server = info.server.rstrip("/")
+        self._server_url = URL(self.server)
+        self._server_path = self._server_url.raw_path.rstrip("/")
         ssl_context = info.as_ssl_context() if self.server.startswith("https") else False
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=ssl_context, limit=connection_limit),
@@ -159,6 +162,11 @@ class KubeClient:
         self.drop_prefetched()
         await self._session.close()
 
+    def _url(self, path: str) -> URL:
+        """The URL of ``path`` on the server. Paths come percent-encoded (``ResourceKind.path``
+        quotes names), so yarl is told not to parse and quote them again on every request."""
+        return self._server_url.with_path(self._server_path + path, encoded=True)
+
     async def __aenter__(self) -> KubeClient:
         return self
 
@@ -181,7 +189,7 @@ class KubeClient:
             if data is not None:
                 headers["Content-Type"] = content_type
             async with self._session.request(
-                method, self.server + path, params=params, data=data, headers=headers
+                method, self._url(path), params=params, data=data, headers=headers
             ) as response:
                 raw = await response.read()
                 status = response.status
@@ -365,7 +373,7 @@ class KubeClient:
         what = _describe("WATCH", kind, namespace, None, None)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=timeout_seconds + 30)
         async with self._session.get(
-            self.server + kind.path(namespace), params=params, timeout=timeout, headers=self._auth
+            self._url(kind.path(namespace)), params=params, timeout=timeout, headers=self._auth
         ) as response:
             if response.status == 401:
                 await self._reauthenticate()  # the caller's retry uses the new credentials

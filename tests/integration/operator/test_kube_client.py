@@ -161,3 +161,31 @@ async def test_a_prefetched_list_is_asked_for_once_page_by_page(
     kube.drop_prefetched()
     await kube.list(PODS, NAMESPACE, limit=5)
     assert apiserver.stats()["list pods"] == 5
+
+
+async def test_requests_keep_the_path_of_a_server_url_behind_a_proxy() -> None:
+    """A kubeconfig server like ``https://rancher/k8s/clusters/c-1``: every request goes below its path."""
+    seen: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        seen.append(request.raw_path)
+        return web.json_response({"kind": "PodList", "metadata": {}, "items": []})
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    client = KubeClient(kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}/k8s/clusters/c-1/", token="t"))
+    try:
+        await client.get(PODS, "ns", "p")
+        await client.list(PODS, "ns", label_selector="a=b")
+        assert seen == [
+            "/k8s/clusters/c-1/api/v1/namespaces/ns/pods/p",
+            "/k8s/clusters/c-1/api/v1/namespaces/ns/pods?labelSelector=a%3Db",
+        ]
+    finally:
+        await client.close()
+        await runner.cleanup()
