@@ -234,51 +234,41 @@ def basic(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
     )
 
 
-def claim_template(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
-    nodes, devices_per_node = cluster_size("claim-template", scale)
+def _device_gangs(name: str, scale: float, claim: str, what: str, setup: dict[str, Any]) -> Workload:
+    """5,000 pods at scale 1.0 in gangs of 4, each pod getting one device as ``claim`` says."""
+    nodes, devices_per_node = cluster_size(name, scale)
     pods = _scaled(5000, scale, 4)
     gangs = tuple(
-        GangSpec(f"claims-{i}", pods=4, min_count=4, cpu_millis=100, claim="template")
-        for i in range(pods // 4)
+        GangSpec(f"{claim}-{i}", pods=4, min_count=4, cpu_millis=100, claim=claim) for i in range(pods // 4)
     )
     # 8 devices per node give fewer devices than pods: whole gangs up to the device count can bind.
     capacity = nodes * devices_per_node
     expected = min(pods, capacity // 4 * 4)
     return Workload(
-        name="claim-template",
+        name=name,
         description=(
-            f"{nodes:,} nodes x {devices_per_node} devices, {pods:,} pods each with one claim from a "
-            f"template with a CEL selector, gangs of 4; {expected:,} fit the devices"
+            f"{nodes:,} nodes x {devices_per_node} devices, {pods:,} pods each {what}, gangs of 4; "
+            f"{expected:,} fit the devices"
         ),
         nodes=nodes,
         devices_per_node=devices_per_node,
         gangs=gangs,
         pods_expected=expected,
-        setup=(claim_template_manifest(driver),),
+        setup=(setup,),
     )
+
+
+def claim_template(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
+    what = "with one claim from a template with a CEL selector"
+    return _device_gangs("claim-template", scale, "template", what, claim_template_manifest(driver))
 
 
 def extended_resource(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
-    nodes, devices_per_node = cluster_size("extended-resource", scale)
-    pods = _scaled(5000, scale, 4)
-    gangs = tuple(
-        GangSpec(f"extended-{i}", pods=4, min_count=4, cpu_millis=100, claim="extended")
-        for i in range(pods // 4)
+    what = (
+        f"asking for {EXTENDED_RESOURCE}: 1, which a DeviceClass provides (a claim per pod made at PreBind)"
     )
-    capacity = nodes * devices_per_node
-    expected = min(pods, capacity // 4 * 4)
-    return Workload(
-        name="extended-resource",
-        description=(
-            f"{nodes:,} nodes x {devices_per_node} devices, {pods:,} pods each asking for "
-            f"{EXTENDED_RESOURCE}: 1, which a DeviceClass provides (a claim per pod made at PreBind), "
-            f"gangs of 4; {expected:,} fit the devices"
-        ),
-        nodes=nodes,
-        devices_per_node=devices_per_node,
-        gangs=gangs,
-        pods_expected=expected,
-        setup=(extended_resource_class_manifest(driver),),
+    return _device_gangs(
+        "extended-resource", scale, "extended", what, extended_resource_class_manifest(driver)
     )
 
 
