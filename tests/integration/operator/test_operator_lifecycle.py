@@ -157,6 +157,43 @@ async def test_sigterm_finishes_binding_cycles_and_exits_within_the_grace_period
         assert await env.invariant_violations() == []
 
 
+async def test_sigterm_as_scheduling_starts_is_a_graceful_stop(tmp_path: Path) -> None:
+    """Kopf starts after the first binding (or a second later); SIGTERM before then drains and exits
+    0 like any other, instead of killing the process as the default handler did."""
+    async with simulated_cluster(nodes=1, devices_per_node=0, start_operator=False) as env:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "lockstep",
+            "run",
+            env={
+                **os.environ,
+                "LOCKSTEP_KUBECONFIG": str(write_kubeconfig(env.cluster.url, tmp_path / "kubeconfig")),
+                "LOCKSTEP_LEADER_ELECT": "false",
+                "LOCKSTEP_METRICS_BIND_ADDRESS": "127.0.0.1:0",
+                "LOCKSTEP_HEALTH_BIND_ADDRESS": "127.0.0.1:0",
+                "LOCKSTEP_LOG_FORMAT": "json",
+            },
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        assert process.stderr is not None
+        try:
+            seen = ""
+            while '"event":"scheduling"' not in seen:
+                line = (await asyncio.wait_for(process.stderr.readline(), 30)).decode()
+                assert line, f"lockstep run ended before scheduling:\n{seen}"
+                seen += line
+            process.send_signal(signal.SIGTERM)
+            rest = (await asyncio.wait_for(process.stderr.read(), 30)).decode()
+            assert await asyncio.wait_for(process.wait(), 30) == 0, seen + rest
+            assert '"event":"stopped"' in rest
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+
+
 async def test_an_object_deleted_while_the_informers_start_is_forgotten() -> None:
     """The priming LIST sees a node; it is deleted before Kopf's own (delayed) LIST, so Kopf never
     reports it: the resync after start-up must."""
