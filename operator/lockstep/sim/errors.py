@@ -62,6 +62,10 @@ def not_supported(field: str, value: Any, supported: list[Any]) -> FieldError:
     )
 
 
+def value_not_found(field: str, value: Any, detail: str) -> FieldError:
+    return FieldError("FieldValueNotFound", field, f"Not found: {go_value(value)}: {detail}")
+
+
 def duplicate(field: str, value: Any) -> FieldError:
     return FieldError("FieldValueDuplicate", field, f"Duplicate value: {go_value(value)}")
 

@@ -592,3 +592,27 @@ async def test_a_claim_has_at_most_32_requests_and_32_results(client: Client) ->
     allocation["status"]["allocation"]["devices"]["results"] = results[:32]
     status, body, _ = await client.call("PATCH", f"{CLAIMS}/many/status", allocation, MERGE)
     assert status == 200, body
+
+
+async def test_container_claims_name_the_pod_s_resource_claims(client: Client) -> None:
+    body = pod_with_resources(
+        {"claims": [{"name": "gpu"}, {"name": "gpu"}, {"name": ""}, {"name": "x", "request": "r"}]}
+    )
+    body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+    status, answer, _ = await client.call("POST", f"{NS}/pods", body)
+    assert status == 422, answer
+    path = "spec.containers[0].resources.claims"
+    assert causes(answer) == [
+        (f"{path}[1]", 'Duplicate value: "gpu"'),
+        (f"{path}[2]", "Required value"),
+        (f"{path}[3]", 'Not found: "x": must be one of the names in pod.spec.resourceClaims: gpu'),
+    ]
+    del body["spec"]["resourceClaims"]
+    body["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu", "request": "Big"}]
+    status, answer, _ = await client.call("POST", f"{NS}/pods", body)
+    assert status == 422, answer
+    assert [field for field, _ in causes(answer)] == [f"{path}[0].request", f"{path}[0]"]
+    assert (
+        causes(answer)[1][1]
+        == 'Not found: "gpu": must be one of the names in pod.spec.resourceClaims which is empty'
+    )

@@ -297,6 +297,11 @@ class PodStrategy(Strategy):
         spec = obj.get("spec") or {}
         if old is None:
             errors = validate_name(obj["metadata"].get("name"))
+            claim_names = frozenset(
+                str(c.get("name"))
+                for c in spec.get("resourceClaims") or []
+                if isinstance(c, dict) and c.get("name")
+            )
             containers = spec.get("containers")
             if not containers:
                 errors.append(fe.required("spec.containers"))
@@ -316,13 +321,16 @@ class PodStrategy(Strategy):
                     if isinstance(container, dict):
                         if not container.get("image"):
                             errors.append(fe.required(f"{path}.image"))
+                        resources = container.get("resources")
                         errors.extend(
-                            validate_resource_requirements(container.get("resources"), f"{path}.resources")
+                            validate_resource_requirements(resources, f"{path}.resources", claim_names)
                         )
             for i, container in enumerate(spec.get("initContainers") or []):
                 if isinstance(container, dict):
                     path = f"spec.initContainers[{i}].resources"
-                    errors.extend(validate_resource_requirements(container.get("resources"), path))
+                    errors.extend(
+                        validate_resource_requirements(container.get("resources"), path, claim_names)
+                    )
             return errors
         if ctx.subresource:
             return self._validate_status(obj, old) + validate_extended_resource_claim_status(obj)

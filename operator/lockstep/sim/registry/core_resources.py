@@ -11,7 +11,7 @@ from typing import Any
 from lockstep.api.quantity import QuantityError, parse_quantity
 from lockstep.sim import errors as fe
 from lockstep.sim.errors import FieldError
-from lockstep.sim.objectmeta import qualified_name_errors
+from lockstep.sim.objectmeta import dns1123_label_errors, qualified_name_errors
 
 JsonObject = dict[str, Any]
 
@@ -233,10 +233,41 @@ def _resource_list(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def validate_resource_requirements(resources: Any, path: str) -> list[FieldError]:
+def _claim_reference_errors(claims: Any, pod_claim_names: frozenset[str], path: str) -> list[FieldError]:
+    """``validateResourceClaimNames``: each entry names one of the pod's ``spec.resourceClaims``
+    (and optionally one of its requests), once."""
+    errors: list[FieldError] = []
+    seen: set[str] = set()
+    for i, claim in enumerate(claims if isinstance(claims, list) else []):
+        item = f"{path}[{i}]"
+        claim = claim if isinstance(claim, dict) else {}
+        name = str(claim.get("name") or "")
+        if not name:
+            errors.append(fe.required(item))
+            continue
+        key = name
+        request = str(claim.get("request") or "")
+        if request:
+            errors.extend(dns1123_label_errors(f"{item}.request", request))
+            key = f"{name}/{request}"
+        if key in seen:
+            errors.append(fe.duplicate(item, key))
+        seen.add(key)
+        if name not in pod_claim_names:
+            known = ": " + ", ".join(sorted(pod_claim_names)) if pod_claim_names else " which is empty"
+            errors.append(
+                fe.value_not_found(item, name, "must be one of the names in pod.spec.resourceClaims" + known)
+            )
+    return errors
+
+
+def validate_resource_requirements(
+    resources: Any, path: str, pod_claim_names: frozenset[str] = frozenset()
+) -> list[FieldError]:
     """``ValidateResourceRequirements`` for a container's ``resources`` (requests already defaulted
     from limits): names, quantities, requests within limits, and for resources that cannot be
-    overcommitted (extended resources, huge pages) a limit equal to the request."""
+    overcommitted (extended resources, huge pages) a limit equal to the request; ``claims`` name
+    entries of the pod's ``spec.resourceClaims`` (``pod_claim_names``)."""
     if not isinstance(resources, dict):
         return []
     limits = _resource_list(resources.get("limits"))
@@ -280,4 +311,5 @@ def validate_resource_requirements(resources: Any, path: str) -> list[FieldError
         uses_huge_pages = uses_huge_pages or _is_huge_pages(name)
     if uses_huge_pages and not uses_cpu_or_memory:
         errors.append(fe.forbidden(path, "HugePages require cpu or memory"))
+    errors.extend(_claim_reference_errors(resources.get("claims"), pod_claim_names, f"{path}.claims"))
     return errors
