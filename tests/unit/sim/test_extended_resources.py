@@ -616,3 +616,13 @@ async def test_container_claims_name_the_pod_s_resource_claims(client: Client) -
         causes(answer)[1][1]
         == 'Not found: "gpu": must be one of the names in pod.spec.resourceClaims which is empty'
     )
+
+
+async def test_quantities_are_stored_as_kube_apiserver_writes_them(client: Client) -> None:
+    resources = {"limits": {"cpu": "1000m", "memory": "1024Mi", GPU: 2}, "requests": {"cpu": 0.5}}
+    status, body, _ = await client.call("POST", f"{NS}/pods", pod_with_resources(resources))
+    assert status == 201, body
+    assert body["spec"]["containers"][0]["resources"] == {
+        "limits": {"cpu": "1", "memory": "1Gi", GPU: "2"},
+        "requests": {"cpu": "500m", "memory": "1Gi", GPU: "2"},
+    }

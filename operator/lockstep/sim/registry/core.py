@@ -19,7 +19,7 @@ from lockstep.sim.objectmeta import (
     random_suffix,
     validate_name,
 )
-from lockstep.sim.registry.core_resources import validate_resource_requirements
+from lockstep.sim.registry.core_resources import stored_quantity, validate_resource_requirements
 from lockstep.sim.registry.scheduling import admit_pod_priority
 from lockstep.sim.resources import METADATA_FIELDS, ResourceType, Strategy, WriteContext
 
@@ -105,7 +105,12 @@ def _default_container(container: JsonObject) -> None:
     for port in container.get("ports") or []:
         if isinstance(port, dict):
             port.setdefault("protocol", "TCP")
-    container.setdefault("resources", {})
+    resources = container.setdefault("resources", {})
+    for section in ("limits", "requests") if isinstance(resources, dict) else ():
+        amounts = resources.get(section)
+        if isinstance(amounts, dict):
+            for name, raw in amounts.items():
+                amounts[name] = stored_quantity(raw)
 
 
 def default_pod_template_spec(spec: JsonObject) -> None:

@@ -178,6 +178,21 @@ def go_quantity_text(value: Any) -> str:
     return kept or _canonical(exact, form)
 
 
+def stored_quantity(raw: Any) -> Any:
+    """A container resource quantity as kube-apiserver stores and answers it (``SetDefaults_ResourceList``
+    then the JSON encoder): always a string, ``1000m`` as ``1``, ``0.5`` as ``500m``. A value that is
+    not a quantity is left for validation to refuse."""
+    try:
+        return _stored_quantity(raw)
+    except (QuantityError, TypeError, ValueError):
+        return raw
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _stored_quantity(raw: Any) -> str:
+    return go_quantity_text(raw)
+
+
 # ---------------------------------------------------------------- ValidateResourceRequirements
 
 
