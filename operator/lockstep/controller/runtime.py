@@ -1,20 +1,19 @@
 """The operator process: watches, leader election, the scheduler, status, events, metrics, Kopf.
 
-Start-up order: the API session; the initial LISTs are sent while the scheduler core is imported on
-a thread; then every informer primed from its LIST (so the scheduler never decides on a partial
-view: a restarted operator must see every bound pod and allocated claim first), then the background
-tasks and the scheduler task, and only then ``kopf.operator`` (tasks that exist before it starts are
-not Kopf's to cancel), once the first binding is answered (``KOPF_START_DEFERRAL_SECONDS``).
-Shutdown (SIGTERM or the stop flag): stop taking new groups, let binding cycles finish within the
-grace period (or unreserve them), write the last statuses, release the lease, end our tasks, and
-stop Kopf last. Losing the lease aborts instead: no drain, no further write, exit code 1.
+Start-up order: the API session, then every informer primed from a LIST (so the scheduler never
+decides on a partial view: a restarted operator must see every bound pod and allocated claim
+first), then the background tasks and the scheduler task, and only then ``kopf.operator`` (tasks
+that exist before it starts are not Kopf's to cancel), once the first binding is answered
+(``KOPF_START_DEFERRAL_SECONDS``). Shutdown (SIGTERM or the stop flag): stop taking new groups, let
+binding cycles finish within the grace period (or unreserve them), write the last statuses, release
+the lease, end our tasks, and stop Kopf last. Losing the lease aborts instead: no drain, no further
+write, exit code 1.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import os
 import signal
 import socket
@@ -25,12 +24,13 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any
 
 import aiohttp
 import kopf
 
 from lockstep.config import Settings
+from lockstep.controller.core import SchedulerCore
 from lockstep.controller.handlers import build_registry, build_settings
 from lockstep.controller.status import AttemptSummary, GroupMembers, GroupRef, StatusWriter
 from lockstep.kube.client import (
@@ -62,28 +62,7 @@ from lockstep.logging import get_logger
 from lockstep.metrics import Metrics, bound_port, start_metrics_server
 from lockstep.scheduler.framework import PodInfo
 
-if TYPE_CHECKING:
-    from lockstep.controller.core import SchedulerCore
-
 log = get_logger("lockstep.controller")
-
-# Every kind the operator lists and watches (the sinks of :meth:`Operator._sinks`).
-WATCHED_KINDS = (
-    PODS,
-    POD_GROUPS,
-    NODES,
-    NAMESPACES,
-    RESOURCE_CLAIMS,
-    RESOURCE_SLICES,
-    DEVICE_CLASSES,
-    RESOURCE_CLAIM_TEMPLATES,
-    PERSISTENT_VOLUMES,
-    PERSISTENT_VOLUME_CLAIMS,
-    STORAGE_CLASSES,
-    CSI_NODES,
-    POD_DISRUPTION_BUDGETS,
-    PRIORITY_CLASSES,
-)
 
 
 class MissingApiError(RuntimeError):
@@ -111,17 +90,6 @@ REPORTING_CONNECTIONS = 32
 # startup.py on a loaded machine). Unless it watches a kind, it starts once the first binding is
 # answered, or this long after scheduling could start.
 KOPF_START_DEFERRAL_SECONDS = 1.0
-
-
-# Objects per page of a raw watch's LIST (client-go's informers ask for 500 too).
-RAW_WATCH_PAGE_SIZE = 500
-
-
-class RawList(NamedTuple):
-    kind: ResourceKind
-    namespace: str | None
-    field_selector: str | None
-    foreign: bool = False  # bound pods of other schedulers
 
 
 @dataclass(slots=True)
@@ -221,7 +189,7 @@ class Operator:
 
     def _sinks(self) -> dict[ResourceKind, EventSink]:
         assert self.core is not None
-        sinks: dict[ResourceKind, EventSink] = {
+        return {
             PODS: self._on_pod,
             POD_GROUPS: self._on_podgroup,
             NODES: self.core.on_node,
@@ -237,8 +205,6 @@ class Operator:
             POD_DISRUPTION_BUDGETS: self.core.on_pdb,
             PRIORITY_CLASSES: self.core.on_priority_class,
         }
-        assert tuple(sinks) == WATCHED_KINDS
-        return sinks
 
     async def _login(self) -> kopf.ConnectionInfo:
         if self.reload_credentials is None:
@@ -284,18 +250,11 @@ class Operator:
         kopf_stop = asyncio.Event()
         try:
             await wait_for_server(client)
-            # The API server prepares the initial lists while the scheduler is imported on a thread
-            # (the event loop meanwhile sends the requests and reads the pages): exec -> first bind
-            # no longer waits for the LISTs on top of those ~0.35 s of import.
-            for kind, namespace, selector, _ in self._raw_watch_lists(self._raw_kinds()):
-                client.prefetch_list(kind, namespace, field_selector=selector, limit=RAW_WATCH_PAGE_SIZE)
-            await asyncio.to_thread(importlib.import_module, "lockstep.controller.core")
             self._build(client, reporting)
             metrics_runner = await start_metrics_server(self.metrics, self.settings.metrics_bind_address)
             if metrics_runner is not None:
                 self.metrics_port = bound_port(metrics_runner)
             kopf_sinks = await self._start_informers()
-            client.drop_prefetched()
             await self._follow_upstream_podgroups()
             self._spawn(self._rediscover(), "discovery")
             self.health_url = liveness_url(self.settings.health_bind_address)
@@ -341,8 +300,6 @@ class Operator:
         return 1 if self.stopped_leading or self.failed else 0
 
     def _build(self, client: KubeClient, reporting: KubeClient) -> None:
-        from lockstep.controller.core import SchedulerCore
-
         self.events = EventRecorder(reporting, self.settings.scheduler_name)
         self.core = SchedulerCore(self.settings, client, self.events, self.metrics)
         self.status = StatusWriter(
@@ -359,7 +316,8 @@ class Operator:
     async def _start_informers(self) -> dict[ResourceKind, TrackedSink]:
         """Prime the Kopf-watched kinds and start the raw watches; return the Kopf-watched sinks."""
         sinks = self._sinks()
-        raw_kinds = self._raw_kinds()
+        per_pod = {PODS: self.options.pod_watch, RESOURCE_CLAIMS: self.options.claim_watch}
+        raw_kinds = [kind for kind in sinks if per_pod.get(kind, self.options.other_watch) is WatchMode.RAW]
         kopf_sinks = {kind: TrackedSink(sink) for kind, sink in sinks.items() if kind not in raw_kinds}
         await self._prime(kopf_sinks)
         await self._start_raw_watches({kind: sinks[kind] for kind in raw_kinds})
@@ -473,38 +431,27 @@ class Operator:
                     sink("DELETED", {"metadata": {"namespace": namespace or None, "name": name}})
                 del pending[kind]
 
-    def _raw_kinds(self) -> list[ResourceKind]:
-        per_pod = {PODS: self.options.pod_watch, RESOURCE_CLAIMS: self.options.claim_watch}
-        return [
-            kind for kind in WATCHED_KINDS if per_pod.get(kind, self.options.other_watch) is WatchMode.RAW
-        ]
-
-    def _raw_watch_lists(self, kinds: list[ResourceKind]) -> list[RawList]:
-        """What each raw watch of ``kinds`` lists. Besides those, bound pods of other schedulers are
-        always watched (cluster-wide): they use node capacity."""
-        lists: list[RawList] = []
-        for kind in kinds:
+    async def _start_raw_watches(self, sinks: Mapping[ResourceKind, EventSink]) -> None:
+        """Start the raw watches and wait for their initial lists. Besides the kinds in ``sinks``,
+        bound pods of other schedulers are always watched (cluster-wide): they use node capacity."""
+        assert self.client is not None and self.core is not None
+        watches: list[tuple[ResourceKind, EventSink, str | None, str | None]] = []
+        for kind, sink in sinks.items():
             namespaces: list[str | None] = list(self.settings.namespaces) if kind.namespaced else []
             selector = f"spec.schedulerName={self.settings.scheduler_name}" if kind is PODS else None
-            lists += [RawList(kind, namespace, selector) for namespace in namespaces or [None]]
+            watches += [(kind, sink, namespace, selector) for namespace in namespaces or [None]]
         foreign = f"spec.schedulerName!={self.settings.scheduler_name},spec.nodeName!="
-        lists.append(RawList(PODS, None, foreign, foreign=True))
-        return lists
-
-    async def _start_raw_watches(self, sinks: Mapping[ResourceKind, EventSink]) -> None:
-        """Start the raw watches and wait for their initial lists."""
-        assert self.client is not None and self.core is not None
+        watches.append((PODS, self.core.on_pod, None, foreign))
         informers = [
             RawWatch(
                 self.client,
                 kind,
-                _with_kind(kind, self.core.on_pod if foreign else sinks[kind]),
+                _with_kind(kind, sink),
                 namespace=namespace,
                 field_selector=selector,
-                page_size=RAW_WATCH_PAGE_SIZE,
                 retry_delay=self.options.watch_retry_delay,
             )
-            for kind, namespace, selector, foreign in self._raw_watch_lists(list(sinks))
+            for kind, sink, namespace, selector in watches
         ]
 
         async def sync(watch: RawWatch) -> None:

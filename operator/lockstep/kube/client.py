@@ -17,7 +17,6 @@ from urllib.parse import quote
 import aiohttp
 import kopf
 import orjson
-from yarl import URL
 
 from lockstep import GROUP, VERSION
 
@@ -71,10 +70,6 @@ JOBS = ResourceKind("batch", "v1", "jobs", "Job")  # applied by the demo; the op
 PRIORITY_CLASSES = ResourceKind(
     "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
 )
-
-
-# kind, namespace, label selector, field selector, limit, continue token
-_ListKey = tuple[ResourceKind, str | None, str | None, str | None, int | None, str | None]
 
 
 class PatchType(StrEnum):
@@ -133,8 +128,6 @@ class KubeClient:
     ) -> None:
         self.info = info
         self.server = info.server.rstrip("/")
-        self._server_url = URL(self.server)
-        self._server_path = self._server_url.raw_path.rstrip("/")
         ssl_context = info.as_ssl_context() if self.server.startswith("https") else False
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=ssl_context, limit=connection_limit),
@@ -145,7 +138,6 @@ class KubeClient:
         self._auth = info.as_http_headers()
         self._on_response = on_response
         self._refresh_credentials = refresh_credentials
-        self._prefetched: dict[_ListKey, asyncio.Future[dict[str, Any]]] = {}
 
     async def _reauthenticate(self) -> bool:
         """After a 401: reload the credentials (service-account tokens rotate); True if they changed."""
@@ -159,13 +151,7 @@ class KubeClient:
         return True
 
     async def close(self) -> None:
-        self.drop_prefetched()
         await self._session.close()
-
-    def _url(self, path: str) -> URL:
-        """The URL of ``path`` on the server. Paths come percent-encoded (``ResourceKind.path``
-        quotes names), so yarl is told not to parse and quote them again on every request."""
-        return self._server_url.with_path(self._server_path + path, encoded=True)
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -189,7 +175,7 @@ class KubeClient:
             if data is not None:
                 headers["Content-Type"] = content_type
             async with self._session.request(
-                method, self._url(path), params=params, data=data, headers=headers
+                method, self.server + path, params=params, data=data, headers=headers
             ) as response:
                 raw = await response.read()
                 status = response.status
@@ -218,59 +204,6 @@ class KubeClient:
         field_selector: str | None = None,
         limit: int | None = None,
         continue_token: str | None = None,
-    ) -> dict[str, Any]:
-        key = (kind, namespace, label_selector, field_selector, limit, continue_token)
-        page = self._prefetched.pop(key, None)
-        if page is not None:
-            return await page
-        return await self._list(*key)
-
-    def prefetch_list(
-        self,
-        kind: ResourceKind,
-        namespace: str | None = None,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        limit: int | None = None,
-    ) -> None:
-        """Start a LIST and, page after page, its continuations; a :meth:`list` call with the same
-        arguments takes its page (once) instead of asking again. Start-up uses it so that the API server
-        prepares the initial lists while the operator still imports its scheduler."""
-        self._prefetch_page((kind, namespace, label_selector, field_selector, limit, None))
-
-    def _prefetch_page(self, key: _ListKey) -> None:
-        prefetched = self._prefetched
-        page = asyncio.ensure_future(self._list(*key))
-        prefetched[key] = page
-
-        def prefetch_next(done: asyncio.Future[dict[str, Any]]) -> None:
-            if done.cancelled() or done.exception() is not None or self._prefetched is not prefetched:
-                return  # failed (the caller who takes the page sees why), or dropped
-            continue_token = (done.result().get("metadata") or {}).get("continue")
-            if continue_token:
-                self._prefetch_page((*key[:5], continue_token))
-
-        page.add_done_callback(prefetch_next)
-
-    def drop_prefetched(self) -> None:
-        """Forget the prefetched pages no :meth:`list` call took."""
-        prefetched, self._prefetched = self._prefetched, {}
-        for page in prefetched.values():
-            if page.done():
-                if not page.cancelled():
-                    page.exception()  # retrieved: a failed page nobody asked for is not an error
-            else:
-                page.cancel()
-
-    async def _list(
-        self,
-        kind: ResourceKind,
-        namespace: str | None,
-        label_selector: str | None,
-        field_selector: str | None,
-        limit: int | None,
-        continue_token: str | None,
     ) -> dict[str, Any]:
         params: dict[str, str] = {}
         if label_selector:
@@ -373,7 +306,7 @@ class KubeClient:
         what = _describe("WATCH", kind, namespace, None, None)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=timeout_seconds + 30)
         async with self._session.get(
-            self._url(kind.path(namespace)), params=params, timeout=timeout, headers=self._auth
+            self.server + kind.path(namespace), params=params, timeout=timeout, headers=self._auth
         ) as response:
             if response.status == 401:
                 await self._reauthenticate()  # the caller's retry uses the new credentials

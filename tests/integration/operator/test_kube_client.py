@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import kopf
 import pytest
-from acceptance_harness import eventually
 from aiohttp import web
 from kube_harness import NAMESPACE, pod_manifest
 
@@ -12,7 +11,6 @@ from lockstep.kube.client import PODS, ApiError, KubeClient
 from lockstep.kube.patching import loose_merge_patch, strict_merge_patch
 from lockstep.kube.ports import KubePodAPI
 from lockstep.scheduler.ports import BindResult, PatchResult
-from lockstep.sim.apiserver import ApiServer
 
 
 async def test_errors_name_the_verb_the_object_and_the_api_message(kube: KubeClient) -> None:
@@ -128,64 +126,6 @@ async def test_a_401_reloads_rotated_credentials_and_retries_once() -> None:
             await static.get(PODS, "ns", "p")
         assert caught.value.status == 401 and "bad token" in str(caught.value)
         await static.close()
-    finally:
-        await client.close()
-        await runner.cleanup()
-
-
-async def test_a_prefetched_list_is_asked_for_once_page_by_page(
-    kube: KubeClient, apiserver: ApiServer
-) -> None:
-    for name in ("c", "a", "e", "b", "d"):
-        await kube.create(PODS, NAMESPACE, pod_manifest(name))
-    apiserver.request_stats.reset()
-    kube.prefetch_list(PODS, NAMESPACE, limit=2)
-
-    async def every_page_fetched() -> bool:  # without anyone asking for one
-        return apiserver.stats().get("list pods", 0) == 3
-
-    await eventually(every_page_fetched, what="the three pages prefetched")
-    names: list[str] = []
-    continue_token = None
-    while True:
-        page = await kube.list(PODS, NAMESPACE, limit=2, continue_token=continue_token)
-        names += [item["metadata"]["name"] for item in page["items"]]
-        continue_token = page["metadata"].get("continue")
-        if not continue_token:
-            break
-    assert names == ["a", "b", "c", "d", "e"]
-    assert apiserver.stats()["list pods"] == 3
-    # Taken once: the same LIST again is the server's to answer, as is one after the rest is dropped.
-    await kube.list(PODS, NAMESPACE, limit=2)
-    kube.prefetch_list(PODS, NAMESPACE, limit=5)
-    kube.drop_prefetched()
-    await kube.list(PODS, NAMESPACE, limit=5)
-    assert apiserver.stats()["list pods"] == 5
-
-
-async def test_requests_keep_the_path_of_a_server_url_behind_a_proxy() -> None:
-    """A kubeconfig server like ``https://rancher/k8s/clusters/c-1``: every request goes below its path."""
-    seen: list[str] = []
-
-    async def handle(request: web.Request) -> web.Response:
-        seen.append(request.raw_path)
-        return web.json_response({"kind": "PodList", "metadata": {}, "items": []})
-
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    client = KubeClient(kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}/k8s/clusters/c-1/", token="t"))
-    try:
-        await client.get(PODS, "ns", "p")
-        await client.list(PODS, "ns", label_selector="a=b")
-        assert seen == [
-            "/k8s/clusters/c-1/api/v1/namespaces/ns/pods/p",
-            "/k8s/clusters/c-1/api/v1/namespaces/ns/pods?labelSelector=a%3Db",
-        ]
     finally:
         await client.close()
         await runner.cleanup()
