@@ -1,6 +1,7 @@
 """Start-up: from the exec of ``lockstep run`` to its first and its last binding, everything pre-created.
 
-``python bench/startup.py [--nodes 1000] [--pods 5000] [--gang-size 8] [--runs 3] [--json]``
+``python bench/startup.py [--nodes 1000] [--pods 5000] [--gang-size 8] [--runs 3] [--json]
+[--tree NAME=DIR ...]``
 
 As the kube-scheduler comparison was measured: ``lockstep sim`` runs with the nodes, then every
 PodGroup and pod is created (nothing is scheduled, no operator runs), a watch on the pods is opened,
@@ -9,6 +10,10 @@ to the first and the last ``spec.nodeName`` the watch sees. Also reported: the o
 (what ``lockstep run`` imports before it connects: ``lockstep.controller.main``, ``.runtime`` and
 ``lockstep.kube.credentials``; best of 5 fresh interpreters) and, per gang, the time from its first to
 its last member bound.
+
+``--tree before=/tmp/old/operator --tree after=operator`` compares source trees (each a directory
+holding the ``lockstep`` package; the emulator and the operator both run from it): their runs
+alternate, so that they share the machine's load, and each tree gets its own rows.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -40,16 +46,27 @@ IMPORT_PROBE = (
 )
 
 
-def import_seconds(tries: int = 5) -> float:
+def import_seconds(tries: int = 5, env: dict[str, str] | None = None) -> float:
     """Best of ``tries`` fresh interpreters importing the operator's entry module."""
     best = float("inf")
     for _ in range(tries):
-        out = subprocess.run([sys.executable, "-c", IMPORT_PROBE], check=True, capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, "-c", IMPORT_PROBE], check=True, capture_output=True, text=True, env=env
+        )
         best = min(best, float(out.stdout.strip()))
     return best
 
 
-async def one_run(nodes: int, pods: int, gang_size: int, workdir: Path) -> dict[str, Any]:
+def tree_env(directory: str | None) -> dict[str, str] | None:
+    """The environment for processes running the ``lockstep`` package of ``directory``."""
+    if directory is None:
+        return None
+    return {**os.environ, "PYTHONPATH": str(Path(directory).resolve())}
+
+
+async def one_run(
+    nodes: int, pods: int, gang_size: int, workdir: Path, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     gangs = tuple(
         GangSpec(f"start-{i:05d}", pods=gang_size, min_count=gang_size, cpu_millis=100)
         for i in range(pods // gang_size)
@@ -63,7 +80,7 @@ async def one_run(nodes: int, pods: int, gang_size: int, workdir: Path) -> dict[
         pods_expected=len(gangs) * gang_size,
         setup=(namespace_manifest(),),
     )
-    sim = await start_sim(nodes, 0, workdir)
+    sim = await start_sim(nodes, 0, workdir, env=env)
     operator = None
     try:
         kubeconfig = workdir / "kubeconfig"
@@ -77,7 +94,7 @@ async def one_run(nodes: int, pods: int, gang_size: int, workdir: Path) -> dict[
             watcher = CompletionWatcher(client, tracker)
             await watcher.start()
             exec_at = time.monotonic()
-            operator = start_operator(kubeconfig, workdir)
+            operator = start_operator(kubeconfig, workdir, env)
             deadline = exec_at + 300.0
             while not tracker.complete.is_set():
                 operator.check_alive()
@@ -112,34 +129,63 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--gang-size", type=int, default=8)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="a source tree to compare (its directory holding the lockstep package); runs alternate",
+    )
+    args = parser.parse_args(argv)
+    trees: dict[str, str | None] = {}
+    for tree in args.tree:
+        name, separator, directory = tree.partition("=")
+        if not separator or not name or not Path(directory, "lockstep").is_dir():
+            parser.error(f"--tree {tree!r}: expected NAME=DIR with DIR/lockstep a package directory")
+        trees[name] = directory
+    args.trees = trees or {"": None}
+    return args
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    runs = []
-    for _ in range(args.runs):
-        with tempfile.TemporaryDirectory(prefix="lockstep-startup-") as tmp:
-            runs.append(asyncio.run(one_run(args.nodes, args.pods, args.gang_size, Path(tmp))))
-    result = {
-        "import_s": round(import_seconds(), 3),
+def summary(runs: list[dict[str, Any]], import_s: float) -> dict[str, Any]:
+    return {
+        "import_s": round(import_s, 3),
         "runs": runs,
         "median_exec_to_first_bind_s": statistics.median(r["exec_to_first_bind_s"] for r in runs),
         "median_exec_to_all_bound_s": statistics.median(r["exec_to_all_bound_s"] for r in runs),
     }
-    if args.json:
-        print(json.dumps(result))
-        return 0
-    print(f"operator import time: {result['import_s']:.3f} s (best of 5)")
+
+
+def print_table(name: str, result: dict[str, Any]) -> None:
+    print(f"{name + ': ' if name else ''}operator import time: {result['import_s']:.3f} s (best of 5)")
     print("| run | exec -> first bind | exec -> all bound | pods/s | gang spread p50 / p99 / max | > 1 s |")
     print("|---|---|---|---|---|---|")
-    for i, r in enumerate(runs, 1):
+    for i, r in enumerate(result["runs"], 1):
         s = r["gang_bind_spread"]
         print(
             f"| {i} | {r['exec_to_first_bind_s']:.2f} s | {r['exec_to_all_bound_s']:.2f} s | "
             f"{r['pods_per_s_from_exec']:.0f} | {s['p50']:.3f} / {s['p99']:.3f} / {s['max']:.3f} s | "
             f"{s['over_1s']} |"
         )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in args.trees}
+    for _ in range(args.runs):
+        for name, directory in args.trees.items():
+            with tempfile.TemporaryDirectory(prefix="lockstep-startup-") as tmp:
+                run = one_run(args.nodes, args.pods, args.gang_size, Path(tmp), tree_env(directory))
+                runs[name].append(asyncio.run(run))
+    results = {
+        name: summary(runs[name], import_seconds(env=tree_env(directory)))
+        for name, directory in args.trees.items()
+    }
+    if args.json:
+        print(json.dumps(results.get("", {"trees": results})))
+        return 0
+    for name, result in results.items():
+        print_table(name, result)
     return 0
 
 

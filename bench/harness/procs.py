@@ -79,13 +79,13 @@ def log_tail(path: Path, lines: int = 25) -> str:
 class Child:
     """A child process whose stdout and stderr go to ``log``; stopped with SIGTERM, then SIGKILL."""
 
-    def __init__(self, name: str, argv: list[str], log: Path) -> None:
+    def __init__(self, name: str, argv: list[str], log: Path, env: dict[str, str] | None = None) -> None:
         self.name = name
         self.argv = argv
         self.log = log
         self.metrics_url: str | None = None
         self._log_file = log.open("wb")
-        self.process = subprocess.Popen(argv, stdout=self._log_file, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(argv, stdout=self._log_file, stderr=subprocess.STDOUT, env=env)
 
     @property
     def pid(self) -> int:
@@ -114,11 +114,17 @@ class Child:
 
 
 async def start_sim(
-    nodes: int, devices_per_node: int, workdir: Path, max_pods: int | None = None, ready_within: float = 120.0
+    nodes: int,
+    devices_per_node: int,
+    workdir: Path,
+    max_pods: int | None = None,
+    ready_within: float = 120.0,
+    env: dict[str, str] | None = None,
 ) -> Child:
     """``lockstep sim`` in its own process; returns once its kubeconfig works and all nodes exist.
 
     With ``max_pods`` the same emulator is started through ``bigsim.py`` with that many pods per node.
+    ``env`` replaces the process environment (another ``PYTHONPATH``: another tree's emulator).
     """
     kubeconfig = workdir / "kubeconfig"
     kubeconfig.unlink(missing_ok=True)
@@ -133,7 +139,7 @@ async def start_sim(
         "--kubeconfig",
         str(kubeconfig),
     ]
-    child = Child("lockstep sim", argv, workdir / "sim.log")
+    child = Child("lockstep sim", argv, workdir / "sim.log", env)
     deadline = time.monotonic() + ready_within
     try:
         while not kubeconfig.exists():
@@ -160,9 +166,9 @@ async def start_sim(
         raise
 
 
-def start_operator(kubeconfig: Path, workdir: Path) -> Child:
+def start_operator(kubeconfig: Path, workdir: Path, env: dict[str, str] | None = None) -> Child:
     """``lockstep run`` against the emulator: no leader election, logs at warning, metrics on a free
-    port (``child.metrics_url``)."""
+    port (``child.metrics_url``). ``env`` replaces the process environment, as for :func:`start_sim`."""
     metrics_port = free_port()
     argv = [
         *LOCKSTEP,
@@ -179,6 +185,6 @@ def start_operator(kubeconfig: Path, workdir: Path) -> Child:
         "--log-level",
         os.environ.get("LOCKSTEP_BENCH_LOG_LEVEL", "warning"),
     ]
-    child = Child("lockstep run", argv, workdir / "operator.log")
+    child = Child("lockstep run", argv, workdir / "operator.log", env)
     child.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
     return child
