@@ -26,6 +26,7 @@ from lockstep.dra.store import ResourceStore
 from lockstep.scheduler.framework import Code, CycleState, NodeInfo, PodInfo, Status
 from lockstep.scheduler.plugins.dynamic_resources import DynamicResources
 from lockstep.scheduler.plugins.node_resources import NodeResourcesFit
+from lockstep.state.cluster import ClusterCache
 
 FEATURES = allocator_features(KNOWN_FEATURE_GATES)
 
@@ -280,3 +281,16 @@ def test_a_pod_needing_more_than_a_claim_holds_is_refused_with_the_limit() -> No
     assert "33 requests for 33 devices" in status.message and "at most 32" in status.message
     [status] = place(plugin, [gpu_pod(containers=[container("c", **{"example.com/gpu": "33"})])])
     assert isinstance(status, Status) and "1 request for 33 devices" in status.message
+
+
+def test_only_nodes_with_a_free_device_or_the_resource_advertised_are_tried() -> None:
+    _, _, plugin = setup()
+    cache = ClusterCache("lockstep")
+    for name, allocatable in (("node-a", {}), ("node-b", {}), ("dp-node", {"example.com/gpu": 2})):
+        cache.upsert_node(NodeInfo(name=name, allocatable={"cpu": 4000, **allocatable}))
+    plugin.cache = cache
+    [p] = placed(place(plugin, [gpu_pod(containers=[container("c", **{"example.com/gpu": "2"})])]))
+    assert p.node == "node-a"  # both its devices are now in flight
+    state = CycleState()
+    assert plugin.pre_filter(state, gpu_pod("next")).ok
+    assert set(plugin.candidate_nodes(state, gpu_pod("next")) or ()) == {"node-b", "dp-node"}

@@ -395,7 +395,27 @@ class DynamicResources:
             free = self.store.nodes_with_free_devices()
             if free is not None:
                 narrowed = free if narrowed is None else narrowed & free
+        if pod_claims.extended is not None and self.cache is not None:
+            free = self.store.nodes_with_free_devices()
+            if free is not None:
+                # A node gives the extended resources through a device plugin, or needs a free device.
+                allowed = free | self._advertising(state, frozenset(pod_claims.extended.classes))
+                narrowed = allowed if narrowed is None else narrowed & allowed
         return narrowed
+
+    def _advertising(self, state: CycleState, resources: frozenset[str]) -> set[str]:
+        """The nodes whose allocatable has any of ``resources`` (once per group cycle)."""
+        assert self.cache is not None
+        key = f"{_STATE_KEY}/advertising/{','.join(sorted(resources))}"
+        nodes: set[str] | None = state.group_data.get(key)
+        if nodes is None:
+            nodes = {
+                node.name
+                for node in self.cache.nodes.values()
+                if any(node.allocatable.get(resource, 0) > 0 for resource in resources)
+            }
+            state.group_data[key] = nodes
+        return nodes
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         pod_claims = self._pod_claims(state, pod)
