@@ -140,6 +140,7 @@ class _ExtendedNeed:
     """The pod's DRA extended resources and the claim that gives them on each node tried."""
 
     classes: dict[str, str]  # extended resource -> DeviceClass providing it
+    resources: frozenset[str] = frozenset()  # the keys of ``classes``
     # The resources DRA provides on a node (those it does not advertise) -> the claim for them there.
     variants: dict[frozenset[str], tuple[ExtendedClaimRequests, CompiledClaim]] = field(default_factory=dict)
     on_node: dict[str, frozenset[str]] = field(default_factory=dict)  # node -> resources DRA provides
@@ -292,7 +293,7 @@ class DynamicResources:
                         self.name,
                         "ClaimPending",
                     )
-                extended = _ExtendedNeed(classes)
+                extended = _ExtendedNeed(classes, frozenset(classes))
         if not pod.claims and (state.group is None or not state.group.claims) and extended is None:
             return SKIP
         group_names = (
@@ -470,7 +471,12 @@ class DynamicResources:
         """Decide which of the pod's extended resources DRA provides on ``node`` (those the node does not
         advertise in its allocatable: a device plugin serves the others, and NodeResourcesFit counts
         them) and prepare the claim for them; a Status when that claim cannot be made."""
-        served = frozenset(r for r in extended.classes if node.allocatable.get(r, 0) <= 0)
+        allocatable = node.allocatable
+        served = extended.resources  # usually: no node advertises a resource a DeviceClass provides
+        for resource in served:
+            if allocatable.get(resource, 0) > 0:
+                served = frozenset(r for r in extended.classes if allocatable.get(r, 0) <= 0)
+                break
         extended.on_node[node.name] = served
         if not served or served in extended.variants:
             return None
