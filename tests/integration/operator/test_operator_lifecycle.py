@@ -45,6 +45,27 @@ async def gang_bound(env: Env, name: str, size: int) -> bool:
     return await env.bound(name) == size
 
 
+async def lockstep_run(env: Env, tmp_path: Path, stderr: Any) -> asyncio.subprocess.Process:
+    """``lockstep run`` as a process of its own against the emulator, no leader election, JSON logs to
+    ``stderr``."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "lockstep",
+        "run",
+        env={
+            **os.environ,
+            "LOCKSTEP_KUBECONFIG": str(write_kubeconfig(env.cluster.url, tmp_path / "kubeconfig")),
+            "LOCKSTEP_LEADER_ELECT": "false",
+            "LOCKSTEP_METRICS_BIND_ADDRESS": "127.0.0.1:0",
+            "LOCKSTEP_HEALTH_BIND_ADDRESS": "127.0.0.1:0",
+            "LOCKSTEP_LOG_FORMAT": "json",
+        },
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=stderr,
+    )
+
+
 async def leads(thread: OperatorThread) -> bool:
     # The operator lives on its own thread and loop: poll its flag instead of awaiting it.
     return thread.operator is not None and thread.operator.leading.is_set()
@@ -119,22 +140,7 @@ async def test_sigterm_finishes_binding_cycles_and_exits_within_the_grace_period
         env.cluster.server.faults.add(
             FaultRule(verb="create", resource="pods", subresource="binding", latency=0.5)
         )
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "lockstep",
-            "run",
-            env={
-                **os.environ,
-                "LOCKSTEP_KUBECONFIG": str(write_kubeconfig(env.cluster.url, tmp_path / "kubeconfig")),
-                "LOCKSTEP_LEADER_ELECT": "false",
-                "LOCKSTEP_METRICS_BIND_ADDRESS": "127.0.0.1:0",
-                "LOCKSTEP_HEALTH_BIND_ADDRESS": "127.0.0.1:0",
-                "LOCKSTEP_LOG_FORMAT": "json",
-            },
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
+        process = await lockstep_run(env, tmp_path, stderr=asyncio.subprocess.DEVNULL)
         try:
             await create_gang(env, "g", 4)
 
@@ -161,22 +167,7 @@ async def test_sigterm_as_scheduling_starts_is_a_graceful_stop(tmp_path: Path) -
     """Kopf starts after the first binding (or a second later); SIGTERM before then drains and exits
     0 like any other, instead of killing the process as the default handler did."""
     async with simulated_cluster(nodes=1, devices_per_node=0, start_operator=False) as env:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "lockstep",
-            "run",
-            env={
-                **os.environ,
-                "LOCKSTEP_KUBECONFIG": str(write_kubeconfig(env.cluster.url, tmp_path / "kubeconfig")),
-                "LOCKSTEP_LEADER_ELECT": "false",
-                "LOCKSTEP_METRICS_BIND_ADDRESS": "127.0.0.1:0",
-                "LOCKSTEP_HEALTH_BIND_ADDRESS": "127.0.0.1:0",
-                "LOCKSTEP_LOG_FORMAT": "json",
-            },
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-        )
+        process = await lockstep_run(env, tmp_path, stderr=asyncio.subprocess.PIPE)
         assert process.stderr is not None
         try:
             seen = ""
@@ -295,22 +286,7 @@ async def test_sigterm_right_after_the_last_bind_leaves_every_podgroup_saying_sc
     async with simulated_cluster(
         nodes=4, devices_per_node=0, start_operator=False, kubelet_start_delay=60
     ) as env:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "lockstep",
-            "run",
-            env={
-                **os.environ,
-                "LOCKSTEP_KUBECONFIG": str(write_kubeconfig(env.cluster.url, tmp_path / "kubeconfig")),
-                "LOCKSTEP_LEADER_ELECT": "false",
-                "LOCKSTEP_METRICS_BIND_ADDRESS": "127.0.0.1:0",
-                "LOCKSTEP_HEALTH_BIND_ADDRESS": "127.0.0.1:0",
-                "LOCKSTEP_LOG_FORMAT": "json",
-            },
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=log_file,
-        )
+        process = await lockstep_run(env, tmp_path, stderr=log_file)
         bound: set[str] = set()
         all_bound = asyncio.Event()
 
