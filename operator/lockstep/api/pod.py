@@ -141,18 +141,6 @@ def _container_extended_requests(spec: Mapping[str, Any]) -> tuple[ContainerRequ
     return tuple(containers)
 
 
-def _extended_claim_name(status: Mapping[str, Any], key: str) -> str:
-    claim_status = _mapping(
-        status.get("extendedResourceClaimStatus"), "Pod", key, "status.extendedResourceClaimStatus"
-    )
-    name = claim_status.get("resourceClaimName") or ""
-    if not isinstance(name, str):
-        raise InvalidObjectError(
-            "Pod", key, "status.extendedResourceClaimStatus.resourceClaimName", "must be a string"
-        )
-    return name
-
-
 def normalized_image_name(name: str) -> str:
     """As kube-scheduler's ImageLocality: an image without a tag (or digest) means ``:latest``."""
     return name if name.rfind(":") > name.rfind("/") else f"{name}:latest"
@@ -297,5 +285,4 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
         nominated_node_name=str(status.get("nominatedNodeName") or ""),
         preempted_by=_preempted_by(status, key),
         containers=containers,
-        extended_claim_name=_extended_claim_name(status, key),
     )

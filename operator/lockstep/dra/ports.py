@@ -65,7 +65,7 @@ class GroupClaimAPI(Protocol):
 @runtime_checkable
 class ExtendedClaimAPI(Protocol):
     """The writes of a DRA extended resource claim, which the scheduler creates for a pod at PreBind
-    (then writes its finalizer and status through ``ClaimStatusAPI``)."""
+    (then writes its status through ``ClaimStatusAPI``)."""
 
     async def create_claim(self, claim: dict[str, Any]) -> ClaimWriteOutcome:
         """POST a ResourceClaim (API shape; ``metadata.generateName`` for a generated name)."""

@@ -198,9 +198,6 @@ class PodInfo:
     preempted_by: GroupKey | None = None
     # initContainers then containers, when the pod requests an extended resource (else empty)
     containers: tuple[ContainerRequests, ...] = ()
-    # status.extendedResourceClaimStatus.resourceClaimName: the claim kube-scheduler (or lockstep)
-    # created for the pod's DRA extended resources
-    extended_claim_name: str = ""
 
     @property
     def key(self) -> str:
