@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import orjson
+
+from lockstep.sim.apiserver import ApiServer
 
 JsonObject = dict[str, Any]
 NS = "/api/v1/namespaces/default"
@@ -150,3 +154,15 @@ def podgroup(name: str, spec: JsonObject | None) -> JsonObject:
     if spec is not None:
         body["spec"] = spec
     return body
+
+
+@contextlib.asynccontextmanager
+async def gated_client(gates: str) -> AsyncIterator[Client]:
+    """A client of an emulator of its own started with ``--feature-gates gates``."""
+    server = ApiServer(feature_gates=gates)
+    await server.start()
+    try:
+        async with aiohttp.ClientSession() as session:
+            yield Client(session, server.url)
+    finally:
+        await server.stop()

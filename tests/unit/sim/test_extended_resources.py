@@ -6,14 +6,12 @@ controller that releases and deletes it."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-import aiohttp
 import pytest
-from sim_helpers import NS, Client, pod
+from sim_helpers import NS, Client, gated_client, pod
 
-from lockstep.sim.apiserver import ApiServer
 from lockstep.sim.cluster import SimCluster
 from lockstep.sim.controllers.dra_driver import DEVICE_CLASS_NAME, DRIVER_NAME
 from lockstep.sim.controllers.resourceclaim import DELETE_PROTECTION_FINALIZER
@@ -195,18 +193,8 @@ async def test_a_mistyped_claim_status_is_refused_by_the_decoder(
     assert "extendedResourceClaimStatus.requestMappings" in body["message"]
 
 
-async def gates_off_client(server_gates: str) -> AsyncIterator[Client]:
-    api = ApiServer(feature_gates=server_gates)
-    await api.start()
-    try:
-        async with aiohttp.ClientSession() as session:
-            yield Client(session, api.url)
-    finally:
-        await api.stop()
-
-
 async def test_gate_off_drops_the_claim_status_unless_the_pod_has_one() -> None:
-    async for client in gates_off_client("DRAExtendedResource=false"):
+    async with gated_client("DRAExtendedResource=false") as client:
         status, body, _ = await client.call("POST", f"{NS}/pods", gpu_pod())
         assert status == 201, body
         code, body = await patch_status(client, "trainer", claim_status())

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import aiohttp
 import pytest
-from sim_helpers import Client
+from sim_helpers import Client, gated_client
 
 from lockstep.sim.apiserver import ApiServer
 from lockstep.sim.cluster import SimCluster
@@ -30,19 +29,9 @@ def numa_slice(name: str, **numa: object) -> dict[str, object]:
     }
 
 
-async def client_for(gates: str) -> AsyncIterator[Client]:
-    server = ApiServer(feature_gates=gates)
-    await server.start()
-    try:
-        async with aiohttp.ClientSession() as session:
-            yield Client(session, server.url)
-    finally:
-        await server.stop()
-
-
 @pytest.fixture
 async def gates_off() -> AsyncIterator[Client]:
-    async for client in client_for("DRAListTypeAttributes=false,GenericWorkload=false"):
+    async with gated_client("DRAListTypeAttributes=false,GenericWorkload=false") as client:
         yield client
 
 
@@ -87,7 +76,7 @@ async def test_list_attribute_without_the_gate_is_dropped_then_refused(gates_off
 
 
 async def test_list_attribute_with_the_gate_is_stored() -> None:
-    async for client in client_for("DRAListTypeAttributes=true"):
+    async with gated_client("DRAListTypeAttributes=true") as client:
         status, body, _ = await client.call("POST", SLICES, numa_slice("lists", ints=[0, 1]))
         assert status == 201, body
         assert body["spec"]["devices"][0]["attributes"]["numaNodes"] == {"ints": [0, 1]}
@@ -101,7 +90,7 @@ async def test_generic_workload_gates_the_alpha_api_not_priority_classes(gates_o
     assert [v["version"] for v in body["versions"]] == ["v1"]
     status, _, _ = await gates_off.call("GET", "/apis/scheduling.k8s.io/v1/priorityclasses")
     assert status == 200
-    async for client in client_for("GenericWorkload=true"):
+    async with gated_client("GenericWorkload=true") as client:
         status, body, _ = await client.call("GET", PODGROUPS)
         assert status == 200, body
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim_helpers import Client
+from sim_helpers import Client, gated_client
 
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
@@ -110,42 +110,28 @@ async def test_claim_tolerations_are_validated(client: Client) -> None:
 
 
 async def test_fields_of_a_disabled_gate_are_dropped_unless_already_stored() -> None:
-    import aiohttp
-
-    from lockstep.sim.apiserver import ApiServer
-
-    server = ApiServer(feature_gates="DRADeviceTaints=false,DRAPartitionableDevices=false")
-    await server.start()
-    try:
-        async with aiohttp.ClientSession() as session:
-            client = Client(session, server.url)
-            device = {
-                "name": "d",
-                "taints": [{"key": "k", "effect": "NoSchedule"}],
-                "consumesCounters": [{"counterSet": "s", "counters": {"m": {"value": "1"}}}],
-                "bindingConditions": ["x.io/a"],
-                "bindingFailureConditions": ["x.io/b"],
-            }
-            status, created, _ = await client.call("POST", SLICES, slice_body("s", [device]))
-            assert status == 201, created
-            kept = created["spec"]["devices"][0]
-            assert "taints" not in kept and "consumesCounters" not in kept
-            assert kept["bindingConditions"] == ["x.io/a"]  # its gate is on
-            status, created, _ = await client.call(
-                "POST",
-                SLICES,
-                slice_body("c", sharedCounters=[{"name": "s", "counters": {"m": {"value": "1"}}}]),
-            )
-            assert status == 201 and "sharedCounters" not in created["spec"]
-    finally:
-        await server.stop()
+    async with gated_client("DRADeviceTaints=false,DRAPartitionableDevices=false") as client:
+        device = {
+            "name": "d",
+            "taints": [{"key": "k", "effect": "NoSchedule"}],
+            "consumesCounters": [{"counterSet": "s", "counters": {"m": {"value": "1"}}}],
+            "bindingConditions": ["x.io/a"],
+            "bindingFailureConditions": ["x.io/b"],
+        }
+        status, created, _ = await client.call("POST", SLICES, slice_body("s", [device]))
+        assert status == 201, created
+        kept = created["spec"]["devices"][0]
+        assert "taints" not in kept and "consumesCounters" not in kept
+        assert kept["bindingConditions"] == ["x.io/a"]  # its gate is on
+        status, created, _ = await client.call(
+            "POST",
+            SLICES,
+            slice_body("c", sharedCounters=[{"name": "s", "counters": {"m": {"value": "1"}}}]),
+        )
+        assert status == 201 and "sharedCounters" not in created["spec"]
 
 
 async def test_claim_and_class_fields_of_disabled_gates_are_dropped() -> None:
-    import aiohttp
-
-    from lockstep.sim.apiserver import ApiServer
-
     gates = ",".join(
         f"{gate}=false"
         for gate in (
@@ -155,50 +141,42 @@ async def test_claim_and_class_fields_of_disabled_gates_are_dropped() -> None:
             "DRAResourceClaimDeviceStatus",
         )
     )
-    server = ApiServer(feature_gates=gates)
-    await server.start()
-    try:
-        async with aiohttp.ClientSession() as session:
-            client = Client(session, server.url)
-            exact = {
-                "deviceClassName": "c",
-                "tolerations": [{"key": "k", "operator": "Exists"}],
-                "capacity": {"requests": {"bw": "1"}},
-            }
-            body = {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceClaim",
-                "metadata": {"name": "c"},
-                "spec": {"devices": {"requests": [{"name": "r", "exactly": exact}]}},
-            }
-            status, created, _ = await client.call("POST", CLAIMS, body)
-            assert status == 201, created
-            stored = created["spec"]["devices"]["requests"][0]["exactly"]
-            assert "tolerations" not in stored and "capacity" not in stored
-            result = {
-                "request": "r",
-                "driver": "d",
-                "pool": "p",
-                "device": "x",
-                "shareID": "a1b2c3d4-0000-4000-8000-000000000001",
-            }
-            devices = [{"driver": "d", "pool": "p", "device": "x", "conditions": []}]
-            patch = {"status": {"allocation": {"devices": {"results": [result]}}, "devices": devices}}
-            status, patched, _ = await client.call(
-                "PATCH", f"{CLAIMS}/c/status", patch, content_type="application/merge-patch+json"
-            )
-            assert status == 200, patched
-            assert "shareID" not in patched["status"]["allocation"]["devices"]["results"][0]
-            assert "devices" not in patched["status"]
-            device_class = {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "DeviceClass",
-                "metadata": {"name": "ext"},
-                "spec": {"extendedResourceName": "example.com/gpu"},
-            }
-            status, created, _ = await client.call(
-                "POST", "/apis/resource.k8s.io/v1/deviceclasses", device_class
-            )
-            assert status == 201 and "extendedResourceName" not in created["spec"]
-    finally:
-        await server.stop()
+    async with gated_client(gates) as client:
+        exact = {
+            "deviceClassName": "c",
+            "tolerations": [{"key": "k", "operator": "Exists"}],
+            "capacity": {"requests": {"bw": "1"}},
+        }
+        body = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "c"},
+            "spec": {"devices": {"requests": [{"name": "r", "exactly": exact}]}},
+        }
+        status, created, _ = await client.call("POST", CLAIMS, body)
+        assert status == 201, created
+        stored = created["spec"]["devices"]["requests"][0]["exactly"]
+        assert "tolerations" not in stored and "capacity" not in stored
+        result = {
+            "request": "r",
+            "driver": "d",
+            "pool": "p",
+            "device": "x",
+            "shareID": "a1b2c3d4-0000-4000-8000-000000000001",
+        }
+        devices = [{"driver": "d", "pool": "p", "device": "x", "conditions": []}]
+        patch = {"status": {"allocation": {"devices": {"results": [result]}}, "devices": devices}}
+        status, patched, _ = await client.call(
+            "PATCH", f"{CLAIMS}/c/status", patch, content_type="application/merge-patch+json"
+        )
+        assert status == 200, patched
+        assert "shareID" not in patched["status"]["allocation"]["devices"]["results"][0]
+        assert "devices" not in patched["status"]
+        device_class = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "ext"},
+            "spec": {"extendedResourceName": "example.com/gpu"},
+        }
+        status, created, _ = await client.call("POST", "/apis/resource.k8s.io/v1/deviceclasses", device_class)
+        assert status == 201 and "extendedResourceName" not in created["spec"]
