@@ -81,6 +81,22 @@ async def scheduling_message(env: Env, name: str) -> str:
     return next((c.get("message", "") for c in conditions if c["type"] == "PodScheduled"), "")
 
 
+async def reason_saying(env: Env, name: str, text: str, within: float = 20.0) -> str:
+    """The pod's PodScheduled message once it says ``text``. An earlier verdict may say something else
+    (a claim not yet in the informer is "not found", as kube-scheduler would say); its arrival retries."""
+    last = [""]
+
+    async def says() -> bool:
+        last[0] = await scheduling_message(env, name)
+        return text in last[0]
+
+    try:
+        await eventually(says, within=within, what=f"pod {name}'s reason to say {text!r}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; its last reason: {last[0]!r}") from None
+    return last[0]
+
+
 async def test_a_tainted_device_is_skipped_and_a_tolerating_request_gets_it() -> None:
     async with simulated_cluster(nodes=1, devices_per_node=1) as env:
         sick = {
@@ -93,8 +109,7 @@ async def test_a_tainted_device_is_skipped_and_a_tolerating_request_gets_it() ->
             await member(env, name, name, "taint")
         await eventually(lambda: env.bound("a"), what="pod a bound")
         assert await allocated_device(env, "a") == "healthy"
-        message = await eventually(lambda: scheduling_message(env, "b"), what="pod b's reason")
-        assert "device sick tainted example.com/unhealthy:NoSchedule" in message
+        await reason_saying(env, "b", "device sick tainted example.com/unhealthy:NoSchedule")
         assert await env.bound("b") == 0
         await env.create(podgroup("c", 1))
         await member(
@@ -117,16 +132,15 @@ async def test_two_partitions_of_one_counter_are_never_allocated_together() -> N
         await env.create(podgroup("gang", 2))
         for name in ("g0", "g1"):
             await member(env, name, "gang", "part")
-        message = await eventually(lambda: scheduling_message(env, "g1"), what="the gang's reason")
-        assert 'counter "memory" in counter set "gpu0"' in message, message
+        await reason_saying(env, "g1", 'counter "memory" in counter set "gpu0"')
         assert await env.bound("gang") == 0
         await env.create(podgroup("one", 1))
         await member(env, "single", "one", "part")
         await eventually(lambda: env.bound("one"), what="a single partition bound")
         await env.create(podgroup("two", 1))
         await member(env, "second", "two", "part")
-        message = await eventually(lambda: scheduling_message(env, "second"), what="the second pod's reason")
-        assert "0 left" in message and await env.bound("two") == 0
+        await reason_saying(env, "second", "0 left")
+        assert await env.bound("two") == 0
 
 
 def fabric(name: str, fails: bool = False) -> dict[str, Any]:
@@ -173,8 +187,9 @@ async def test_a_failing_binding_condition_retries_the_whole_gang() -> None:
         await env.create(podgroup("gang", 2))
         await member(env, "m0", "gang", "fabric")
         await env.create(pod("m1", "gang"))  # no claim: it must not bind without m0
-        message = await eventually(lambda: scheduling_message(env, "m1"), within=30, what="m1's reason")
-        assert "binding failure condition example.com/attach-failed is True" in message, message
+        await reason_saying(
+            env, "m1", "binding failure condition example.com/attach-failed is True", within=30
+        )
         assert await env.bound("gang") == 0
         # The allocation was cleared for the retry, which fails the same way: nothing ever binds.
         await eventually(lambda: allocated_device(env, "m0"), within=30, what="m0 allocated again")
@@ -255,8 +270,7 @@ async def test_an_extended_resource_pod_gets_a_device_through_a_claim_of_its_own
         )
         await env.create(podgroup("late", 1))
         await env.create(extended_resource_pod("late", "late", 1))
-        message = await eventually(lambda: scheduling_message(env, "late"), what="the late pod's reason")
-        assert "late-extended-resources" in message, message
+        await reason_saying(env, "late", "late-extended-resources")
         assert await env.bound("late") == 0
         for name in ("m0", "m1"):
             await env.client.delete(PODS, NAMESPACE, name)

@@ -2,7 +2,7 @@
 
 Nodes have 31.5 allocatable cpus, so pods of 15 cpus fit two to a node. The simulated containers
 ignore SIGTERM (``kubelet_delete_delay=None``): a victim stays, terminating, for its whole grace
-period, so a test can see that nothing is bound where a victim still runs.
+period, so a test can see that nothing is bound into room a victim still holds.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from acceptance_harness import GPU_TEMPLATE, NAMESPACE, Env, eventually, pod, po
 
 from lockstep import POD_GROUP_LABEL
 from lockstep.kube.client import EVENTS, PODS, RESOURCE_CLAIMS, ResourceKind
+from lockstep.sim.invariants import check_state, fetch_cluster_state
 
 PRIORITY_CLASSES = ResourceKind(
     "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
@@ -64,33 +65,28 @@ async def running(env: Env, group: str, count: int) -> None:
     await eventually(all_running, what=f"{count} pods of {group} running")
 
 
-async def watch_victims(env: Env, preemptor: str, victims_seen: set[str]) -> None:
-    """Until cancelled: no preemptor pod is bound to a node where a pod marked as a victim still is."""
-    while True:
-        pods = (await env.client.list(PODS, NAMESPACE)).get("items") or []
-        marked = {
-            p["spec"].get("nodeName")
-            for p in pods
-            if any(c.get("type") == "DisruptionTarget" for c in p["status"].get("conditions") or [])
-        }
-        victims_seen |= {
-            p["metadata"]["name"]
-            for p in pods
-            if any(c.get("reason") == "PreemptionByScheduler" for c in p["status"].get("conditions") or [])
-        }
-        for p in pods:
-            if p["metadata"].get("labels", {}).get(POD_GROUP_LABEL) == preemptor and p["spec"].get(
-                "nodeName"
-            ):
-                assert p["spec"]["nodeName"] not in marked, f"{p['metadata']['name']} bound beside a victim"
-        await asyncio.sleep(0.02)
+async def watch_victims(env: Env, victims_seen: set[str]) -> None:
+    """Until cancelled: no snapshot breaks an invariant (a victim still terminating keeps its room, so a
+    preemptor bound before the room is free overcommits the node), and collect the victims' names."""
+    async with env.cluster_session() as (session, url):
+        while True:
+            state = await fetch_cluster_state(session, url)
+            victims_seen |= {
+                p["metadata"]["name"]
+                for p in state.pods
+                if any(
+                    c.get("reason") == "PreemptionByScheduler" for c in p["status"].get("conditions") or []
+                )
+            }
+            assert [str(v) for v in check_state(state) if not v.transient] == []
+            await asyncio.sleep(0.02)
 
 
 async def bound_after_victims(env: Env, preemptor: str, count: int) -> set[str]:
-    """Wait until ``count`` pods of ``preemptor`` are bound, checking they never share a node with a
-    victim; return the names of the pods preempted on the way."""
+    """Wait until ``count`` pods of ``preemptor`` are bound, checking that none was bound into room a
+    victim still held; return the names of the pods preempted on the way."""
     seen: set[str] = set()
-    watcher = asyncio.create_task(watch_victims(env, preemptor, seen))
+    watcher = asyncio.create_task(watch_victims(env, seen))
     try:
         await eventually(lambda: _bound(env, preemptor, count), what=f"{count} pods of {preemptor} bound")
     finally:
