@@ -29,6 +29,8 @@ GATES: Mapping[str, bool] = {
     "DRAResourceClaimDeviceStatus": True,
     "DRAConsumableCapacity": True,
     "DRAExtendedResource": True,
+    # Pod-level spec.resources (beta, on upstream since 1.34): defaulted and validated as 1.36 does.
+    "PodLevelResources": True,
 }
 
 

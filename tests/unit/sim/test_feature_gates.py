@@ -49,7 +49,7 @@ def test_defaults_and_flag_syntax() -> None:
     assert dict(gates) == {**GATES, "GenericWorkload": False}
     assert str(gates).endswith(
         ",DRAListTypeAttributes=true,DRAPartitionableDevices=true,"
-        "DRAResourceClaimDeviceStatus=true,GenericWorkload=false"
+        "DRAResourceClaimDeviceStatus=true,GenericWorkload=false,PodLevelResources=true"
     )
     assert FeatureGates(str(gates)) == gates
 

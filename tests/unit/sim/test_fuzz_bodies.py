@@ -45,7 +45,8 @@ SEEDS: dict[str, tuple[str, dict[str, Any]]] = {
                         "image": "pause:3.10",
                         "resources": {"requests": {"cpu": "1"}, "limits": {"example.com/gpu": "1"}},
                     }
-                ]
+                ],
+                "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "4", "memory": "1Gi"}},
             },
             # a create drops it; the status routes fuzz its validation
             "status": {

@@ -19,7 +19,15 @@ from lockstep.sim.objectmeta import (
     random_suffix,
     validate_name,
 )
-from lockstep.sim.registry.core_resources import stored_quantity, validate_resource_requirements
+from lockstep.sim.registry.core_resources import (
+    default_pod_level_resources,
+    is_supported_pod_level_resource,
+    pod_level_resources_in_use,
+    positive_cpu_memory,
+    stored_quantity,
+    validate_pod_resources,
+    validate_resource_requirements,
+)
 from lockstep.sim.registry.scheduling import admit_pod_priority
 from lockstep.sim.resources import METADATA_FIELDS, ResourceType, Strategy, WriteContext
 
@@ -97,6 +105,15 @@ def _image_pull_policy(image: str) -> str:
     return "IfNotPresent"
 
 
+def _store_quantities(resources: Any) -> None:
+    """``SetDefaults_ResourceList`` on a ResourceRequirements' limits and requests."""
+    for section in ("limits", "requests") if isinstance(resources, dict) else ():
+        amounts = resources.get(section)
+        if isinstance(amounts, dict):
+            for name, raw in amounts.items():
+                amounts[name] = stored_quantity(raw)
+
+
 def _default_container(container: JsonObject) -> None:
     container.setdefault("terminationMessagePath", "/dev/termination-log")
     container.setdefault("terminationMessagePolicy", "File")
@@ -105,12 +122,7 @@ def _default_container(container: JsonObject) -> None:
     for port in container.get("ports") or []:
         if isinstance(port, dict):
             port.setdefault("protocol", "TCP")
-    resources = container.setdefault("resources", {})
-    for section in ("limits", "requests") if isinstance(resources, dict) else ():
-        amounts = resources.get(section)
-        if isinstance(amounts, dict):
-            for name, raw in amounts.items():
-                amounts[name] = stored_quantity(raw)
+    _store_quantities(container.setdefault("resources", {}))
 
 
 def default_pod_template_spec(spec: JsonObject) -> None:
@@ -119,6 +131,7 @@ def default_pod_template_spec(spec: JsonObject) -> None:
         for container in spec.get(list_name) or []:
             if isinstance(container, dict):
                 _default_container(container)
+    _store_quantities(spec.get("resources"))
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("dnsPolicy", "ClusterFirst")
@@ -126,7 +139,33 @@ def default_pod_template_spec(spec: JsonObject) -> None:
     spec.setdefault("schedulerName", "default-scheduler")
 
 
-def qos_class(spec: JsonObject) -> str:
+def _pod_level_qos_class(resources: JsonObject) -> str:
+    """``ComputePodQOS`` from pod-level resources: Guaranteed when cpu and memory are limited and every
+    request equals its limit."""
+    requests = positive_cpu_memory(resources.get("requests"))
+    limits = positive_cpu_memory(resources.get("limits"))
+    if not requests and not limits:
+        return "BestEffort"
+    guaranteed = not resources.get("limits") or set(limits) == {"cpu", "memory"}
+    if guaranteed and len(requests) == len(limits) and all(limits.get(n) == v for n, v in requests.items()):
+        return "Guaranteed"
+    return "Burstable"
+
+
+def qos_class(spec: JsonObject, pod_level_resources: bool) -> str:
+    """``ComputePodQOS``; with PodLevelResources, a pod setting a supported pod-level resource is
+    classed by its pod-level cpu and memory alone."""
+    resources = spec.get("resources")
+    if (
+        pod_level_resources
+        and isinstance(resources, dict)
+        and any(
+            is_supported_pod_level_resource(name)
+            for section in ("requests", "limits")
+            for name in (resources.get(section) or {})
+        )
+    ):
+        return _pod_level_qos_class(resources)
     containers = [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
     any_set = False
     guaranteed = True
@@ -153,8 +192,8 @@ def check_pod_quantities(rt: ResourceType, pod: JsonObject) -> None:
     if not isinstance(spec, dict):
         return
     containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
-    for container in containers:
-        resources = container.get("resources") if isinstance(container, dict) else None
+    resource_requirements = [c.get("resources") if isinstance(c, dict) else None for c in containers]
+    for resources in [*resource_requirements, spec.get("resources")]:
         for section in ("requests", "limits"):
             for value in ((resources or {}).get(section) or {}).values():
                 if not isinstance(value, int | float) and not (
@@ -200,6 +239,10 @@ class PodStrategy(Strategy):
             return
         default_pod_template_spec(spec)
         default_requests_from_limits(spec)
+        if self.gates["PodLevelResources"]:
+            default_pod_level_resources(spec)
+        elif not pod_level_resources_in_use((old or {}).get("spec")):
+            spec.pop("resources", None)  # dropDisabledPodLevelResources
         self._drop_disabled_status_fields(obj, old)
         spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
         spec.setdefault("serviceAccount", spec["serviceAccountName"])
@@ -220,7 +263,7 @@ class PodStrategy(Strategy):
             self._mount_service_account_token(spec)
         status = obj.setdefault("status", {})
         status.setdefault("phase", "Pending")
-        status["qosClass"] = qos_class(spec)
+        status["qosClass"] = qos_class(spec, self.gates["PodLevelResources"])
         if spec.get("schedulingGates"):
             status["conditions"] = [
                 {
@@ -336,6 +379,8 @@ class PodStrategy(Strategy):
                     errors.extend(
                         validate_resource_requirements(container.get("resources"), path, claim_names)
                     )
+            if self.gates["PodLevelResources"]:
+                errors.extend(validate_pod_resources(spec, claim_names))
             return errors
         if ctx.subresource:
             return self._validate_status(obj, old) + validate_extended_resource_claim_status(obj)

@@ -1,10 +1,14 @@
 """Compute resources of the core API: resource names (``pkg/apis/core/helper``), a container's
-``resources`` as ``ValidateResourceRequirements`` checks them, and quantities as Go prints them."""
+``resources`` as ``ValidateResourceRequirements`` checks them, pod-level ``spec.resources``
+(PodLevelResources: ``validatePodResources`` and the defaulting of ``SetDefaults_Pod``), and quantities as
+Go prints them."""
 
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -18,6 +22,8 @@ JsonObject = dict[str, Any]
 NATIVE_DOMAIN = "kubernetes.io/"
 QUOTA_REQUESTS_PREFIX = "requests."
 HUGE_PAGES_PREFIX = "hugepages-"
+# sets.List(resourcehelper.SupportedPodLevelResources()): what a pod-level resource may be named.
+SUPPORTED_POD_LEVEL_RESOURCES = ("cpu", HUGE_PAGES_PREFIX, "memory")
 STANDARD_CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 # helper.standardResources: what an unprefixed resource name may be anywhere (quota included).
 STANDARD_RESOURCES = frozenset(
@@ -276,13 +282,20 @@ def _claim_reference_errors(claims: Any, pod_claim_names: frozenset[str], path: 
     return errors
 
 
+NameCheck = Callable[[str, str], tuple[FieldError, ...]]
+
+
 def validate_resource_requirements(
-    resources: Any, path: str, pod_claim_names: frozenset[str] = frozenset()
+    resources: Any,
+    path: str,
+    pod_claim_names: frozenset[str] = frozenset(),
+    name_errors: NameCheck = _resource_name_errors,
 ) -> list[FieldError]:
-    """``ValidateResourceRequirements`` for a container's ``resources`` (requests already defaulted
-    from limits): names, quantities, requests within limits, and for resources that cannot be
-    overcommitted (extended resources, huge pages) a limit equal to the request; ``claims`` name
-    entries of the pod's ``spec.resourceClaims`` (``pod_claim_names``)."""
+    """``validateResourceRequirements`` for a container's ``resources`` (requests already defaulted
+    from limits), or with ``_pod_resource_name_errors`` for the pod's: names, quantities, requests
+    within limits, and for resources that cannot be overcommitted (extended resources, huge pages) a
+    limit equal to the request; ``claims`` name entries of the pod's ``spec.resourceClaims``
+    (``pod_claim_names``)."""
     if not isinstance(resources, dict):
         return []
     limits = _resource_list(resources.get("limits"))
@@ -302,7 +315,7 @@ def validate_resource_requirements(
             continue
         value, text = parsed["limits", name]
         field = f"{path}.limits[{name}]"
-        errors.extend(_resource_name_errors(field, name))
+        errors.extend(name_errors(field, name))
         errors.extend(_quantity_errors(field, name, value, text))
         uses_huge_pages = uses_huge_pages or _is_huge_pages(name)
     for name in sorted(requests):
@@ -310,7 +323,7 @@ def validate_resource_requirements(
             continue
         value, text = parsed["requests", name]
         field = f"{path}.requests[{name}]"
-        errors.extend(_resource_name_errors(field, name))
+        errors.extend(name_errors(field, name))
         errors.extend(_quantity_errors(field, name, value, text))
         limit = parsed.get(("limits", name))
         if limit is not None:
@@ -328,3 +341,205 @@ def validate_resource_requirements(
         errors.append(fe.forbidden(path, "HugePages require cpu or memory"))
     errors.extend(_claim_reference_errors(resources.get("claims"), pod_claim_names, f"{path}.claims"))
     return errors
+
+
+# ---------------------------------------------------------------- pod-level resources (PodLevelResources)
+
+
+def is_supported_pod_level_resource(name: str) -> bool:
+    """``resourcehelper.IsSupportedPodLevelResource``: cpu, memory and huge pages."""
+    return name in ("cpu", "memory") or _is_huge_pages(name)
+
+
+@functools.lru_cache(maxsize=1024)
+def _pod_resource_name_errors(field: str, name: str) -> tuple[FieldError, ...]:
+    """``validatePodResourceName``: ``validateResourceName``, then one of the supported names."""
+    errors = qualified_name_errors(field, name)
+    if errors:
+        return tuple(errors)
+    quota_huge_pages = _is_huge_pages(name.removeprefix(QUOTA_REQUESTS_PREFIX))
+    if "/" not in name and name not in STANDARD_RESOURCES and not quota_huge_pages:
+        return (fe.invalid(field, name, "must be a standard resource type or fully qualified"),)
+    if not is_supported_pod_level_resource(name):
+        return (fe.not_supported(field, name, list(SUPPORTED_POD_LEVEL_RESOURCES)),)
+    return ()
+
+
+@dataclass(frozen=True, slots=True)
+class Amount:
+    """A defaulted quantity: its value, its text as Go prints it, and the format a sum keeps."""
+
+    value: Fraction
+    text: str
+    form: str
+
+    def plus(self, other: Amount) -> Amount:
+        """``Quantity.Add``: the sum keeps this one's format (the other's if this one is zero) and
+        forgets the spelling."""
+        form = self.form if self.value else other.form
+        total = self.value + other.value
+        return Amount(total, _canonical(total, form), form)
+
+
+def _form_of(text: str) -> str:
+    """The format Go remembers for a quantity it printed as ``text``."""
+    match = _SPELLING.match(text)
+    suffix = match.group(4) if match else ""
+    if suffix in _BINARY_SI:
+        return "BinarySI"
+    return "DecimalSI" if suffix in _DECIMAL_SI else "DecimalExponent"
+
+
+def resource_amounts(value: Any) -> dict[str, Amount]:
+    """A ResourceList's quantities that parse (the decoder refuses the others: ``check_pod_quantities``)."""
+    amounts: dict[str, Amount] = {}
+    for name, raw in (value if isinstance(value, dict) else {}).items():
+        try:
+            number, text = _defaulted_quantity(raw)
+        except (QuantityError, TypeError, ValueError):
+            continue
+        amounts[name] = Amount(number, text, _form_of(text))
+    return amounts
+
+
+def _add_amounts(total: dict[str, Amount], amounts: Mapping[str, Amount]) -> None:
+    for name, amount in amounts.items():
+        total[name] = total[name].plus(amount) if name in total else amount
+
+
+def _max_amounts(peak: dict[str, Amount], amounts: Mapping[str, Amount]) -> None:
+    for name, amount in amounts.items():
+        if name not in peak or amount.value > peak[name].value:
+            peak[name] = amount
+
+
+def _containers(spec: Mapping[str, Any], list_name: str) -> Iterator[dict[str, Any]]:
+    containers = spec.get(list_name)
+    for container in containers if isinstance(containers, list) else ():
+        if isinstance(container, dict):
+            yield container
+
+
+def _container_amounts(container: Mapping[str, Any], section: str) -> dict[str, Amount]:
+    resources = container.get("resources")
+    return resource_amounts(resources.get(section) if isinstance(resources, dict) else None)
+
+
+def aggregate_container_resources(spec: Mapping[str, Any], section: str) -> dict[str, Amount]:
+    """``resourcehelper.AggregateContainerRequests`` (``section="requests"``) or
+    ``AggregateContainerLimits`` (``"limits"``): the app containers and the sidecars summed, and at
+    least the largest init container plus the sidecars started before it."""
+    total: dict[str, Amount] = {}
+    for container in _containers(spec, "containers"):
+        _add_amounts(total, _container_amounts(container, section))
+    sidecars: dict[str, Amount] = {}
+    init_peak: dict[str, Amount] = {}
+    for container in _containers(spec, "initContainers"):
+        own = _container_amounts(container, section)
+        if container.get("restartPolicy") == "Always":
+            _add_amounts(total, own)
+            _add_amounts(sidecars, own)
+            _max_amounts(init_peak, sidecars)
+        else:
+            running = dict(own)
+            _add_amounts(running, sidecars)
+            _max_amounts(init_peak, running)
+    _max_amounts(total, init_peak)
+    return total
+
+
+def pod_level_resources_in_use(spec: Any) -> bool:
+    """``podLevelResourcesInUse``: the pod sets pod-level requests or limits."""
+    resources = spec.get("resources") if isinstance(spec, dict) else None
+    return isinstance(resources, dict) and bool(resources.get("requests") or resources.get("limits"))
+
+
+def default_pod_level_resources(spec: dict[str, Any]) -> None:
+    """``SetDefaults_Pod`` with PodLevelResources, after the containers' requests were defaulted from
+    their limits: ``defaultHugePagePodLimits`` (a huge page size the containers limit and the pod neither
+    limits nor requests is limited to their aggregate limit), then ``defaultPodRequests`` (with pod-level
+    limits, a missing cpu or memory request is the containers' aggregate request, and any other missing
+    supported request is its pod-level limit). Pod-level limits are not defaulted from the containers'
+    cpu and memory limits in 1.36 (that came with 1.37)."""
+    resources = spec.get("resources")
+    if not isinstance(resources, dict):
+        return
+    if any(not isinstance(resources.get(section), dict | None) for section in ("limits", "requests")):
+        return  # not a ResourceList: the decoder refuses it
+    limits = _resource_list(resources.get("limits"))
+    requests = _resource_list(resources.get("requests"))
+    if limits or requests:
+        for name, total in aggregate_container_resources(spec, "limits").items():
+            if _is_huge_pages(name) and name not in requests:
+                limits.setdefault(name, total.text)
+        if limits:
+            resources["limits"] = limits
+    if not limits:
+        return
+    for name, total in aggregate_container_resources(spec, "requests").items():
+        if name not in requests and name in ("cpu", "memory"):
+            requests[name] = total.text
+    for name, limit in limits.items():
+        if name not in requests and is_supported_pod_level_resource(name):
+            requests[name] = limit
+    if requests:
+        resources["requests"] = requests
+
+
+def _pod_resource_consistency_errors(
+    spec: Mapping[str, Any], resources: Mapping[str, Any], path: str
+) -> list[FieldError]:
+    """``validatePodResourceConsistency``: a pod-level request at least the containers' aggregate
+    request, a pod-level huge pages limit at least their aggregate limit, and no app container's limit
+    above the pod-level limit (upstream builds that path on ``spec.resources``:
+    ``spec.resources.containers[0][cpu].limits``)."""
+    pod_requests = resource_amounts(resources.get("requests"))
+    pod_limits = resource_amounts(resources.get("limits"))
+    errors: list[FieldError] = []
+    for name, total in sorted(aggregate_container_resources(spec, "requests").items()):
+        request = pod_requests.get(name)
+        if request is not None and total.value > request.value:
+            detail = f"must be greater than or equal to aggregate container requests of {total.text}"
+            errors.append(fe.invalid(f"{path}.requests[{name}]", request.text, detail))
+    for name, total in sorted(aggregate_container_resources(spec, "limits").items()):
+        limit = pod_limits.get(name)
+        if _is_huge_pages(name) and limit is not None and total.value > limit.value:
+            detail = f"must be greater than or equal to aggregate container limits of {total.text}"
+            errors.append(fe.invalid(f"{path}.limits[{name}]", limit.text, detail))
+    for index, container in enumerate(spec.get("containers") or ()):
+        if not isinstance(container, dict):
+            continue
+        for name, own in sorted(_container_amounts(container, "limits").items()):
+            limit = pod_limits.get(name)
+            if limit is not None and own.value > limit.value:
+                detail = f"must be less than or equal to pod limits of {limit.text}"
+                errors.append(fe.invalid(f"{path}.containers[{index}][{name}].limits", own.text, detail))
+    return errors
+
+
+def validate_pod_resources(spec: Mapping[str, Any], pod_claim_names: frozenset[str]) -> list[FieldError]:
+    """``validatePodResources``: pod-level ``spec.resources`` (after defaulting) as kube-apiserver 1.36
+    validates them with PodLevelResources on."""
+    resources = spec.get("resources")
+    if not isinstance(resources, dict):
+        return []
+    path = "spec.resources"
+    os = spec.get("os")
+    if isinstance(os, dict) and os.get("name") == "windows":
+        # upstream gives no further detail when the field may not be set at all
+        return [fe.forbidden(path, "may not be set for a windows pod")]
+    errors: list[FieldError] = []
+    if resources.get("claims") is not None:
+        errors.append(fe.forbidden(f"{path}.claims", "claims may not be set for Resources at pod-level"))
+    errors.extend(validate_resource_requirements(resources, path, pod_claim_names, _pod_resource_name_errors))
+    errors.extend(_pod_resource_consistency_errors(spec, resources, path))
+    return errors
+
+
+def positive_cpu_memory(value: Any) -> dict[str, Fraction]:
+    """A ResourceList's cpu and memory above zero (what ``ComputePodQOS`` counts)."""
+    return {
+        name: amount.value
+        for name, amount in resource_amounts(value).items()
+        if name in ("cpu", "memory") and amount.value > 0
+    }
