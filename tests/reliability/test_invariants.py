@@ -216,6 +216,12 @@ def test_limits_default_requests_and_pod_level_requests_win() -> None:
         resources={"requests": {"cpu": "4"}},
     )
     assert pod_requests(pod_level)["cpu"] == 4
+    huge_pages = pod(
+        "c",
+        containers=[{"name": "c", "resources": {"requests": {"cpu": "1", "hugepages-2Mi": "2Mi"}}}],
+        resources={"requests": {"hugepages-2Mi": "6Mi"}},
+    )
+    assert pod_requests(huge_pages)["hugepages-2Mi"] == 6 * 2**20
 
 
 def test_unparseable_quantity_is_reported_as_malformed_pod() -> None:

@@ -3,7 +3,7 @@
 Resource requests are computed as Kubernetes computes them for scheduling
 (``k8s.io/component-helpers/resource.PodRequests``): per resource, the larger of the sum of the app
 containers plus sidecars, and the largest init container (plus the sidecars started before it);
-pod-level ``spec.resources`` replace that for cpu and memory; then the pod overhead. A container
+pod-level ``spec.resources`` replace that for cpu, memory and huge pages; then the pod overhead. A container
 with a limit but no request requests its limit (API defaulting).
 """
 
@@ -110,9 +110,12 @@ def pod_requests(spec: Mapping[str, Any], key: str) -> dict[str, int]:
             _add(running, own)
             _max_into(init_peak, running)
     _max_into(requests, init_peak)
-    # Pod-level resources (PodLevelResources): they replace the container sums for cpu and memory.
+    # Pod-level resources (PodLevelResources): they replace the container sums of the resources they
+    # may name (IsSupportedPodLevelResource).
     pod_level = _container_requests({"resources": spec.get("resources")}, key, "spec")
-    requests.update({r: amount for r, amount in pod_level.items() if r in ("cpu", "memory")})
+    requests.update(
+        {r: amount for r, amount in pod_level.items() if r in ("cpu", "memory") or r.startswith("hugepages-")}
+    )
     _add(requests, parse_resource_list(spec.get("overhead"), "Pod", key, "spec.overhead"))
     return {resource: amount for resource, amount in requests.items() if amount}
 

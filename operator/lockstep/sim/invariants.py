@@ -31,7 +31,8 @@ POD_GROUP_LABEL = "scheduling.lockstep.dev/pod-group"
 PODGROUPS_PATH = "/apis/scheduling.lockstep.dev/v1alpha1/podgroups"
 RESOURCE_CLAIMS_PATH = "/apis/resource.k8s.io/v1/resourceclaims"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
-# Pod-level spec.resources may set these (PodLevelResources); others come from containers only.
+# Pod-level spec.resources may set these and huge pages (PodLevelResources); others come from
+# containers only.
 POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})
 
 
@@ -197,7 +198,9 @@ def pod_requests(pod: JsonObject) -> ResourceList:
     pod_resources = spec.get("resources") or {}
     if isinstance(pod_resources, Mapping):
         pod_level = _parse_resource_list(pod_resources.get("requests"), f"{where}.resources.requests")
-        requests.update({k: v for k, v in pod_level.items() if k in POD_LEVEL_RESOURCES})
+        requests.update(
+            {k: v for k, v in pod_level.items() if k in POD_LEVEL_RESOURCES or k.startswith("hugepages-")}
+        )
     _add(requests, _parse_resource_list(spec.get("overhead"), f"{where}.overhead"))
     return {name: value for name, value in requests.items() if value != 0}
 

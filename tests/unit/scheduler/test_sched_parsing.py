@@ -91,6 +91,15 @@ def test_pod_level_resources_replace_container_cpu_and_memory() -> None:
     assert _requests(spec) == {"cpu": 3100, "memory": 2 * 2**30, "nvidia.com/gpu": 1}
 
 
+def test_pod_level_huge_pages_replace_the_containers_as_kube_scheduler_does() -> None:
+    huge = {"requests": {"hugepages-2Mi": "4Mi"}, "limits": {"hugepages-2Mi": "4Mi"}}
+    spec = {
+        "resources": {"requests": {"cpu": "1", "hugepages-2Mi": "10Mi"}},
+        "containers": [_container("a", "1", resources=huge), _container("b", "1", resources=huge)],
+    }
+    assert _requests(spec) == {"cpu": 1000, "hugepages-2Mi": 10 * 2**20}
+
+
 def test_parse_pod_reads_the_fields_the_scheduler_uses() -> None:
     raw = pod_dict(
         "p",
