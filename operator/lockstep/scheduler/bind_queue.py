@@ -9,6 +9,8 @@ different times, so their bindings left seconds apart.
 Here the members placed by one cycle (a *placement*) are held until every one of them has reached Bind
 or left its binding cycle, and are then taken in ``(placement, member)`` order by a fixed number of
 workers: no binding overtakes an earlier placement's, and a gang's members leave one after another.
+The API client keeps that order on the wire: it admits requests in the order they ask for a connection
+(aiohttp's pool alone let later claim writes take the connection a member's binding was woken for).
 """
 
 from __future__ import annotations
