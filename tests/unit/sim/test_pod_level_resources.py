@@ -9,6 +9,10 @@ import pytest
 from sim_helpers import NS, Client, gated_client, pod
 
 from lockstep.api.pod import parse_pod
+from lockstep.sim.features import FeatureGates
+from lockstep.sim.registry.core import PodStrategy, core_types
+
+REGISTRY_POD_TYPE = next(rt for rt in core_types(FeatureGates()) if rt.kind == "Pod")
 
 
 def pod_level(resources: Any, *containers: dict[str, Any], **spec: Any) -> dict[str, Any]:
@@ -242,6 +246,16 @@ async def test_gate_off_drops_pod_level_resources_unvalidated() -> None:
         assert status == 201, body
         assert "resources" not in body["spec"]
         assert body["status"]["qosClass"] == "BestEffort"
+
+
+def test_gate_off_keeps_the_pod_level_resources_a_stored_pod_has() -> None:
+    strategy = PodStrategy(FeatureGates("PodLevelResources=false"))
+    stored = {"spec": {"containers": [], "resources": {"limits": {"cpu": "1"}}}}
+    update = {"spec": {"containers": [], "resources": {"limits": {"cpu": "1"}}}}
+    strategy.default(REGISTRY_POD_TYPE, update, stored)
+    assert update["spec"]["resources"] == {"limits": {"cpu": "1"}}  # kept, and not defaulted
+    strategy.default(REGISTRY_POD_TYPE, update, {"spec": {"containers": [], "resources": {}}})
+    assert "resources" not in update["spec"]
 
 
 async def test_the_scheduler_reads_the_stored_pod_as_kube_scheduler_would(client: Client) -> None:
