@@ -198,6 +198,22 @@ def _volume_claims(spec: Mapping[str, Any], key: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _ephemeral_claims(spec: Mapping[str, Any], pod_name: str, key: str) -> tuple[str, ...]:
+    """The PVCs of the pod's generic ephemeral volumes: ``<pod name>-<volume name>`` each, the name
+    kube-controller-manager's ephemeral volume controller gives the claim it creates
+    (``ephemeral.VolumeClaimName``)."""
+    names = []
+    for index, raw in enumerate(_list(spec.get("volumes"), "Pod", key, "spec.volumes")):
+        volume = _mapping(raw, "Pod", key, f"spec.volumes[{index}]")
+        if volume.get("ephemeral") is None:
+            continue
+        volume_name = volume.get("name")
+        if not isinstance(volume_name, str) or not volume_name:
+            raise InvalidObjectError("Pod", key, f"spec.volumes[{index}].name", "must be a non-empty string")
+        names.append(f"{pod_name}-{volume_name}")
+    return tuple(names)
+
+
 def _scheduled_condition(status: Mapping[str, Any], key: str) -> PodCondition | None:
     for condition in _list(status.get("conditions"), "Pod", key, "status.conditions"):
         if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled":
@@ -277,6 +293,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
         tolerations=tolerations,
         claims=_claims(spec, key),
         volume_claims=_volume_claims(spec, key) if "volumes" in spec else (),
+        ephemeral_claims=_ephemeral_claims(spec, name, key) if "volumes" in spec else (),
         claim_statuses=claim_statuses,
         deleting=metadata.get("deletionTimestamp") is not None,
         phase=str(status.get("phase") or "Pending"),

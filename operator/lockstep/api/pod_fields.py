@@ -82,10 +82,9 @@ def _container(prefix: str, ports: Support) -> dict[str, Support]:
 
 
 # Volume sources kube-scheduler's volume plugins look at (VolumeBinding, VolumeRestrictions,
-# VolumeZone, NodeVolumeLimits) that lockstep does not implement (persistentVolumeClaim it does);
-# every other source does not affect placement.
+# VolumeZone, NodeVolumeLimits) that lockstep does not implement (persistentVolumeClaim and ephemeral,
+# whose claim is ``<pod>-<volume>``, it does); every other source does not affect placement.
 REFUSED_VOLUME_SOURCES: dict[str, str] = {
-    "ephemeral": "VolumeBinding",
     "csi": "NodeVolumeLimits",
     "gcePersistentDisk": "VolumeRestrictions",
     "awsElasticBlockStore": "VolumeRestrictions",
@@ -149,6 +148,7 @@ POD_SPEC_FIELDS: dict[str, Support] = {
     },
     "spec.volumes": _D,
     "spec.volumes[].persistentVolumeClaim": _I,
+    "spec.volumes[].ephemeral": _I,
     **{f"spec.volumes[].{source}": _R for source in REFUSED_VOLUME_SOURCES},
     **{f"spec.volumes[].{source}": _X for source in _OTHER_VOLUME_SOURCES},
     "spec.hostNetwork": _I,  # its container ports are host ports

@@ -35,6 +35,7 @@ class VolumeMeta:
     deleting: bool = False
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
+    controller_uid: str = ""  # the uid of the ownerReference with controller: true (metav1.GetControllerOf)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +115,12 @@ def _meta(obj: Mapping[str, Any], kind: str, namespaced: bool) -> VolumeMeta:
             kind, f"{namespace}/?" if namespaced else "?", "metadata.name", "must be set"
         )
     key = f"{namespace}/{name}" if namespaced else name
+    controller_uid = ""
+    for index, raw_ref in enumerate(_list(raw.get("ownerReferences"), kind, key, "metadata.ownerReferences")):
+        ref = _mapping(raw_ref, kind, key, f"metadata.ownerReferences[{index}]")
+        if ref.get("controller") is True:
+            controller_uid = str(ref.get("uid") or "")
+            break
     return VolumeMeta(
         name=name,
         namespace=namespace,
@@ -122,6 +129,7 @@ def _meta(obj: Mapping[str, Any], kind: str, namespaced: bool) -> VolumeMeta:
         deleting=raw.get("deletionTimestamp") is not None,
         labels=dict(_mapping(raw.get("labels"), kind, key, "metadata.labels")),
         annotations=dict(_mapping(raw.get("annotations"), kind, key, "metadata.annotations")),
+        controller_uid=controller_uid,
     )
 
 

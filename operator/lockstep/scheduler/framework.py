@@ -181,6 +181,8 @@ class PodInfo:
     tolerations: tuple[Mapping[str, Any], ...] = ()
     claims: tuple[PodClaimRef, ...] = ()
     volume_claims: tuple[str, ...] = ()  # names of the PersistentVolumeClaims spec.volumes use
+    # the PVCs of the generic ephemeral volumes (spec.volumes[].ephemeral): ``<pod>-<volume>`` each
+    ephemeral_claims: tuple[str, ...] = ()
     # status.resourceClaimStatuses: pod claim name -> generated ResourceClaim name (None: not needed)
     claim_statuses: Mapping[str, str | None] = field(default_factory=dict)
     deleting: bool = False
@@ -202,6 +204,14 @@ class PodInfo:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def pvc_names(self) -> tuple[str, ...]:
+        """Every PVC the pod's volumes use: named ones, then those of its generic ephemeral volumes
+        (the volumes kube-scheduler's VolumeBinding and NodeVolumeLimits look at)."""
+        if not self.ephemeral_claims:
+            return self.volume_claims
+        return self.volume_claims + tuple(n for n in self.ephemeral_claims if n not in self.volume_claims)
 
     @property
     def group_key(self) -> GroupKey:

@@ -72,9 +72,10 @@ def test_refused_fields_are_found_with_their_index() -> None:
             {"name": "a", "emptyDir": {}},
             {"name": "b", "persistentVolumeClaim": {"claimName": "x"}},
             {"name": "c", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+            {"name": "d", "csi": {"driver": "example.com"}},
         ]
     }
-    assert refused_in(spec) == ("spec.volumes[2].ephemeral",)
+    assert refused_in(spec) == ("spec.volumes[3].csi",)
     assert refused_in({"containers": [{"name": "c"}]}) == ()
 
 
@@ -112,16 +113,14 @@ async def test_a_refused_field_keeps_the_gang_pending_and_names_it() -> None:
     cache.upsert_node(make_node("n0"))
     cache.upsert_podgroup(gang("g", 2))
     api.add(parse_pod(pod_dict("ok", group="g")))
-    body = pod_dict(
-        "pvc", group="g", volumes=[{"name": "data", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]
-    )
+    body = pod_dict("pvc", group="g", volumes=[{"name": "data", "csi": {"driver": "example.com"}}])
     api.add(parse_pod(body))
     await settle(scheduler)
     assert api.bind_calls == []
     attempt = scheduler.attempts[GroupKey("default", "g")]
     assert attempt.code is Code.UNSCHEDULABLE
     assert attempt.causes.get("UnsupportedPodSpec") == 1
-    assert "spec.volumes[0].ephemeral is not supported" in attempt.message
+    assert "spec.volumes[0].csi is not supported" in attempt.message
     reasons = {pod: reason for pod, _, reason in api.patch_calls}
     assert reasons["default/pvc"] == "UnsupportedPodSpec"
     assert reasons["default/ok"] == "Unschedulable"

@@ -8,7 +8,7 @@ import dataclasses
 from typing import Any
 
 import pytest
-from sched_helpers import gang, make_node, make_scheduler, pod_dict, settle
+from sched_helpers import FakeClock, gang, make_node, make_scheduler, pod_dict, settle
 
 from lockstep.api.pod import parse_pod
 from lockstep.api.volume import (
@@ -602,3 +602,163 @@ def test_candidate_nodes_are_narrowed_to_where_a_bound_volume_is_pinned() -> Non
     state, pod = CycleState(), pod_with()
     assert plugin.pre_filter(state, pod).code is Code.SKIP
     assert plugin.candidate_nodes(state, pod) is None
+
+
+# --- generic ephemeral volumes: the claim <pod>-<volume>, owned by the pod --------------------------
+
+
+def ephemeral_pod(name: str = "pod-a", *volumes: str, group: str | None = None, **spec: Any) -> PodInfo:
+    template = {"spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+    raw = [{"name": v, "ephemeral": {"volumeClaimTemplate": template}} for v in volumes or ("data",)]
+    return parse_pod(pod_dict(name, group=group, volumes=raw, **spec))
+
+
+def owned_pvc(name: str, owner: str = "pod-a", *, controller: bool = True, **kwargs: Any) -> dict[str, Any]:
+    """The claim as the ephemeral volume controller creates it for pod ``owner``."""
+    raw = pvc(name, **kwargs)
+    raw["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": owner,
+            "uid": f"uid-default-{owner}",
+            "controller": controller,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    return raw
+
+
+@pytest.mark.parametrize(
+    ("claims", "volumes", "want_pre", "want_filter"),
+    [
+        pytest.param(
+            [],
+            [],
+            'waiting for ephemeral volume controller to create the persistentvolumeclaim "pod-a-data"',
+            (),
+            id="ephemeral claim not created yet",
+        ),
+        pytest.param(
+            [pvc("pod-a-data")],
+            [],
+            "PVC default/pod-a-data was not created for pod default/pod-a (pod is not owner)",
+            (),
+            id="ephemeral claim without owner",
+        ),
+        pytest.param(
+            [owned_pvc("pod-a-data", owner="pod-b")],
+            [],
+            "PVC default/pod-a-data was not created for pod default/pod-a (pod is not owner)",
+            (),
+            id="ephemeral claim owned by another pod",
+        ),
+        pytest.param(
+            [owned_pvc("pod-a-data", controller=False)],
+            [],
+            "PVC default/pod-a-data was not created for pod default/pod-a (pod is not owner)",
+            (),
+            id="ephemeral claim owned but not controlled by the pod",
+        ),
+        pytest.param(
+            [owned_pvc("pod-a-data", bound_to="pv-a")],
+            [pv("pv-a", affinity={HOSTNAME: ["node-b"]})],
+            "",
+            (NODE_CONFLICT,),
+            id="bound ephemeral claim limits the nodes",
+        ),
+        pytest.param(
+            [owned_pvc("pod-a-data")],
+            [],
+            "",
+            (BIND_CONFLICT,),
+            id="unbound ephemeral claim no matches",
+        ),
+        pytest.param(
+            [owned_pvc("pod-a-data", storage_class="immediate-sc")],
+            [],
+            "pod has unbound immediate PersistentVolumeClaims",
+            (),
+            id="unbound immediate ephemeral claim",
+        ),
+        pytest.param(
+            [owned_pvc("pod-a-data")],
+            [pv("pv-a", affinity={HOSTNAME: ["node-a"]})],
+            "",
+            (),
+            id="unbound ephemeral claim finds a volume",
+        ),
+    ],
+)
+def test_ephemeral_volume_binding_table(
+    claims: list[dict[str, Any]],
+    volumes: list[dict[str, Any]],
+    want_pre: str,
+    want_filter: tuple[str, ...],
+) -> None:
+    plugin = VolumeBinding(store_with(claims, volumes), None)
+    pre, filtered = run_filters(plugin, ephemeral_pod(), [node("node-a")])
+    if want_pre:
+        assert pre.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE and pre.reasons == (want_pre,)
+        return
+    assert pre.ok
+    assert filtered[0].reasons == want_filter
+    assert filtered[0].ok == (not want_filter)
+
+
+def test_an_ephemeral_claim_counts_towards_node_volume_limits_only_for_its_pod() -> None:
+    def fits_beside(running_claim_owner: str) -> Status:
+        claims = [owned_pvc("running-data", owner=running_claim_owner, bound_to="v-running")]
+        claims.append(owned_pvc("pod-a-data", bound_to="v-pod-a"))
+        store = store_with(claims, [csi_volume("v-running"), csi_volume("v-pod-a")])
+        driver = {"name": "ebs.csi.aws.com", "nodeID": "n1", "allocatable": {"count": 1}}
+        store.upsert_csinode(parse_csinode({"metadata": {"name": "n1"}, "spec": {"drivers": [driver]}}))
+        cache = ClusterCache("lockstep")
+        cache.upsert_node(node("n1"))
+        cache.upsert_pod(ephemeral_pod("running", node_name="n1"))
+        _, filtered = run_filters(NodeVolumeLimits(cache, store), ephemeral_pod("pod-a"), [node("n1")])
+        return filtered[0]
+
+    assert fits_beside("running").reasons == (MAX_VOLUME_COUNT,), "its ephemeral volume fills the node"
+    assert fits_beside("someone-else").ok, "a claim the running pod does not own is not its volume"
+
+
+def test_volume_zone_and_read_write_once_pod_ignore_ephemeral_volumes_as_upstream() -> None:
+    store = store_with(
+        [owned_pvc("pod-a-data", bound_to="zoned", modes=("ReadWriteOncePod",))],
+        [pv("zoned", labels={"topology.kubernetes.io/zone": "a"})],
+    )
+    cache = ClusterCache("lockstep")
+    assert VolumeZone(store).pre_filter(CycleState(), ephemeral_pod()).code is Code.SKIP
+    assert VolumeRestrictions(cache, store).pre_filter(CycleState(), ephemeral_pod()).code is Code.SKIP
+
+
+async def test_a_gang_waiting_for_its_ephemeral_claims_is_woken_when_they_are_created() -> None:
+    woken: list[ClusterCache] = []
+    store = VolumeStore(lambda: woken[0].on_volumes_changed() if woken else None)
+    store.upsert_class(parse_storage_class(storage_class("wait-sc")))
+    store.upsert_volume(parse_persistent_volume(pv("disk-1", affinity={HOSTNAME: ["n1"]})))
+    store.upsert_volume(parse_persistent_volume(pv("disk-2", affinity={HOSTNAME: ["n2"]})))
+    api = MemoryVolumeAPI(store)
+    scheduler, pods, cache = gang_scheduler(store, api)
+    woken.append(cache)
+    pods.add(ephemeral_pod("m0", "scratch", group="g"))
+    pods.add(ephemeral_pod("m1", "scratch", group="g"))
+    await settle(scheduler)
+    attempt = scheduler.attempts[GroupKey("default", "g")]
+    assert attempt.code is Code.UNSCHEDULABLE and pods.bind_calls == []
+    assert 'create the persistentvolumeclaim "m0-scratch"' in attempt.message
+    clock = scheduler.clock
+    assert isinstance(clock, FakeClock)
+    clock.advance(3600)
+    await settle(scheduler)
+    assert scheduler.attempts[GroupKey("default", "g")] is attempt, "parked: no timed retry helps"
+    for member in ("m0", "m1"):  # the ephemeral volume controller creates them
+        store.upsert_claim(parse_persistent_volume_claim(owned_pvc(f"{member}-scratch", owner=member)))
+    await settle(scheduler)
+    await scheduler.wait_for_tasks()
+    assert sorted(api.calls) == [
+        ("claimRef", "disk-1", "default/m0-scratch"),
+        ("claimRef", "disk-2", "default/m1-scratch"),
+    ]
+    assert sorted(pods.bind_calls) == [("default/m0", "n1"), ("default/m1", "n2")]

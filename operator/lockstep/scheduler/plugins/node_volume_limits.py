@@ -1,5 +1,7 @@
 """NodeVolumeLimits: a node takes at most its CSINode's ``allocatable.count`` volumes per CSI driver,
-as kube-scheduler's nodevolumelimits (CSI). A bound claim counts its volume's handle under the
+as kube-scheduler's nodevolumelimits (CSI). The claims of generic ephemeral volumes (``<pod>-<volume>``)
+count like named ones, but only a claim the pod controls (VolumeBinding keeps a pod whose claim is
+not its own pending). A bound claim counts its volume's handle under the
 volume's driver; an unbound claim of a ``WaitForFirstConsumer`` class counts under the class's
 provisioner. Volumes already used on the node (by bound or assumed pods, members of the same group
 cycle included) count once."""
@@ -9,6 +11,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from lockstep.scheduler.framework import SKIP, SUCCESS, CycleState, NodeInfo, PodInfo, Status
+from lockstep.scheduler.plugins.volume_binding import claim_is_for_pod
 from lockstep.state.cluster import ClusterCache
 from lockstep.state.volumes import VolumeStore
 
@@ -27,10 +30,10 @@ class NodeVolumeLimits:
 
     def _handles(self, pod: PodInfo) -> Handles:
         handles: Handles = {}
-        for name in pod.volume_claims:
+        for name in pod.pvc_names:
             key = f"{pod.namespace}/{name}"
             claim = self.store.claims.get(key)
-            if claim is None:
+            if claim is None or (name in pod.ephemeral_claims and not claim_is_for_pod(claim, pod)):
                 continue
             volume = self.store.volumes.get(claim.volume_name) if claim.volume_name else None
             if volume is not None:
@@ -43,7 +46,7 @@ class NodeVolumeLimits:
         return handles
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
-        if not pod.volume_claims or not self.store.csinodes:
+        if not pod.pvc_names or not self.store.csinodes:
             return SKIP
         handles = self._handles(pod)
         if not handles:
@@ -58,7 +61,7 @@ class NodeVolumeLimits:
             return SUCCESS
         used: Handles = {}
         for other in self.cache.pods_on_node(node.name):
-            if other.volume_claims and other.uid != pod.uid:
+            if other.pvc_names and other.uid != pod.uid:
                 for driver, handles in self._handles(other).items():
                     used.setdefault(driver, set()).update(handles)
         for driver, handles in wanted.items():

@@ -1,8 +1,12 @@
 """VolumeBinding: places pods with their PersistentVolumeClaims, as kube-scheduler's volumebinding.
 
-PreFilter reads the pod's claims: a missing claim (``persistentvolumeclaim "x" not found``), one
-being deleted, a bound one whose volume is gone, or an unbound one that is not of a
-``WaitForFirstConsumer`` class keeps the pod pending, unresolvable, with the reason. A bound claim's
+PreFilter reads the pod's claims, those its volumes name and those of its generic ephemeral volumes
+(``<pod>-<volume>``, created by kube-controller-manager's ephemeral volume controller): a missing
+claim (``persistentvolumeclaim "x" not found``; for an ephemeral volume ``waiting for ephemeral volume
+controller to create the persistentvolumeclaim "x"``), one being deleted, an ephemeral volume's claim
+the pod does not control (``PVC ns/x was not created for pod ns/p (pod is not owner)``), a bound one
+whose volume is gone, or an unbound one that is not of a ``WaitForFirstConsumer`` class keeps the pod
+pending, unresolvable, with the reason. A bound claim's
 volume limits the nodes by its node affinity. An unbound ``WaitForFirstConsumer`` claim is matched on
 each node with the smallest available volume of its class that is big enough, has its access modes
 and volume mode, matches its selector and whose node affinity admits the node (a volume pre-bound to
@@ -99,6 +103,12 @@ def fully_bound(claim: PersistentVolumeClaim) -> bool:
     return bool(claim.volume_name) and BIND_COMPLETED in claim.metadata.annotations
 
 
+def claim_is_for_pod(claim: PersistentVolumeClaim, pod: PodInfo) -> bool:
+    """An ephemeral volume's claim is used only when the pod controls it (``ephemeral.VolumeIsForPod``):
+    a PVC of that name made by someone else is never taken for the pod's scratch space."""
+    return claim.metadata.namespace == pod.namespace and claim.metadata.controller_uid == pod.uid
+
+
 def volume_fits(volume: PersistentVolume, claim: PersistentVolumeClaim) -> bool:
     """Capacity, access modes, volume mode, selector, and free or pre-bound to this claim."""
     ref = volume.claim_ref
@@ -162,19 +172,34 @@ class VolumeBinding:
     # --- PreFilter / Filter -------------------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
-        if not pod.volume_claims:
+        names = pod.pvc_names
+        if not names:
             return SKIP
         volumes = _PodVolumes([])
-        for name in pod.volume_claims:
+        for name in names:
             key = f"{pod.namespace}/{name}"
+            ephemeral = name in pod.ephemeral_claims
             claim = self.store.claims.get(key)
             if claim is None:
+                if ephemeral:  # normal right after the pod was created
+                    return Status.unresolvable(
+                        self.name,
+                        "PVCNotFound",
+                        "waiting for ephemeral volume controller to create the persistentvolumeclaim "
+                        f'"{name}"',
+                    )
                 return Status.unresolvable(
                     self.name, "PVCNotFound", f'persistentvolumeclaim "{name}" not found'
                 )
             if claim.metadata.deleting:
                 return Status.unresolvable(
                     self.name, "PVCDeleting", f'persistentvolumeclaim "{name}" is being deleted'
+                )
+            if ephemeral and not claim_is_for_pod(claim, pod):
+                return Status.unresolvable(
+                    self.name,
+                    "PVCNotOwned",
+                    f"PVC {claim.key} was not created for pod {pod.key} (pod is not owner)",
                 )
             volumes.claims.append(claim)
             if fully_bound(claim):

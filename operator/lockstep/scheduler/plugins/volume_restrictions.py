@@ -1,6 +1,8 @@
 """VolumeRestrictions: a ``ReadWriteOncePod`` claim is used by one pod at a time, as kube-scheduler's
 volumerestrictions. A pod naming such a claim that another pod uses already (bound, or assumed by an
-earlier cycle or an earlier member of the same group cycle) is unresolvable until that pod is gone."""
+earlier cycle or an earlier member of the same group cycle) is unresolvable until that pod is gone.
+Like upstream's (``readWriteOncePodPVCsForPod``, the node's PVC reference counts) only
+``persistentVolumeClaim`` volumes count, not generic ephemeral ones (whose claim only its pod uses)."""
 
 from __future__ import annotations
 

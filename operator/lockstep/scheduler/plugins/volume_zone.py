@@ -2,7 +2,10 @@
 only nodes with one of those values (``a__b`` lists several), as kube-scheduler's volumezone. A node
 without any zone or region label is not constrained; a PV's beta label also matches the node's GA
 label. Claims not bound yet are VolumeBinding's business, but one without a class, or of a class that
-is missing or not ``WaitForFirstConsumer``, cannot get a zone and is rejected here as upstream does."""
+is missing or not ``WaitForFirstConsumer``, cannot get a zone and is rejected here as upstream does.
+Like upstream's (``getPersistentVolumeClaimNameFromPod``) it reads only ``persistentVolumeClaim``
+volumes, not the claims of generic ephemeral volumes: their volume's node affinity is VolumeBinding's
+check."""
 
 from __future__ import annotations
 
