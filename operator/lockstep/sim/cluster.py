@@ -24,6 +24,7 @@ import yaml
 from lockstep.sim.apiserver import ApiServer
 from lockstep.sim.controllers.disruption import DisruptionController
 from lockstep.sim.controllers.dra_driver import DraDriver
+from lockstep.sim.controllers.ephemeral_volume import EphemeralVolumeController
 from lockstep.sim.controllers.job import JobController
 from lockstep.sim.controllers.kubelet import Kubelets, now_rfc3339
 from lockstep.sim.controllers.persistentvolume import PersistentVolumeController
@@ -238,7 +239,9 @@ class SimCluster:
         self._claim_controller: ClaimController | None = None
         self._disruption_controller: DisruptionController | None = None
         # kube-controller-manager's other parts: started after the informers feeding them
-        self._controllers: list[JobController | PodGroupProtectionController | PodGroupClaimController] = []
+        self._controllers: list[
+            JobController | EphemeralVolumeController | PodGroupProtectionController | PodGroupClaimController
+        ] = []
         self._dra_driver: DraDriver | None = None
         self._pv_controller: PersistentVolumeController | None = None
         self._provisioner: Provisioner | None = None
@@ -299,7 +302,7 @@ class SimCluster:
             "classes": classes,
             "pdbs": budgets,
         }
-        self._controllers = [JobController(http, pods)]
+        self._controllers = [JobController(http, pods), EphemeralVolumeController(http, pods, pvcs)]
         if ("scheduling.k8s.io", "v1alpha2", "podgroups") in self.server.types:
             pod_groups = informers["podgroups"] = Informer(http, PODGROUPS_PATH)
             self._controllers += [

@@ -105,27 +105,28 @@ def qualified_name_errors(field: str, key: Any) -> list[FieldError]:
     return []
 
 
-def validate_object_meta(meta: JsonObject) -> list[FieldError]:
-    """Label keys and values and annotation keys, as ``ValidateObjectMeta`` checks them for every kind."""
+def validate_object_meta(meta: JsonObject, path: str = "metadata") -> list[FieldError]:
+    """Label keys and values and annotation keys, as ``ValidateObjectMeta`` checks them for every kind
+    (``path``: where the metadata is, for one embedded in a template)."""
     errors: list[FieldError] = []
     labels = meta.get("labels") or {}
     if not isinstance(labels, dict):
-        return [fe.invalid("metadata.labels", labels, "must be a map of strings")]
+        return [fe.invalid(f"{path}.labels", labels, "must be a map of strings")]
     for key, value in labels.items():
-        errors.extend(qualified_name_errors("metadata.labels", key))
+        errors.extend(qualified_name_errors(f"{path}.labels", key))
         if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):
             message = (
                 LABEL_VALUE_MESSAGE
                 if isinstance(value, str) and len(value) <= 63
                 else "must be no more than 63 characters"
             )
-            errors.append(fe.invalid("metadata.labels", value, message))
+            errors.append(fe.invalid(f"{path}.labels", value, message))
     annotations = meta.get("annotations") or {}
     if not isinstance(annotations, dict):
-        return [*errors, fe.invalid("metadata.annotations", annotations, "must be a map of strings")]
+        return [*errors, fe.invalid(f"{path}.annotations", annotations, "must be a map of strings")]
     for key in annotations:
         errors.extend(
-            qualified_name_errors("metadata.annotations", key.lower() if isinstance(key, str) else key)
+            qualified_name_errors(f"{path}.annotations", key.lower() if isinstance(key, str) else key)
         )
     return errors
 

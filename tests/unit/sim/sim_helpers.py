@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -166,3 +167,12 @@ async def gated_client(gates: str) -> AsyncIterator[Client]:
             yield Client(session, server.url)
     finally:
         await server.stop()
+
+
+async def wait_for(check: Callable[[], Awaitable[bool]], what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + 10.0
+    while asyncio.get_running_loop().time() < deadline:
+        if await check():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")

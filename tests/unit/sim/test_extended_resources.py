@@ -6,11 +6,10 @@ controller that releases and deletes it."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from sim_helpers import NS, Client, gated_client, pod
+from sim_helpers import NS, Client, gated_client, pod, wait_for
 
 from lockstep.sim.cluster import SimCluster
 from lockstep.sim.controllers.dra_driver import DEVICE_CLASS_NAME, DRIVER_NAME
@@ -320,15 +319,6 @@ async def allocate_and_reserve(http: KubeHttp, claim_name: str, owner: dict[str,
 
 async def phase(http: KubeHttp, name: str) -> str:
     return str((await http.get(f"{NS}/pods/{name}"))["status"]["phase"])
-
-
-async def wait_for(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    deadline = asyncio.get_running_loop().time() + 10.0
-    while asyncio.get_running_loop().time() < deadline:
-        if await check():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def claim_gone(http: KubeHttp, name: str) -> bool:

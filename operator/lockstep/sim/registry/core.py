@@ -28,6 +28,7 @@ from lockstep.sim.registry.core_resources import (
     validate_pod_resources,
     validate_resource_requirements,
 )
+from lockstep.sim.registry.core_storage import default_ephemeral_volumes, ephemeral_volume_errors
 from lockstep.sim.registry.scheduling import admit_pod_priority
 from lockstep.sim.resources import METADATA_FIELDS, ResourceType, Strategy, WriteContext
 
@@ -137,6 +138,7 @@ def default_pod_template_spec(spec: JsonObject) -> None:
     spec.setdefault("dnsPolicy", "ClusterFirst")
     spec.setdefault("securityContext", {})
     spec.setdefault("schedulerName", "default-scheduler")
+    default_ephemeral_volumes(spec)
 
 
 def _pod_level_qos_class(resources: JsonObject) -> str:
@@ -345,6 +347,7 @@ class PodStrategy(Strategy):
         spec = obj.get("spec") or {}
         if old is None:
             errors = validate_name(obj["metadata"].get("name"))
+            errors.extend(ephemeral_volume_errors(spec))
             claim_names = frozenset(
                 str(c.get("name"))
                 for c in spec.get("resourceClaims") or []

@@ -8,7 +8,13 @@ from typing import Any
 from lockstep.api.quantity import QuantityError, parse_quantity
 from lockstep.sim import errors as fe
 from lockstep.sim.errors import FieldError
-from lockstep.sim.objectmeta import DNS1123_SUBDOMAIN, SUBDOMAIN_MESSAGE, now_rfc3339, validate_name
+from lockstep.sim.objectmeta import (
+    DNS1123_SUBDOMAIN,
+    SUBDOMAIN_MESSAGE,
+    now_rfc3339,
+    validate_name,
+    validate_object_meta,
+)
 from lockstep.sim.resources import ResourceType, Strategy, WriteContext
 
 JsonObject = dict[str, Any]
@@ -65,15 +71,97 @@ def _access_mode_errors(path: str, modes: Any, required_detail: str) -> list[Fie
     return errors
 
 
-def _common_spec_errors(spec: JsonObject) -> list[FieldError]:
+def _common_spec_errors(spec: JsonObject, path: str = "spec") -> list[FieldError]:
     errors: list[FieldError] = []
     mode = spec.get("volumeMode")
     if mode is not None and mode not in VOLUME_MODES:
-        errors.append(fe.not_supported("spec.volumeMode", mode, VOLUME_MODES))
+        errors.append(fe.not_supported(f"{path}.volumeMode", mode, VOLUME_MODES))
     class_name = spec.get("storageClassName")
     if class_name and (not isinstance(class_name, str) or not DNS1123_SUBDOMAIN.match(class_name)):
-        errors.append(fe.invalid("spec.storageClassName", class_name, SUBDOMAIN_MESSAGE))
+        errors.append(fe.invalid(f"{path}.storageClassName", class_name, SUBDOMAIN_MESSAGE))
     return errors
+
+
+def claim_spec_errors(spec: JsonObject, path: str = "spec") -> list[FieldError]:
+    """``ValidatePersistentVolumeClaimSpec``: a claim's, or a claim template's, spec at ``path``."""
+    errors = _access_mode_errors(
+        f"{path}.accessModes", spec.get("accessModes"), "at least 1 access mode is required"
+    )
+    requests = (spec.get("resources") or {}).get("requests") or {}
+    if "storage" not in requests:
+        errors.append(fe.required(f"{path}.resources[storage]"))
+    else:
+        errors.extend(_storage_quantity_errors(f"{path}.resources[storage]", requests["storage"]))
+    errors.extend(_common_spec_errors(spec, path))
+    return errors
+
+
+# ObjectMeta's fields in Go's order, by JSON name, with the name ``validateFieldAllowList`` reports
+# (Go's field name, first letter lowered: UID is "uID").
+_TEMPLATE_META_FIELDS = {
+    "name": "name",
+    "generateName": "generateName",
+    "namespace": "namespace",
+    "selfLink": "selfLink",
+    "uid": "uID",
+    "resourceVersion": "resourceVersion",
+    "generation": "generation",
+    "creationTimestamp": "creationTimestamp",
+    "deletionTimestamp": "deletionTimestamp",
+    "deletionGracePeriodSeconds": "deletionGracePeriodSeconds",
+    "ownerReferences": "ownerReferences",
+    "finalizers": "finalizers",
+    "managedFields": "managedFields",
+}
+
+
+def ephemeral_volume_errors(pod_spec: JsonObject) -> list[FieldError]:
+    """``validateEphemeralVolumeSource`` for each ``spec.volumes[].ephemeral`` of a pod: a
+    ``volumeClaimTemplate`` is required; its metadata may set only labels and annotations
+    (``ValidateTemplateObjectMeta``) and its spec is validated as a claim's."""
+    errors: list[FieldError] = []
+    volumes = pod_spec.get("volumes")
+    for index, volume in enumerate(volumes if isinstance(volumes, list) else []):
+        if not isinstance(volume, dict) or volume.get("ephemeral") is None:
+            continue
+        path = f"spec.volumes[{index}].ephemeral"
+        source = volume["ephemeral"]
+        template = source.get("volumeClaimTemplate") if isinstance(source, dict) else None
+        if template is None:
+            errors.append(fe.required(f"{path}.volumeClaimTemplate"))
+            continue
+        path += ".volumeClaimTemplate"
+        if not isinstance(template, dict):
+            errors.append(fe.invalid(path, template, "must be an object"))
+            continue
+        meta = template.get("metadata") or {}
+        if not isinstance(meta, dict):
+            errors.append(fe.invalid(f"{path}.metadata", meta, "must be an object"))
+        else:
+            meta_errors = validate_object_meta(meta, f"{path}.metadata")
+            errors.extend(e for e in meta_errors if ".annotations" in e.field)
+            errors.extend(e for e in meta_errors if ".annotations" not in e.field)
+            errors.extend(
+                fe.forbidden(f"{path}.metadata.{reported}", "cannot be set")
+                for field, reported in _TEMPLATE_META_FIELDS.items()
+                if meta.get(field) not in (None, "", 0, [], {})
+            )
+        spec = template.get("spec")
+        if not isinstance(spec, dict):
+            errors.append(fe.invalid(f"{path}.spec", spec, "must be an object"))
+        else:
+            errors.extend(claim_spec_errors(spec, f"{path}.spec"))
+    return errors
+
+
+def default_ephemeral_volumes(pod_spec: JsonObject) -> None:
+    """``SetDefaults_PersistentVolumeClaimSpec`` on each ephemeral volume's claim template."""
+    volumes = pod_spec.get("volumes")
+    for volume in volumes if isinstance(volumes, list) else []:
+        source = volume.get("ephemeral") if isinstance(volume, dict) else None
+        template = source.get("volumeClaimTemplate") if isinstance(source, dict) else None
+        if isinstance(template, dict) and isinstance(template.get("spec"), dict):
+            template["spec"].setdefault("volumeMode", "Filesystem")
 
 
 def _storage_quantity_errors(path: str, value: Any) -> list[FieldError]:
@@ -191,17 +279,7 @@ class PersistentVolumeClaimStrategy(Strategy):
         if not isinstance(spec, dict):
             return [fe.invalid("spec", spec, "must be an object")]
         errors = validate_name(obj["metadata"].get("name")) if old is None else []
-        errors.extend(
-            _access_mode_errors(
-                "spec.accessModes", spec.get("accessModes"), "at least 1 access mode is required"
-            )
-        )
-        requests = (spec.get("resources") or {}).get("requests") or {}
-        if "storage" not in requests:
-            errors.append(fe.required("spec.resources[storage]"))
-        else:
-            errors.extend(_storage_quantity_errors("spec.resources[storage]", requests["storage"]))
-        errors.extend(_common_spec_errors(spec))
+        errors.extend(claim_spec_errors(spec))
         if old is not None and not ctx.subresource:
             errors.extend(self._update_errors(obj, old))
         return errors
