@@ -8,7 +8,7 @@ from typing import Any
 from acceptance_harness import NAMESPACE, Env, eventually, pod, podgroup, simulated_cluster
 
 from lockstep.api.volume import SELECTED_NODE_ANNOTATION
-from lockstep.kube.client import PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
+from lockstep.kube.client import PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS
 from lockstep.sim.controllers.provisioner import PROVISIONER_NAME
 
 
@@ -186,3 +186,62 @@ async def test_missing_claim_keeps_the_pod_pending_with_the_reason() -> None:
             return (await env.pods())[0].get("status", {}).get("phase") == "Running"
 
         await eventually(lonely_running, what="the pod running once its claim exists")
+
+
+def pod_with_scratch(name: str, group: str | None) -> dict[str, Any]:
+    """A pod with a generic ephemeral volume ``scratch`` of the provisioned class ``scratch``."""
+    manifest = pod(name, group)
+    template = {"metadata": {"labels": {"use": "scratch"}}, "spec": volume_claim("", "scratch")["spec"]}
+    manifest["spec"]["volumes"] = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": template}}]
+    manifest["spec"]["containers"][0]["volumeMounts"] = [{"name": "scratch", "mountPath": "/scratch"}]
+    return manifest
+
+
+async def test_gang_with_ephemeral_volumes_is_provisioned_and_its_claims_go_with_the_pods() -> None:
+    """Each member's ephemeral volume becomes the claim <pod>-scratch (the ephemeral volume
+    controller), provisioned where the gang is placed; the pods run and the claims go with them. A pod
+    whose <pod>-scratch claim exists but is not its own stays pending with upstream's reason."""
+    async with simulated_cluster(nodes=3, devices_per_node=0) as env:
+        await env.create(storage_class("scratch", PROVISIONER_NAME))
+        squatter = volume_claim("lone-scratch", "scratch")
+        await env.create(squatter)
+        await env.create(podgroup("batch", 3))
+        for i in range(3):
+            await env.create(pod_with_scratch(f"batch-{i}", "batch"))
+        await env.create(pod_with_scratch("lone", None))
+
+        await eventually(lambda: running(env, "batch", 3), what="the gang running")
+        nodes = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in await env.pods("batch")}
+        bound, provisioned = await claims(env), await volumes(env)
+        for name, node in nodes.items():
+            item = bound[f"{name}-scratch"]
+            assert item["metadata"]["labels"] == {"use": "scratch"}
+            assert [(r["kind"], r["name"], r["controller"]) for r in item["metadata"]["ownerReferences"]] == [
+                ("Pod", name, True)
+            ]
+            assert item["status"]["phase"] == "Bound"
+            assert item["metadata"]["annotations"][SELECTED_NODE_ANNOTATION] == node
+            assert affinity_node(provisioned[item["spec"]["volumeName"]]) == node
+
+        async def lone_reported() -> dict[str, Any]:
+            [lone] = [p for p in await env.pods() if p["metadata"]["name"] == "lone"]
+            conditions = lone.get("status", {}).get("conditions") or []
+            return next((c for c in conditions if c["type"] == "PodScheduled" and c["status"] == "False"), {})
+
+        condition = await eventually(
+            lone_reported, what="PodScheduled=False on the pod whose claim is not its own"
+        )
+        assert (
+            f"PVC {NAMESPACE}/lone-scratch was not created for pod {NAMESPACE}/lone (pod is not owner)"
+            in condition["message"]
+        )
+        assert "ownerReferences" not in (await claims(env))["lone-scratch"]["metadata"]
+
+        for name in nodes:
+            await env.client.delete(PODS, NAMESPACE, name)
+
+        async def claims_gone() -> bool:
+            return not any(name.startswith("batch-") for name in await claims(env))
+
+        await eventually(claims_gone, what="the gang's claims deleted with its pods")
+        assert await env.invariant_violations() == []
