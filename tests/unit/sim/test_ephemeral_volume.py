@@ -171,3 +171,14 @@ async def test_a_claim_the_pod_does_not_own_is_left_alone_with_an_event(client: 
     _, after, _ = await client.call("GET", f"{PVCS}/trainer-1-scratch")
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
     assert "ownerReferences" not in after["metadata"]
+
+    # The pod does not use a claim it does not own (pvc-protection lets it go); once it is gone the
+    # pod's own claim is made.
+    status, _, _ = await client.call("DELETE", f"{PVCS}/trainer-1-scratch")
+    assert status == 200
+
+    async def own_claim() -> bool:
+        status, claim, _ = await client.call("GET", f"{PVCS}/trainer-1-scratch")
+        return status == 200 and bool(claim["metadata"].get("ownerReferences"))
+
+    await wait_for(own_claim, "the pod's own claim once the other is gone")

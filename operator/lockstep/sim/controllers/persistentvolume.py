@@ -11,7 +11,9 @@ and the pv/pvc-protection controllers), enough for the scheduler's volume bindin
   ``WaitForFirstConsumer`` claims wait for the scheduler (pre-binding through the PV's claimRef)
   or the provisioner.
 - Protection: a claim being deleted loses ``kubernetes.io/pvc-protection`` once no pod that has not
-  finished uses it; a PV being deleted loses ``kubernetes.io/pv-protection`` once it is not Bound.
+  finished uses it (a ``persistentVolumeClaim`` volume naming it, or a generic ephemeral volume whose
+  claim it is and that the pod controls); a PV being deleted loses ``kubernetes.io/pv-protection``
+  once it is not Bound.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 import structlog
 
+from lockstep.sim.controllers.ephemeral_volume import controller_uid, ephemeral_claim_names
 from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, WorkQueue
 
 log = structlog.get_logger("lockstep.sim.controllers.persistentvolume")
@@ -35,16 +38,18 @@ def pvc_path(namespace: str, name: str) -> str:
     return f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}"
 
 
+def pvc_volume_names(pod: JsonObject) -> list[str]:
+    """The PVCs the pod's ``persistentVolumeClaim`` volumes name."""
+    return [
+        str(source["claimName"])
+        for volume in (pod.get("spec") or {}).get("volumes") or []
+        if isinstance(source := volume.get("persistentVolumeClaim"), dict) and source.get("claimName")
+    ]
+
+
 def pod_claim_names(pod: JsonObject) -> list[str]:
     """The PVCs a pod's volumes name (generic ephemeral volumes' claims are ``<pod>-<volume>``)."""
-    names = []
-    for volume in (pod.get("spec") or {}).get("volumes") or []:
-        source = volume.get("persistentVolumeClaim")
-        if isinstance(source, dict) and source.get("claimName"):
-            names.append(str(source["claimName"]))
-        elif volume.get("ephemeral") is not None:
-            names.append(f"{pod['metadata']['name']}-{volume.get('name')}")
-    return names
+    return pvc_volume_names(pod) + [claim for _, claim in ephemeral_claim_names(pod)]
 
 
 def _claim_key(ref: Any) -> str | None:
@@ -167,12 +172,17 @@ class PersistentVolumeController:
                 return
 
     def _in_use(self, namespace: str, name: str) -> bool:
+        claim = self.pvcs.cache.get(f"{namespace}/{name}")
+        owner = controller_uid(claim) if claim is not None else None
         for pod in self.pods.cache.values():
             if pod["metadata"].get("namespace") != namespace:
                 continue
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 continue
-            if name in pod_claim_names(pod):
+            if name in pvc_volume_names(pod):
+                return True
+            # an ephemeral volume uses the claim only if the claim is the pod's (podUsesPVC)
+            if owner == pod["metadata"].get("uid") and any(c == name for _, c in ephemeral_claim_names(pod)):
                 return True
         return False
 
