@@ -91,6 +91,27 @@ REPORTING_CONNECTIONS = 32
 # answered, or this long after scheduling could start.
 KOPF_START_DEFERRAL_SECONDS = 1.0
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def route_stop_signals(stop: asyncio.Event) -> None:
+    """SIGTERM/SIGINT set our stop flag, so that the scheduler drains before Kopf stops (in the main
+    thread only, where signals arrive). Kopf installs handlers of its own as it starts, which would
+    stop it at once and cancel our binding cycles 5 s later: the loop keeps ours instead. Taking them
+    back once Kopf said it was ready left a window in which a SIGTERM went to Kopf."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    loop = asyncio.get_running_loop()
+    add_signal_handler = loop.add_signal_handler
+    for signum in STOP_SIGNALS:
+        add_signal_handler(signum, stop.set)
+
+    def keep_ours(signum: int, callback: Callable[..., object], *args: Any) -> None:
+        if signum not in STOP_SIGNALS:
+            add_signal_handler(signum, callback, *args)
+
+    setattr(loop, "add_signal_handler", keep_ours)  # noqa: B010 - mypy refuses assigning to a method
+
 
 @dataclass(slots=True)
 class RuntimeOptions:
@@ -258,12 +279,11 @@ class Operator:
             await self._follow_upstream_podgroups()
             self._spawn(self._rediscover(), "discovery")
             self.health_url = liveness_url(self.settings.health_bind_address)
-            self._route_signals_to(stop)
+            route_stop_signals(stop)
             self._lead_task = self._spawn(self._lead(), "leader-election")
             self._spawn(self._schedule_while_leading(), "scheduler")
             self.started.set()
             kopf_ready = asyncio.Event()
-            self._spawn(self._take_over_signals(kopf_ready, stop), "signals")
             self._spawn(self._resync(kopf_ready, kopf_sinks), "resync")
             # Kopf cancels every task created after it started when it stops, so the scheduler is
             # drained first and Kopf stopped last.
@@ -510,19 +530,6 @@ class Operator:
                 await self._follow_upstream_podgroups()
             except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
                 log.warning("API discovery failed, retrying", error=str(exc))
-
-    def _route_signals_to(self, stop: asyncio.Event) -> None:
-        """SIGTERM/SIGINT set our stop flag, so that the scheduler drains before Kopf stops. Done before
-        scheduling starts, and again once Kopf, which installs handlers that stop it at once, is up."""
-        if threading.current_thread() is not threading.main_thread():
-            return
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
-
-    async def _take_over_signals(self, kopf_ready: asyncio.Event, stop: asyncio.Event) -> None:
-        await kopf_ready.wait()
-        self._route_signals_to(stop)
 
     async def _lead(self) -> None:
         settings = self.settings
