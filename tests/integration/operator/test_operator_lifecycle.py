@@ -112,9 +112,14 @@ async def test_only_the_leader_schedules_and_a_follower_takes_over_when_it_dies(
 async def test_a_restarted_operator_finishes_what_a_killed_one_left_half_bound() -> None:
     async with simulated_cluster(nodes=4, devices_per_node=4, start_operator=False) as env:
         await env.client.create(RESOURCE_CLAIM_TEMPLATES, NAMESPACE, GPU_TEMPLATE)
-        # Slow bindings so the kill lands in the middle of the gangs' binding cycles.
-        rule = env.cluster.server.faults.add(
+        # Slow bindings so the kill lands in the middle of the gangs' binding cycles; the last member's
+        # is held longer than creating the gangs and the kill take on a loaded machine, so the kill
+        # always leaves gang c short of it (the killed operator's request is cancelled with it).
+        slow = env.cluster.server.faults.add(
             FaultRule(verb="create", resource="pods", subresource="binding", latency=0.05, latency_max=0.4)
+        )
+        held = env.cluster.server.faults.add(
+            FaultRule(verb="create", resource="pods", subresource="binding", name="c-3", latency=10.0)
         )
         first = await env.start_operator()
         for name in ("a", "b", "c"):
@@ -127,7 +132,8 @@ async def test_a_restarted_operator_finishes_what_a_killed_one_left_half_bound()
         await asyncio.to_thread(first.kill)
         bound_at_kill = await some_bound()
         assert bound_at_kill < 12, "the kill should land before everything is bound"
-        env.cluster.server.faults.remove(rule.id)
+        env.cluster.server.faults.remove(slow.id)
+        env.cluster.server.faults.remove(held.id)
 
         await env.start_operator()
         for name in ("a", "b", "c"):
@@ -325,4 +331,6 @@ async def test_sigterm_right_after_the_last_bind_leaves_every_podgroup_saying_sc
         stopped = [json.loads(line) for line in log.splitlines() if '"event":"stopped"' in line]
         assert len(stopped) == 1, log[-2000:]
         flushed_at = datetime.fromisoformat(stopped[0]["timestamp"]).timestamp()
-        assert exited_at - flushed_at < 2.0, f"exited {exited_at - flushed_at:.1f} s after the flush"
+        # The linger was Kopf's 5 s wait for tasks it did not start, on top of the interpreter's
+        # teardown: that teardown alone took 2-3.3 s on a loaded 2-core machine, so 4 s still tells.
+        assert exited_at - flushed_at < 4.0, f"exited {exited_at - flushed_at:.1f} s after the flush"
