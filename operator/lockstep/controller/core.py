@@ -97,7 +97,12 @@ def _meta(obj: dict[str, Any]) -> dict[str, Any]:
 
 class SchedulerCore:
     def __init__(
-        self, settings: Settings, client: KubeClient, events: EventRecorder, metrics: Metrics
+        self,
+        settings: Settings,
+        client: KubeClient,
+        events: EventRecorder,
+        metrics: Metrics,
+        binding: KubeClient | None = None,
     ) -> None:
         self.settings = settings
         self.events = events
@@ -109,7 +114,7 @@ class SchedulerCore:
         self.volumes = VolumeStore(self._volumes_changed)
         self.scheduler = Scheduler(
             settings,
-            KubePodAPI(client),
+            KubePodAPI(client, binding),
             services={
                 STORE_SERVICE: self.resources,
                 CLAIM_API_SERVICE: self.claim_api,
