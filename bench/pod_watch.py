@@ -19,11 +19,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import kopf
-
 from lockstep.config import load_settings
 from lockstep.controller.runtime import OperatorThread, RuntimeOptions, WatchMode
-from lockstep.kube.client import NAMESPACES, PODS, RESOURCE_CLAIM_TEMPLATES, KubeClient
+from lockstep.kube.client import NAMESPACES, PODS, RESOURCE_CLAIM_TEMPLATES, ConnectionInfo, KubeClient
 from lockstep.sim.cluster import SimCluster
 from lockstep.sim.controllers.dra_driver import DRIVER_NAME
 
@@ -64,7 +62,7 @@ TEMPLATE = {
 
 async def run_once(mode: WatchMode, pods: int, nodes: int, claims: bool, vary: str) -> Result:
     async with SimCluster(nodes, 8 if claims else 0, kubelet_start_delay=3600) as cluster:
-        client = KubeClient(kopf.ConnectionInfo(server=cluster.url, insecure=True))
+        client = KubeClient(ConnectionInfo(server=cluster.url, insecure=True))
         try:
             await client.create(NAMESPACES, None, {"metadata": {"name": NAMESPACE}})
             if claims:
@@ -77,7 +75,7 @@ async def run_once(mode: WatchMode, pods: int, nodes: int, claims: bool, vary: s
             )
             operator = OperatorThread(
                 settings,
-                connection=kopf.ConnectionInfo(server=cluster.url, insecure=True),
+                connection=ConnectionInfo(server=cluster.url, insecure=True),
                 options=RuntimeOptions(pod_watch=mode)
                 if vary == "pods"
                 else RuntimeOptions(other_watch=mode),

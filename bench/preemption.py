@@ -30,11 +30,10 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-import kopf
-
 from lockstep import POD_GROUP_LABEL
 from lockstep.config import load_settings
 from lockstep.controller.runtime import OperatorThread, RuntimeOptions
+from lockstep.kube.client import ConnectionInfo
 from lockstep.logging import configure_logging
 from lockstep.sim.cluster import SimCluster
 from lockstep.sim.watching import KubeHttp
@@ -129,7 +128,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         operator = OperatorThread(
             settings,
-            connection=kopf.ConnectionInfo(server=url, insecure=True),
+            connection=ConnectionInfo(server=url, insecure=True),
             options=RuntimeOptions(shutdown_grace_seconds=5.0),
         )
         await asyncio.to_thread(operator.start)

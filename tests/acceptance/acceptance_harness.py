@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import kopf
 import yaml
 
 from lockstep import POD_GROUP_LABEL
@@ -26,6 +25,7 @@ from lockstep.kube.client import (
     RESOURCE_CLAIMS,
     STORAGE_CLASSES,
     ApiError,
+    ConnectionInfo,
     KubeClient,
 )
 from lockstep.kube.watch import RawWatch
@@ -147,7 +147,7 @@ class Env:
     async def start_operator(self, settings: Settings | None = None, **options: Any) -> OperatorThread:
         thread = OperatorThread(
             settings or operator_settings(),
-            connection=kopf.ConnectionInfo(server=self.cluster.url, insecure=True),
+            connection=ConnectionInfo(server=self.cluster.url, insecure=True),
             options=RuntimeOptions(shutdown_grace_seconds=5.0, watch_retry_delay=0.1, **options),
         )
         self.operators.append(thread)
@@ -231,7 +231,7 @@ async def simulated_cluster(
         **cluster_options,
     )
     await cluster.start()
-    client = KubeClient(kopf.ConnectionInfo(server=cluster.url, insecure=True))
+    client = KubeClient(ConnectionInfo(server=cluster.url, insecure=True))
     env = Env(cluster, client)
     try:
         for namespace in (NAMESPACE, *extra_namespaces):

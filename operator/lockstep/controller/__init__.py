@@ -6,7 +6,8 @@ Entry points:
 - In-process (tests, ``lockstep demo``, benchmarks)::
 
       from lockstep.controller.runtime import OperatorThread
-      thread = OperatorThread(settings, connection=kopf.ConnectionInfo(server=url, insecure=True)).start()
+      from lockstep.kube.client import ConnectionInfo
+      thread = OperatorThread(settings, connection=ConnectionInfo(server=url, insecure=True)).start()
       ...  # thread.operator.probe(), thread.operator.metrics_port, thread.operator.health_url
       thread.stop()  # graceful, as on SIGTERM; thread.kill() is a crash
 

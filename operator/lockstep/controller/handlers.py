@@ -2,7 +2,8 @@
 
 Handlers translate a watch event into one synchronous call on the runtime's ingest functions and
 return None (a return value would be patched into the object's status). No on.create/update/delete
-(they persist progress in annotations), no daemons or timers, no indexes on pods.
+(they persist progress in annotations), no daemons or timers, no indexes on pods. Imported only
+when Kopf starts (``Operator._kopf``), after the first binding.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import kopf
 
-from lockstep.kube.client import PODS, ResourceKind
+from lockstep.kube.client import PODS, ConnectionInfo, ResourceKind
 from lockstep.kube.watch import EventSink
 from lockstep.logging import get_logger
 
@@ -38,8 +39,23 @@ def _event_handler(kind: ResourceKind, sink: EventSink) -> Callable[..., Any]:
     return on_event
 
 
+def kopf_connection(info: ConnectionInfo) -> kopf.ConnectionInfo:
+    """The same server and credentials in Kopf's terms."""
+    return kopf.ConnectionInfo(
+        server=info.server,
+        ca_path=info.ca_path,
+        insecure=info.insecure,
+        username=info.username,
+        password=info.password,
+        scheme=info.scheme,
+        token=info.token,
+        certificate_path=info.certificate_path,
+        private_key_path=info.private_key_path,
+    )
+
+
 def build_registry(
-    login: Callable[[], Awaitable[kopf.ConnectionInfo]],
+    login: Callable[[], Awaitable[ConnectionInfo]],
     sinks: Mapping[ResourceKind, EventSink],
     probe: Callable[[], Mapping[str, Any]],
 ) -> kopf.OperatorRegistry:
@@ -49,7 +65,7 @@ def build_registry(
 
     @kopf.on.login(registry=registry)
     async def kopf_login(**_: Any) -> kopf.ConnectionInfo:
-        return await login()
+        return kopf_connection(await login())
 
     for kind, sink in sinks.items():
         kopf.on.event(kind.group, kind.version, kind.plural, registry=registry, id=f"watch-{kind.plural}")(

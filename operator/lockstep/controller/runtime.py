@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import os
 import signal
 import socket
@@ -27,11 +28,9 @@ from enum import StrEnum
 from typing import Any
 
 import aiohttp
-import kopf
 
 from lockstep.config import Settings
 from lockstep.controller.core import SchedulerCore
-from lockstep.controller.handlers import build_registry, build_settings
 from lockstep.controller.status import AttemptSummary, GroupMembers, GroupRef, StatusWriter
 from lockstep.kube.client import (
     CSI_NODES,
@@ -50,6 +49,7 @@ from lockstep.kube.client import (
     STORAGE_CLASSES,
     UPSTREAM_POD_GROUPS,
     ApiError,
+    ConnectionInfo,
     KubeClient,
     ResourceKind,
     wait_for_server,
@@ -155,10 +155,10 @@ class Operator:
     def __init__(
         self,
         settings: Settings,
-        connection: kopf.ConnectionInfo,
+        connection: ConnectionInfo,
         options: RuntimeOptions | None = None,
         *,
-        reload_credentials: Callable[[], Awaitable[kopf.ConnectionInfo]] | None = None,
+        reload_credentials: Callable[[], Awaitable[ConnectionInfo]] | None = None,
     ) -> None:
         self.settings = settings
         self.connection = connection
@@ -228,7 +228,7 @@ class Operator:
             PRIORITY_CLASSES: self.core.on_priority_class,
         }
 
-    async def _login(self) -> kopf.ConnectionInfo:
+    async def _login(self) -> ConnectionInfo:
         if self.reload_credentials is None:
             return self.connection
         return await self.reload_credentials()
@@ -368,6 +368,15 @@ class Operator:
                     waiter.cancel()
             if stop.is_set():
                 return
+        # Kopf is imported only now, once scheduling has started, and on a worker thread: the bindings
+        # in flight keep the event loop meanwhile.
+        await asyncio.to_thread(importlib.import_module, "lockstep.controller.handlers")
+        if stop.is_set():
+            return
+        import kopf
+
+        from lockstep.controller.handlers import build_registry, build_settings
+
         # Kopf SIGKILLs the process when it is cancelled without its stop flag; only a process of
         # its own may be killed that way, never a test or demo hosting it.
         in_main_thread = threading.current_thread() is threading.main_thread()
@@ -678,7 +687,7 @@ class OperatorThread:
         self,
         settings: Settings,
         *,
-        connection: kopf.ConnectionInfo | None = None,
+        connection: ConnectionInfo | None = None,
         options: RuntimeOptions | None = None,
     ) -> None:
         self.settings = settings

@@ -1,4 +1,4 @@
-"""The one HTTP session lockstep writes through: aiohttp keep-alive, Kopf's credentials, orjson.
+"""The one HTTP session lockstep writes through: aiohttp keep-alive, the loaded credentials, orjson.
 
 Every non-2xx answer becomes an :class:`ApiError` naming the verb, the object and the API's own
 message. Nothing here retries a write: a failed write is reported to the caller, who knows whether
@@ -8,6 +8,7 @@ re-reading and trying again is right (a 409 on a status patch) or wrong (a faile
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -15,7 +16,6 @@ from typing import Any
 from urllib.parse import quote
 
 import aiohttp
-import kopf
 import orjson
 
 from lockstep import GROUP, VERSION
@@ -45,6 +45,43 @@ class ResourceKind:
             if subresource:
                 base += f"/{subresource}"
         return base
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConnectionInfo:
+    """One API server and the credentials for it, as :mod:`lockstep.kube.credentials` loads them: the
+    session here and Kopf's login (``lockstep.controller.handlers``) both use it. Certificates are
+    files (kubernetes_asyncio writes a kubeconfig's embedded data to temporary files)."""
+
+    server: str  # e.g. "https://10.0.0.1:6443"
+    ca_path: str | None = None
+    insecure: bool = False  # no verification of the server's certificate
+    username: str | None = None
+    password: str | None = None
+    scheme: str | None = None  # of the Authorization header: "Bearer", ...
+    token: str | None = None
+    certificate_path: str | None = None
+    private_key_path: str | None = None
+
+    def http_headers(self) -> dict[str, str]:
+        """The ``Authorization`` header, if there are credentials for one."""
+        if self.username and self.password:
+            return {"Authorization": aiohttp.BasicAuth(self.username, self.password).encode()}
+        if self.token:
+            return {"Authorization": f"{self.scheme or 'Bearer'} {self.token}"}
+        if self.scheme:
+            return {"Authorization": self.scheme}
+        return {}
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """Verification against ``ca_path`` (the system's CAs without one), the client certificate."""
+        context = ssl.create_default_context(cafile=self.ca_path)
+        if self.certificate_path:
+            context.load_cert_chain(self.certificate_path, self.private_key_path)
+        if self.insecure:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        return context
 
 
 PODS = ResourceKind("", "v1", "pods", "Pod")
@@ -119,16 +156,16 @@ class KubeClient:
 
     def __init__(
         self,
-        info: kopf.ConnectionInfo,
+        info: ConnectionInfo,
         *,
         request_timeout: float = 30.0,
         on_response: Callable[[str, str, int], None] | None = None,
-        refresh_credentials: Callable[[], Awaitable[kopf.ConnectionInfo]] | None = None,
+        refresh_credentials: Callable[[], Awaitable[ConnectionInfo]] | None = None,
         connection_limit: int = 64,
     ) -> None:
         self.info = info
         self.server = info.server.rstrip("/")
-        ssl_context = info.as_ssl_context() if self.server.startswith("https") else False
+        ssl_context = info.ssl_context() if self.server.startswith("https") else False
         # At most ``connection_limit`` requests on the wire, admitted in the order they ask
         # (asyncio.Semaphore is first come, first served). aiohttp's own limit is not: it hands a freed
         # connection to whichever request asks next, so under a backlog a woken waiter finds it taken
@@ -142,7 +179,7 @@ class KubeClient:
             timeout=aiohttp.ClientTimeout(total=request_timeout),
             json_serialize=lambda obj: orjson.dumps(obj).decode(),
         )
-        self._auth = info.as_http_headers()
+        self._auth = info.http_headers()
         self._on_response = on_response
         self._refresh_credentials = refresh_credentials
 
@@ -151,7 +188,7 @@ class KubeClient:
         if self._refresh_credentials is None:
             return False
         info = await self._refresh_credentials()
-        auth = info.as_http_headers()
+        auth = info.http_headers()
         if auth == self._auth:
             return False
         self.info, self._auth = info, auth

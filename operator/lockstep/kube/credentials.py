@@ -1,8 +1,9 @@
-"""One login for Kopf and for lockstep's own HTTP session.
+"""One login for lockstep's own HTTP session and for Kopf.
 
 kubernetes_asyncio reads the credentials (in-cluster service account, or a kubeconfig with all its
-auth variants); the result becomes a ``kopf.ConnectionInfo`` that Kopf's login handler returns and
-that :class:`lockstep.kube.client.KubeClient` uses for the same server, token, CA and client cert.
+auth variants); the result becomes a :class:`lockstep.kube.client.ConnectionInfo` that
+:class:`lockstep.kube.client.KubeClient` uses and that Kopf's login handler hands on, for the same
+server, token, CA and client cert.
 """
 
 from __future__ import annotations
@@ -10,16 +11,17 @@ from __future__ import annotations
 import inspect
 import os
 
-import kopf
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import Configuration
+
+from lockstep.kube.client import ConnectionInfo
 
 
 class CredentialsError(RuntimeError):
     """No usable credentials: the message says where lockstep looked."""
 
 
-async def load_connection_info(kubeconfig: str | None = None) -> kopf.ConnectionInfo:
+async def load_connection_info(kubeconfig: str | None = None) -> ConnectionInfo:
     """Credentials from ``kubeconfig`` if given, else the in-cluster service account, else
     ``$KUBECONFIG`` / ``~/.kube/config``."""
     configuration = Configuration()
@@ -41,7 +43,7 @@ async def load_connection_info(kubeconfig: str | None = None) -> kopf.Connection
     return await connection_info_from_configuration(configuration)
 
 
-async def connection_info_from_configuration(configuration: Configuration) -> kopf.ConnectionInfo:
+async def connection_info_from_configuration(configuration: Configuration) -> ConnectionInfo:
     header: object = configuration.get_api_key_with_prefix("BearerToken")
     if inspect.isawaitable(header):
         header = await header
@@ -59,7 +61,7 @@ async def connection_info_from_configuration(configuration: Configuration) -> ko
             token = parts[0]
     if not configuration.host:
         raise CredentialsError("the kubeconfig names no server for the current context")
-    return kopf.ConnectionInfo(
+    return ConnectionInfo(
         server=configuration.host,
         ca_path=configuration.ssl_ca_cert or None,
         insecure=not configuration.verify_ssl,

@@ -8,11 +8,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "acceptance"))
 
 from collections.abc import AsyncIterator
 
-import kopf
 import pytest
 from kube_harness import NAMESPACE, ensure_namespace
 
-from lockstep.kube.client import KubeClient
+from lockstep.kube.client import ConnectionInfo, KubeClient
 from lockstep.sim.apiserver import ApiServer
 
 
@@ -28,7 +27,7 @@ async def apiserver() -> AsyncIterator[ApiServer]:
 
 @pytest.fixture
 async def kube(apiserver: ApiServer) -> AsyncIterator[KubeClient]:
-    client = KubeClient(kopf.ConnectionInfo(server=apiserver.url, insecure=True))
+    client = KubeClient(ConnectionInfo(server=apiserver.url, insecure=True))
     await ensure_namespace(client, NAMESPACE)
     try:
         yield client

@@ -7,14 +7,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import kopf
 import pytest
 
 from lockstep import POD_GROUP_LABEL
 from lockstep.api.resource import ResourceClaim, parse_resource
 from lockstep.config import Settings
 from lockstep.controller.core import SchedulerCore
-from lockstep.kube.client import KubeClient
+from lockstep.kube.client import ConnectionInfo, KubeClient
 from lockstep.kube.events import EventRecorder
 from lockstep.metrics import Metrics
 from lockstep.scheduler.framework import GroupKey
@@ -26,7 +25,7 @@ NS = "ns"
 @pytest.fixture
 async def core() -> AsyncIterator[SchedulerCore]:
     # Nothing here writes to the API: the client points nowhere.
-    async with KubeClient(kopf.ConnectionInfo(server="http://127.0.0.1:9")) as unused:
+    async with KubeClient(ConnectionInfo(server="http://127.0.0.1:9")) as unused:
         yield SchedulerCore(Settings(), unused, EventRecorder(unused, "lockstep"), Metrics())
 
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-import kopf
 import pytest
 from aiohttp import web
 from kube_harness import NAMESPACE, pod_manifest
 
-from lockstep.kube.client import PODS, ApiError, KubeClient
+from lockstep.kube.client import PODS, ApiError, ConnectionInfo, KubeClient
 from lockstep.kube.patching import loose_merge_patch, strict_merge_patch
 from lockstep.kube.ports import KubePodAPI
 from lockstep.scheduler.ports import BindResult, PatchResult
@@ -113,19 +112,19 @@ async def test_a_401_reloads_rotated_credentials_and_retries_once() -> None:
     port = runner.addresses[0][1]
     reloads = 0
 
-    async def reload() -> kopf.ConnectionInfo:
+    async def reload() -> ConnectionInfo:
         nonlocal reloads
         reloads += 1
-        return kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}", token="rotated")
+        return ConnectionInfo(server=f"http://127.0.0.1:{port}", token="rotated")
 
     client = KubeClient(
-        kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}", token="expired"), refresh_credentials=reload
+        ConnectionInfo(server=f"http://127.0.0.1:{port}", token="expired"), refresh_credentials=reload
     )
     try:
         assert (await client.get(PODS, "ns", "p"))["metadata"]["name"] == "p"
         assert seen == ["Bearer expired", "Bearer rotated"] and reloads == 1
         # Without a way to reload, the 401 is reported as it is.
-        static = KubeClient(kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}", token="expired"))
+        static = KubeClient(ConnectionInfo(server=f"http://127.0.0.1:{port}", token="expired"))
         with pytest.raises(ApiError) as caught:
             await static.get(PODS, "ns", "p")
         assert caught.value.status == 401 and "bad token" in str(caught.value)
@@ -143,9 +142,7 @@ async def test_a_request_waiting_for_a_connection_is_not_overtaken_by_later_ones
     asks next: a binding of a gang member was re-queued dozens of times, up to 2.7 s, while its
     siblings, sent at the same moment, found connections at once.)"""
     apiserver.faults.add(FaultRule(verb="get", resource="pods", latency=0.005))
-    async with KubeClient(
-        kopf.ConnectionInfo(server=apiserver.url, insecure=True), connection_limit=2
-    ) as client:
+    async with KubeClient(ConnectionInfo(server=apiserver.url, insecure=True), connection_limit=2) as client:
         await kube.create(PODS, NAMESPACE, pod_manifest("busy"))
         answered: list[str] = []
 
@@ -172,7 +169,7 @@ async def test_bindings_on_their_own_client_do_not_wait_behind_other_requests(
     await kube.create(PODS, NAMESPACE, pod_manifest("slow"))
     await kube.create(PODS, NAMESPACE, pod_manifest("placed"))
     apiserver.faults.add(FaultRule(verb="get", resource="pods", name="slow", latency=2.0))
-    info = kopf.ConnectionInfo(server=apiserver.url, insecure=True)
+    info = ConnectionInfo(server=apiserver.url, insecure=True)
     async with KubeClient(info, connection_limit=1) as shared, KubeClient(info) as binding:
         api = KubePodAPI(shared, binding)
         pod = await api.get_pod(NAMESPACE, "placed")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import kopf
 from acceptance_harness import NAMESPACE, eventually, pod, podgroup, simulated_cluster
 from test_podgroup_status_writes import phases_written
 
@@ -21,7 +20,7 @@ from lockstep.controller.status import (
     passing,
     status_changes,
 )
-from lockstep.kube.client import EVENTS, KubeClient
+from lockstep.kube.client import EVENTS, ConnectionInfo, KubeClient
 
 
 async def events_of(client: KubeClient, name: str) -> list[str]:
@@ -76,7 +75,7 @@ def podgroup_at(version: str, phase: str) -> dict[str, Any]:
 
 
 async def test_a_watch_event_older_than_the_writers_own_patch_answer_is_not_taken() -> None:
-    async with KubeClient(kopf.ConnectionInfo(server="http://127.0.0.1:9")) as unused:
+    async with KubeClient(ConnectionInfo(server="http://127.0.0.1:9")) as unused:
         writer = StatusWriter(unused, GroupMembers(), attempt_of=lambda _: None)
         key = (NAMESPACE, "g")
         writer.observe_podgroup("ADDED", podgroup_at("5", ""))
