@@ -45,7 +45,9 @@ async def gang_bound(env: Env, name: str, size: int) -> bool:
     return await env.bound(name) == size
 
 
-async def lockstep_run(env: Env, tmp_path: Path, stderr: Any) -> asyncio.subprocess.Process:
+async def lockstep_run(
+    env: Env, tmp_path: Path, stderr: Any, log_level: str = "info"
+) -> asyncio.subprocess.Process:
     """``lockstep run`` as a process of its own against the emulator, no leader election, JSON logs to
     ``stderr``."""
     return await asyncio.create_subprocess_exec(
@@ -60,6 +62,7 @@ async def lockstep_run(env: Env, tmp_path: Path, stderr: Any) -> asyncio.subproc
             "LOCKSTEP_METRICS_BIND_ADDRESS": "127.0.0.1:0",
             "LOCKSTEP_HEALTH_BIND_ADDRESS": "127.0.0.1:0",
             "LOCKSTEP_LOG_FORMAT": "json",
+            "LOCKSTEP_LOG_LEVEL": log_level,
         },
         stdout=asyncio.subprocess.DEVNULL,
         stderr=stderr,
@@ -284,15 +287,15 @@ async def test_sigterm_right_after_the_last_bind_leaves_every_podgroup_saying_sc
     tmp_path: Path,
 ) -> None:
     """The statuses the writer still held back (and the queued Events) are written before exit, and
-    the process exits right after that flush (it used to linger 5 s: Kopf waited for the binding
-    queue's idle workers)."""
+    Kopf stops right after that flush (it used to linger 5 s: Kopf waited for the binding queue's idle
+    workers)."""
     gangs, size = 12, 4
     run_log = tmp_path / "run.log"
     log_file = run_log.open("wb")
     async with simulated_cluster(
         nodes=4, devices_per_node=0, start_operator=False, kubelet_start_delay=60
     ) as env:
-        process = await lockstep_run(env, tmp_path, stderr=log_file)
+        process = await lockstep_run(env, tmp_path, stderr=log_file, log_level="debug")
         bound: set[str] = set()
         all_bound = asyncio.Event()
 
@@ -309,7 +312,6 @@ async def test_sigterm_right_after_the_last_bind_leaves_every_podgroup_saying_sc
             await asyncio.wait_for(all_bound.wait(), 60)
             process.send_signal(signal.SIGTERM)
             assert await asyncio.wait_for(process.wait(), 30) == 0
-            exited_at = time.time()
         finally:
             watch.cancel()
             if process.returncode is None:
@@ -328,9 +330,13 @@ async def test_sigterm_right_after_the_last_bind_leaves_every_podgroup_saying_sc
                 e["involvedObject"]["name"] == f"g{g}" and e["reason"] == "Scheduled" for e in events
             ), f"no Scheduled event for g{g}"
         log = run_log.read_text()
-        stopped = [json.loads(line) for line in log.splitlines() if '"event":"stopped"' in line]
+        lines = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+        stopped = [line for line in lines if line["event"] == "stopped"]
         assert len(stopped) == 1, log[-2000:]
         flushed_at = datetime.fromisoformat(stopped[0]["timestamp"]).timestamp()
-        # The linger was Kopf's 5 s wait for tasks it did not start, on top of the interpreter's
-        # teardown: that teardown alone took 2-3.3 s on a loaded 2-core machine, so 4 s still tells.
-        assert exited_at - flushed_at < 4.0, f"exited {exited_at - flushed_at:.1f} s after the flush"
+        # Kopf stopping is the last thing the process logs (at debug level); the linger was its 5 s wait
+        # for tasks it did not start. Timed inside the process: the interpreter's teardown that follows
+        # took up to 4.5 s on a loaded 2-core machine.
+        last = lines[-1]
+        lag = datetime.fromisoformat(last["timestamp"]).timestamp() - flushed_at
+        assert lag < 2.0, f"Kopf stopped {lag:.1f} s after the flush ({last['event']})"
