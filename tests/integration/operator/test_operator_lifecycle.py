@@ -69,6 +69,18 @@ async def lockstep_run(
     )
 
 
+async def scheduling_started(process: asyncio.subprocess.Process) -> str:
+    """Read ``lockstep run``'s log (a pipe) until it starts scheduling; return what it logged. Its start
+    (imports, informers) takes seconds, many on a loaded machine: tests time what follows."""
+    assert process.stderr is not None
+    seen = ""
+    while '"event":"scheduling"' not in seen:
+        line = (await asyncio.wait_for(process.stderr.readline(), 30)).decode()
+        assert line, f"lockstep run ended before scheduling:\n{seen}"
+        seen += line
+    return seen
+
+
 async def leads(thread: OperatorThread) -> bool:
     # The operator lives on its own thread and loop: poll its flag instead of awaiting it.
     return thread.operator is not None and thread.operator.leading.is_set()
@@ -149,8 +161,9 @@ async def test_sigterm_finishes_binding_cycles_and_exits_within_the_grace_period
         env.cluster.server.faults.add(
             FaultRule(verb="create", resource="pods", subresource="binding", latency=0.5)
         )
-        process = await lockstep_run(env, tmp_path, stderr=asyncio.subprocess.DEVNULL)
+        process = await lockstep_run(env, tmp_path, stderr=asyncio.subprocess.PIPE)
         try:
+            await scheduling_started(process)
             await create_gang(env, "g", 4)
 
             async def binding_started() -> bool:
@@ -179,11 +192,7 @@ async def test_sigterm_as_scheduling_starts_is_a_graceful_stop(tmp_path: Path) -
         process = await lockstep_run(env, tmp_path, stderr=asyncio.subprocess.PIPE)
         assert process.stderr is not None
         try:
-            seen = ""
-            while '"event":"scheduling"' not in seen:
-                line = (await asyncio.wait_for(process.stderr.readline(), 30)).decode()
-                assert line, f"lockstep run ended before scheduling:\n{seen}"
-                seen += line
+            seen = await scheduling_started(process)
             process.send_signal(signal.SIGTERM)
             rest = (await asyncio.wait_for(process.stderr.read(), 30)).decode()
             assert await asyncio.wait_for(process.wait(), 30) == 0, seen + rest
