@@ -6,11 +6,15 @@ not share counters.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 ATTEMPT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 POD_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
@@ -135,13 +139,24 @@ def _resource_of(path: str) -> str:
     return f"{rest[0]}/{rest[2]}" if len(rest) >= 3 else rest[0]
 
 
-async def start_metrics_server(metrics: Metrics, address: str) -> web.AppRunner | None:
-    """Serve ``/metrics`` on ``host:port``; an empty address disables it. Returns the runner to stop."""
+def listen_for_scrapes(address: str) -> socket.socket | None:
+    """The listening socket of ``/metrics`` on ``host:port``; an empty address disables metrics.
+    Bound at start-up, so that a port in use stops the operator before it schedules; the HTTP server
+    on it (:func:`serve_metrics`) may start later: a scrape meanwhile waits in the backlog."""
     if not address:
         return None
     host, _, port = address.rpartition(":")
     if not port.isdigit():
         raise ValueError(f"--metrics-bind-address {address!r}: expected host:port")
+    family, _, _, _, sockaddr = socket.getaddrinfo(
+        host or "0.0.0.0", int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    return socket.create_server(sockaddr, family=family)
+
+
+async def serve_metrics(metrics: Metrics, listening: socket.socket) -> web.AppRunner:
+    """Serve ``/metrics`` on the socket of :func:`listen_for_scrapes`. Returns the runner to stop."""
+    from aiohttp import web
 
     async def handle(_: web.Request) -> web.Response:
         return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -150,16 +165,5 @@ async def start_metrics_server(metrics: Metrics, address: str) -> web.AppRunner 
     app.router.add_get("/metrics", handle)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host or "0.0.0.0", int(port))
-    await site.start()
+    await web.SockSite(runner, listening).start()
     return runner
-
-
-def bound_port(runner: web.AppRunner) -> int:
-    """The port a runner listens on (useful with port 0)."""
-    for site in runner.sites:
-        server = getattr(site, "_server", None)
-        if server is not None and server.sockets:
-            port: int = server.sockets[0].getsockname()[1]
-            return port
-    raise RuntimeError("metrics server is not listening")

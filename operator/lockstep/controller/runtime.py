@@ -4,7 +4,7 @@ Start-up order: the API session, then every informer primed from a LIST (so the 
 decides on a partial view: a restarted operator must see every bound pod and allocated claim
 first), then the background tasks and the scheduler task, and only then ``kopf.operator`` (tasks
 that exist before it starts are not Kopf's to cancel), once the first binding is answered
-(``KOPF_START_DEFERRAL_SECONDS``). Shutdown (SIGTERM or the stop flag): stop taking new groups, let
+(``DEFERRED_START_SECONDS``). Shutdown (SIGTERM or the stop flag): stop taking new groups, let
 binding cycles finish within the grace period (or unreserve them), write the last statuses, release
 the lease, end our tasks, and stop Kopf last. Losing the lease aborts instead: no drain, no further
 write, exit code 1.
@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
@@ -59,9 +59,12 @@ from lockstep.kube.events import EventRecorder
 from lockstep.kube.lease import LeaderElector, LeaseNamespaceMissingError
 from lockstep.kube.watch import EventSink, RawWatch
 from lockstep.logging import get_logger
-from lockstep.metrics import Metrics, bound_port, start_metrics_server
+from lockstep.metrics import Metrics, listen_for_scrapes, serve_metrics
 from lockstep.scheduler.framework import PodInfo
 from lockstep.scheduler.scheduler import SchedulerOptions
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 log = get_logger("lockstep.controller")
 
@@ -89,8 +92,9 @@ REPORTING_CONNECTIONS = 32
 # Kopf's own start takes the event loop for a while: started together with the scheduler, it held the
 # first placement's bindings back (0.07 s from placement to binding without it, 0.3 s with it, bench/
 # startup.py on a loaded machine). Unless it watches a kind, it starts once the first binding is
-# answered, or this long after scheduling could start.
-KOPF_START_DEFERRAL_SECONDS = 1.0
+# answered, or this long after scheduling could start; so does the HTTP server of /metrics (its port
+# is bound before). Neither Kopf nor aiohttp.web is imported before then.
+DEFERRED_START_SECONDS = 1.0
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -186,6 +190,7 @@ class Operator:
         self._lead_task: asyncio.Task[Any] | None = None
         self._writers: list[asyncio.Task[Any]] = []
         self._upstream_watch: asyncio.Task[Any] | None = None
+        self._metrics_runner: web.AppRunner | None = None
 
     # --- ingest: one synchronous call per watch event ------------------------------------------------
 
@@ -276,15 +281,15 @@ class Operator:
             refresh_credentials=self.reload_credentials,
             connection_limit=SchedulerOptions().bind_workers,
         )
-        metrics_runner = None
+        metrics_socket = None
         kopf_task: asyncio.Task[None] | None = None
         kopf_stop = asyncio.Event()
         try:
             await wait_for_server(client)
             self._build(client, reporting, binding)
-            metrics_runner = await start_metrics_server(self.metrics, self.settings.metrics_bind_address)
-            if metrics_runner is not None:
-                self.metrics_port = bound_port(metrics_runner)
+            metrics_socket = listen_for_scrapes(self.settings.metrics_bind_address)
+            if metrics_socket is not None:
+                self.metrics_port = metrics_socket.getsockname()[1]
             kopf_sinks = await self._start_informers()
             await self._follow_upstream_podgroups()
             self._spawn(self._rediscover(), "discovery")
@@ -292,6 +297,8 @@ class Operator:
             route_stop_signals(stop)
             self._lead_task = self._spawn(self._lead(), "leader-election")
             self._spawn(self._schedule_while_leading(), "scheduler")
+            if metrics_socket is not None:
+                self._spawn(self._serve_metrics(metrics_socket, stop), "metrics")
             self.started.set()
             kopf_ready = asyncio.Event()
             self._spawn(self._resync(kopf_ready, kopf_sinks), "resync")
@@ -323,8 +330,10 @@ class Operator:
                 kopf_stop.set()
                 with contextlib.suppress(asyncio.CancelledError, TimeoutError, Exception):
                     await asyncio.wait_for(asyncio.shield(kopf_task), 10)
-            if metrics_runner is not None:
-                await metrics_runner.cleanup()
+            if self._metrics_runner is not None:
+                await self._metrics_runner.cleanup()
+            if metrics_socket is not None:
+                metrics_socket.close()
             await client.close()
             await reporting.close()
             await binding.close()
@@ -354,24 +363,30 @@ class Operator:
         await self._start_raw_watches({kind: sinks[kind] for kind in raw_kinds})
         return kopf_sinks
 
+    async def _after_first_binding(self, stop: asyncio.Event, imports: str) -> bool:
+        """Wait until the first binding is answered (at most ``DEFERRED_START_SECONDS``), then import
+        module ``imports`` on a worker thread: the bindings in flight keep the event loop meanwhile.
+        False if ``stop`` was set in the meantime."""
+        waits = {asyncio.ensure_future(self.first_bound.wait()), asyncio.ensure_future(stop.wait())}
+        try:
+            await asyncio.wait(waits, timeout=DEFERRED_START_SECONDS, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waits:
+                waiter.cancel()
+        if not stop.is_set():
+            await asyncio.to_thread(importlib.import_module, imports)
+        return not stop.is_set()
+
+    async def _serve_metrics(self, listening: socket.socket, stop: asyncio.Event) -> None:
+        if await self._after_first_binding(stop, "aiohttp.web"):
+            self._metrics_runner = await serve_metrics(self.metrics, listening)
+
     async def _kopf(
         self, sinks: Mapping[ResourceKind, TrackedSink], stop: asyncio.Event, ready: asyncio.Event
     ) -> None:
-        if not sinks:
-            waits = {asyncio.ensure_future(self.first_bound.wait()), asyncio.ensure_future(stop.wait())}
-            try:
-                await asyncio.wait(
-                    waits, timeout=KOPF_START_DEFERRAL_SECONDS, return_when=asyncio.FIRST_COMPLETED
-                )
-            finally:
-                for waiter in waits:
-                    waiter.cancel()
-            if stop.is_set():
-                return
-        # Kopf is imported only now, once scheduling has started, and on a worker thread: the bindings
-        # in flight keep the event loop meanwhile.
-        await asyncio.to_thread(importlib.import_module, "lockstep.controller.handlers")
-        if stop.is_set():
+        if sinks:  # Kopf delivers some kind's watch events: no deferral
+            await asyncio.to_thread(importlib.import_module, "lockstep.controller.handlers")
+        elif not await self._after_first_binding(stop, "lockstep.controller.handlers"):
             return
         import kopf
 
