@@ -33,7 +33,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lockstep.api.resource import (
     ALLOCATION_MODE_ALL,
@@ -48,11 +48,14 @@ from lockstep.api.resource import (
     ResourceClaim,
 )
 from lockstep.dra import capacity
-from lockstep.dra.cel import CELError, Selector, compile_selector
+from lockstep.dra.cel_errors import CELError
 from lockstep.dra.features import Features
 from lockstep.dra.inventory import AttributeSet, CounterID, DeviceEntry, DeviceID, DeviceInventory, PoolID
 from lockstep.dra.k8s_types import QuantityError, parse_quantity
 from lockstep.dra.node_selector import node_name_selector
+
+if TYPE_CHECKING:
+    from lockstep.dra.cel import Selector
 
 DEFAULT_MAX_STEPS = 200_000
 MAX_CACHED_CANDIDATE_LISTS = 200_000
@@ -129,6 +132,8 @@ class _BudgetExceeded(Exception):
 def _selectors(
     selectors: Sequence[DeviceSelector], features: Features, claim_key: str, where: str
 ) -> list[Selector]:
+    from lockstep.dra.cel import compile_selector
+
     compiled = []
     for index, selector in enumerate(selectors):
         if selector.cel is None:

@@ -40,6 +40,7 @@ import lark
 from celpy.evaluation import CELEvalError, Evaluator
 
 from lockstep.dra.cel_cost import estimated_cost
+from lockstep.dra.cel_errors import CELError, CELSyntaxError, qualify
 from lockstep.dra.cel_libraries import (
     LIBRARY_FUNCTIONS,
     UnknownFormatArgument,
@@ -81,24 +82,6 @@ Activation = Mapping[str, Any]
 
 # resource.k8s.io CELSelectorExpressionMaxCost: the runtime cost limit of one selector evaluation.
 SELECTOR_MAX_COST = 1_000_000
-
-
-class CELError(ValueError):
-    """A selector could not be compiled or evaluated; the message quotes the expression."""
-
-    def __init__(self, expression: str, problem: str) -> None:
-        super().__init__(f"CEL expression {expression!r}: {problem}")
-        self.expression = expression
-        self.problem = problem
-
-
-class CELSyntaxError(CELError):
-    """The expression does not parse; ``column`` (1-based) is where the parser stopped, if known."""
-
-    def __init__(self, expression: str, problem: str, column: int | None) -> None:
-        super().__init__(expression, f"compilation failed: {problem}")
-        self.detail = problem
-        self.column = column
 
 
 def _op_equal(a: Value, b: Value) -> Value:
@@ -1019,12 +1002,6 @@ def attribute_value(attribute: Mapping[str, Any], list_type_attributes: bool) ->
     raise ValueError(
         f"attribute has no value (expected one of int, bool, string, version, ints, ...): {attribute}"
     )
-
-
-def qualify(name: str, driver: str) -> tuple[str, str]:
-    """(domain, identifier) of an attribute or capacity name; unqualified names get the driver."""
-    domain, slash, identifier = name.partition("/")
-    return (domain, identifier) if slash else (driver, name)
 
 
 def device_activation(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lockstep.api.resource import (
     BLOCKING_TAINT_EFFECTS,
@@ -25,9 +25,12 @@ from lockstep.api.resource import (
     NodeSelector,
     ResourceSlice,
 )
-from lockstep.dra.cel import CELError, Selector, device_activation, qualify
+from lockstep.dra.cel_errors import CELError, qualify
 from lockstep.dra.k8s_types import Quantity, SemverError, parse_quantity, parse_semver
 from lockstep.dra.node_selector import node_selector_matches
+
+if TYPE_CHECKING:
+    from lockstep.dra.cel import Selector
 
 DeviceID = tuple[str, str, str]  # (driver, pool, device)
 PoolID = tuple[str, str]  # (driver, pool)
@@ -140,6 +143,8 @@ class DeviceEntry:
     def _activation(self, list_type_attributes: bool, expression: str) -> dict[str, Any]:
         activation = self._activations.get(list_type_attributes)
         if activation is None:
+            from lockstep.dra.cel import device_activation
+
             try:
                 activation = device_activation(
                     self.driver,
