@@ -75,8 +75,18 @@ async def test_a_gang_of_eight_binds_and_its_podgroup_says_scheduled(pod_watch: 
         assert 'lockstep_bindings_total{result="bound"} 9.0' in text
         assert "lockstep_inflight_claim_allocations 0.0" in text
         assert operator.health_url is not None
-        async with aiohttp.ClientSession() as session, session.get(operator.health_url) as response:
-            health = await response.json()
+        health_url = operator.health_url
+
+        async def liveness() -> dict[str, Any] | None:
+            # Kopf serves it; it starts after the first binding, so it may not be up yet.
+            try:
+                async with aiohttp.ClientSession() as session, session.get(health_url) as response:
+                    answer: dict[str, Any] = await response.json()
+                    return answer
+            except aiohttp.ClientConnectorError:
+                return None
+
+        health = await eventually(liveness, what="the liveness endpoint")
         assert health["scheduler"]["leader"] is True
         assert health["scheduler"]["queue_depth"] >= 0
         assert health["scheduler"]["last_successful_cycle"]
