@@ -327,9 +327,13 @@ class Operator:
                     await task
             self._tasks = []
             if kopf_task is not None and not kopf_task.done():
+                # Its stop flag first (cancelled without it, Kopf SIGKILLs its process), then cancelled:
+                # stopped gracefully, Kopf waits 5 s for every task it has not seen finish, and stopped
+                # while it starts, its own API scans, retrying against closed connections, are such.
                 kopf_stop.set()
+                kopf_task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, TimeoutError, Exception):
-                    await asyncio.wait_for(asyncio.shield(kopf_task), 10)
+                    await asyncio.wait_for(kopf_task, 10)
             if self._metrics_runner is not None:
                 await self._metrics_runner.cleanup()
             if metrics_socket is not None:
