@@ -45,7 +45,12 @@ def write_kubeconfig(server_url: str, path: str | None) -> tuple[Path, bool]:
     if path:
         target = Path(path).expanduser().resolve()
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
+        # Written beside it, then renamed over it: whoever waits for the file to appear (bench, the e2e
+        # tests) reads it whole, never the empty file a plain write shows first.
+        fd, partial = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(partial, target)
         return target, False
     fd, name = tempfile.mkstemp(prefix="lockstep-sim-", suffix=".kubeconfig")
     with os.fdopen(fd, "w") as handle:

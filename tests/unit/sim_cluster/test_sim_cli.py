@@ -40,6 +40,18 @@ def test_kubeconfig_points_at_the_server_over_plain_http(tmp_path: Path) -> None
     assert config["contexts"][0]["context"]["namespace"] == "default"
 
 
+def test_the_kubeconfig_is_renamed_into_place_whole(tmp_path: Path) -> None:
+    """Bench and the e2e tests wait for the file to appear, then read it: written in place, it was
+    there, empty, for a moment first."""
+    target = tmp_path / "config"
+    target.write_text("an older one")
+    older = target.stat().st_ino
+    path, _ = write_kubeconfig("http://127.0.0.1:1", str(target))
+    assert path.stat().st_ino != older  # a new file renamed over it, not the old one rewritten
+    assert [p.name for p in tmp_path.iterdir()] == ["config"]
+    assert yaml.safe_load(path.read_text())["current-context"] == "lockstep-sim"
+
+
 def test_without_a_path_the_kubeconfig_is_a_temporary_file() -> None:
     path, temporary = write_kubeconfig("http://127.0.0.1:1", None)
     try:
