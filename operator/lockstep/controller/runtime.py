@@ -315,6 +315,8 @@ class Operator:
                 self.failed = True
             if self.aborted:
                 if self.core is not None:
+                    # No new cycle while close() waits for the cancelled ones: its bindings would go on.
+                    self.core.stop_accepting()
                     await self.core.scheduler.close()
             else:
                 await self._shutdown()
