@@ -88,13 +88,6 @@ class WatchMode(StrEnum):
 # Connections of the client that writes PodGroup statuses and Events (16 status writers, 8 event
 # writers, room for the re-reads after a conflict).
 REPORTING_CONNECTIONS = 32
-# The scheduler's requests have 64 connections, as its one shared pool had: one per binding worker for
-# the bindings, the rest for every other request (claim writes, re-reads, nominations). Watches keep
-# theirs outside. More would not get answers sooner from a busy API server, only take its time from
-# other clients: with 64 besides the bindings, the extended-resource benchmark's load generator took
-# 21-26 s to create its pods instead of 14.
-BINDING_CONNECTIONS = SchedulerOptions().bind_workers
-REQUEST_CONNECTIONS = 64 - BINDING_CONNECTIONS
 
 # Kopf's own start takes the event loop for a while: started together with the scheduler, it held the
 # first placement's bindings back (0.07 s from placement to binding without it, 0.3 s with it, bench/
@@ -268,7 +261,6 @@ class Operator:
             self.connection,
             on_response=self.metrics.observe_response,
             refresh_credentials=self.reload_credentials,
-            connection_limit=REQUEST_CONNECTIONS,
         )
         self.client = client
         # PodGroup statuses and Events get connections of their own: behind a burst of bindings and
@@ -280,14 +272,14 @@ class Operator:
             refresh_credentials=self.reload_credentials,
             connection_limit=REPORTING_CONNECTIONS,
         )
-        # Bindings too: in the shared pool each binding waited its turn behind the claim writes of the
-        # pods placed after it (claim-template: up to 340 bindings held in the bind queue, 1.5 s at
-        # p90), although a binding is what completes a placement.
+        # Bindings too, one connection per binding worker: in the shared pool each binding waited its
+        # turn behind the claim writes of the pods placed after it (claim-template: 270 bindings held
+        # in the bind queue for 1.5 s), although a binding is what completes a placement.
         binding = KubeClient(
             self.connection,
             on_response=self.metrics.observe_response,
             refresh_credentials=self.reload_credentials,
-            connection_limit=BINDING_CONNECTIONS,
+            connection_limit=SchedulerOptions().bind_workers,
         )
         metrics_socket = None
         kopf_task: asyncio.Task[None] | None = None
