@@ -97,12 +97,7 @@ def _meta(obj: dict[str, Any]) -> dict[str, Any]:
 
 class SchedulerCore:
     def __init__(
-        self,
-        settings: Settings,
-        client: KubeClient,
-        events: EventRecorder,
-        metrics: Metrics,
-        binding: KubeClient | None = None,
+        self, settings: Settings, client: KubeClient, events: EventRecorder, metrics: Metrics
     ) -> None:
         self.settings = settings
         self.events = events
@@ -114,7 +109,7 @@ class SchedulerCore:
         self.volumes = VolumeStore(self._volumes_changed)
         self.scheduler = Scheduler(
             settings,
-            KubePodAPI(client, binding),
+            KubePodAPI(client),
             services={
                 STORE_SERVICE: self.resources,
                 CLAIM_API_SERVICE: self.claim_api,

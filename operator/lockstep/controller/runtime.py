@@ -61,7 +61,6 @@ from lockstep.kube.watch import EventSink, RawWatch
 from lockstep.logging import get_logger
 from lockstep.metrics import Metrics, listen_for_scrapes, serve_metrics
 from lockstep.scheduler.framework import PodInfo
-from lockstep.scheduler.scheduler import SchedulerOptions
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -272,21 +271,12 @@ class Operator:
             refresh_credentials=self.reload_credentials,
             connection_limit=REPORTING_CONNECTIONS,
         )
-        # Bindings too, one connection per binding worker: in the shared pool each binding waited its
-        # turn behind the claim writes of the pods placed after it (claim-template: 270 bindings held
-        # in the bind queue for 1.5 s), although a binding is what completes a placement.
-        binding = KubeClient(
-            self.connection,
-            on_response=self.metrics.observe_response,
-            refresh_credentials=self.reload_credentials,
-            connection_limit=SchedulerOptions().bind_workers,
-        )
         metrics_socket = None
         kopf_task: asyncio.Task[None] | None = None
         kopf_stop = asyncio.Event()
         try:
             await wait_for_server(client)
-            self._build(client, reporting, binding)
+            self._build(client, reporting)
             metrics_socket = listen_for_scrapes(self.settings.metrics_bind_address)
             if metrics_socket is not None:
                 self.metrics_port = metrics_socket.getsockname()[1]
@@ -342,12 +332,11 @@ class Operator:
                 metrics_socket.close()
             await client.close()
             await reporting.close()
-            await binding.close()
         return 1 if self.stopped_leading or self.failed else 0
 
-    def _build(self, client: KubeClient, reporting: KubeClient, binding: KubeClient) -> None:
+    def _build(self, client: KubeClient, reporting: KubeClient) -> None:
         self.events = EventRecorder(reporting, self.settings.scheduler_name)
-        self.core = SchedulerCore(self.settings, client, self.events, self.metrics, binding)
+        self.core = SchedulerCore(self.settings, client, self.events, self.metrics)
         self.status = StatusWriter(
             reporting,
             self.members,

@@ -40,17 +40,14 @@ TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
 
 
 class KubePodAPI:
-    """``PodAPI``: bindings, fresh pod reads and strict failure-condition patches. ``binding``, when
-    given, is the client the bindings themselves go through (the operator gives them connections of
-    their own)."""
+    """``PodAPI``: bindings, fresh pod reads and strict failure-condition patches."""
 
-    def __init__(self, client: KubeClient, binding: KubeClient | None = None) -> None:
+    def __init__(self, client: KubeClient) -> None:
         self.client = client
-        self.binding = binding or client
 
     async def bind(self, pod: PodInfo, node_name: str) -> BindOutcome:
         try:
-            await post_binding(self.binding, pod.namespace, pod.name, pod.uid, node_name)
+            await post_binding(self.client, pod.namespace, pod.name, pod.uid, node_name)
             return BindOutcome(BindResult.BOUND)
         except ApiError as exc:
             if exc.not_found:

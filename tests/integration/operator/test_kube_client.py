@@ -159,24 +159,3 @@ async def test_a_request_waiting_for_a_connection_is_not_overtaken_by_later_ones
         await asyncio.gather(*lanes)
     # at most the two requests on the wire when it asked, and one more each whose turn came first
     assert overtaken_by <= 4, f"{overtaken_by} later requests were answered before the waiting one"
-
-
-async def test_bindings_on_their_own_client_do_not_wait_behind_other_requests(
-    apiserver: ApiServer, kube: KubeClient
-) -> None:
-    """The operator gives bindings connections of their own: a binding goes out while every
-    connection of the shared client is taken by slower requests."""
-    await kube.create(PODS, NAMESPACE, pod_manifest("slow"))
-    await kube.create(PODS, NAMESPACE, pod_manifest("placed"))
-    apiserver.faults.add(FaultRule(verb="get", resource="pods", name="slow", latency=2.0))
-    info = ConnectionInfo(server=apiserver.url, insecure=True)
-    async with KubeClient(info, connection_limit=1) as shared, KubeClient(info) as binding:
-        api = KubePodAPI(shared, binding)
-        pod = await api.get_pod(NAMESPACE, "placed")
-        assert pod is not None
-        busy = asyncio.create_task(shared.get(PODS, NAMESPACE, "slow"))
-        await asyncio.sleep(0.05)  # the shared client's only connection is taken for 2 s
-        outcome = await asyncio.wait_for(api.bind(pod, "node-1"), 1.0)
-        assert outcome.result is BindResult.BOUND
-        assert not busy.done()
-        await busy
