@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import structlog
 
+from lockstep.sim.controllers import pod_warning_event
 from lockstep.sim.objectmeta import now_rfc3339
 from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, WorkQueue, object_key
 
@@ -75,27 +76,13 @@ def claim_for(pod: JsonObject, volume: JsonObject) -> JsonObject:
 
 
 def failed_binding_event(pod: JsonObject, volume_name: str, message: str) -> JsonObject:
-    meta = pod["metadata"]
-    now = now_rfc3339()
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{meta['name']}."},
-        "involvedObject": {
-            "kind": "Pod",
-            "apiVersion": "v1",
-            "namespace": meta.get("namespace"),
-            "name": meta["name"],
-            "uid": meta.get("uid"),
-        },
-        "reason": FAILED_BINDING,
-        "message": f"ephemeral volume {volume_name}: {message}",
-        "type": "Warning",
-        "source": {"component": COMPONENT},
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "count": 1,
-    }
+    return pod_warning_event(
+        pod,
+        FAILED_BINDING,
+        f"ephemeral volume {volume_name}: {message}",
+        {"component": COMPONENT},
+        now_rfc3339(),
+    )
 
 
 class EphemeralVolumeController:

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 import structlog
 
+from lockstep.sim.controllers import pod_warning_event
 from lockstep.sim.controllers.dra_driver import DRIVER_NAME
 from lockstep.sim.controllers.persistentvolume import pod_claim_names as pod_pvc_names
 from lockstep.sim.watching import (
@@ -208,26 +209,8 @@ def unbound_volume_claims(pod: JsonObject, pvcs: dict[str, JsonObject]) -> list[
 
 
 def failed_mount_event(pod: JsonObject, node_name: str, unbound: list[str], when: str) -> JsonObject:
-    meta = pod["metadata"]
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{meta['name']}."},
-        "involvedObject": {
-            "kind": "Pod",
-            "apiVersion": "v1",
-            "namespace": meta.get("namespace"),
-            "name": meta["name"],
-            "uid": meta.get("uid"),
-        },
-        "reason": "FailedMount",
-        "message": f"Unable to attach or mount volumes: unbound PersistentVolumeClaims: {', '.join(unbound)}",
-        "type": "Warning",
-        "source": {"component": "kubelet", "host": node_name},
-        "firstTimestamp": when,
-        "lastTimestamp": when,
-        "count": 1,
-    }
+    message = f"Unable to attach or mount volumes: unbound PersistentVolumeClaims: {', '.join(unbound)}"
+    return pod_warning_event(pod, "FailedMount", message, {"component": "kubelet", "host": node_name}, when)
 
 
 class Kubelets:
