@@ -23,6 +23,7 @@ from typing import Any, TextIO
 import yaml
 
 from lockstep import POD_GROUP_LABEL
+from lockstep.api.upstream_podgroup import CONDITION_TYPES as UPSTREAM_CONDITION_TYPES
 from lockstep.config import load_settings
 from lockstep.controller.runtime import OperatorThread
 from lockstep.kube.client import (
@@ -33,7 +34,7 @@ from lockstep.kube.client import (
     PODS,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
-    UPSTREAM_POD_GROUPS,
+    UPSTREAM_POD_GROUP_KINDS,
     ApiError,
     KubeClient,
     ResourceKind,
@@ -50,7 +51,7 @@ APPLICABLE: dict[tuple[str, str], ResourceKind] = {
         NAMESPACES,
         PODS,
         POD_GROUPS,
-        UPSTREAM_POD_GROUPS,
+        *UPSTREAM_POD_GROUP_KINDS,
         JOBS,
         RESOURCE_CLAIMS,
         RESOURCE_CLAIM_TEMPLATES,
@@ -217,13 +218,15 @@ async def apply(client: KubeClient, example: Example, out: TextIO) -> None:
 
 
 def upstream_view_from(item: Mapping[str, Any], expect: str, pods: list[dict[str, Any]]) -> GroupView:
-    """An upstream PodGroup has no phase: its PodGroupScheduled condition stands for one (Scheduled,
+    """An upstream PodGroup has no phase: its scheduler's condition (PodGroupInitiallyScheduled in
+    v1beta1, PodGroupScheduled in v1alpha2) stands for one (Scheduled,
     or the condition's reason); nor counts: its members (``pods`` of the namespace naming it) give
     them."""
     meta, spec = item["metadata"], item.get("spec", {})
     gang = spec.get("schedulingPolicy", {}).get("gang")
     conditions = (item.get("status") or {}).get("conditions") or []
-    condition = next((c for c in conditions if c.get("type") == "PodGroupScheduled"), None)
+    condition_types = set(UPSTREAM_CONDITION_TYPES.values())
+    condition = next((c for c in conditions if c.get("type") in condition_types), None)
     phase, why = "", ""
     if condition is not None:
         phase = "Scheduled" if condition.get("status") == "True" else str(condition.get("reason"))
@@ -250,7 +253,8 @@ async def collect(client: KubeClient, expected: Mapping[str, str]) -> list[Group
             name = f"{namespace}/{item['metadata']['name']}"
             if name in expected:
                 views[name] = view_from(item, expected[name])
-        upstream = (await client.list(UPSTREAM_POD_GROUPS, namespace)).get("items", [])
+        upstream_kind = await client.first_served(UPSTREAM_POD_GROUP_KINDS)
+        upstream = (await client.list(upstream_kind, namespace)).get("items", []) if upstream_kind else []
         pods = (await client.list(PODS, namespace)).get("items", []) if upstream else []
         for item in upstream:
             name = f"{namespace}/{item['metadata']['name']}"

@@ -22,6 +22,10 @@ import aiohttp
 
 from lockstep import POD_GROUP_LABEL
 from lockstep.api.pod import InvalidObjectError, parse_pod
+from lockstep.api.podgroup import CONDITION_SCHEDULED
+from lockstep.api.upstream_podgroup import CONDITION_TYPES
+from lockstep.api.upstream_podgroup import GROUP as UPSTREAM_GROUP
+from lockstep.api.upstream_podgroup import PLURAL as UPSTREAM_PLURAL
 from lockstep.config import ConfigError, Settings, load_settings
 from lockstep.controller.core import SchedulerCore
 from lockstep.kube.client import (
@@ -38,7 +42,7 @@ from lockstep.kube.client import (
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
     STORAGE_CLASSES,
-    UPSTREAM_POD_GROUPS,
+    UPSTREAM_POD_GROUP_KINDS,
     ApiError,
     KubeClient,
 )
@@ -89,7 +93,7 @@ class ClusterState:
         )
 
 
-UPSTREAM_PREFIX = f"{UPSTREAM_POD_GROUPS.plural}.{UPSTREAM_POD_GROUPS.group}/"
+UPSTREAM_PREFIX = f"{UPSTREAM_PLURAL}.{UPSTREAM_GROUP}/"
 
 
 def parse_reference(text: str, namespace: str = "default") -> tuple[str, str, bool]:
@@ -107,8 +111,13 @@ def parse_reference(text: str, namespace: str = "default") -> tuple[str, str, bo
 
 
 async def fetch(client: KubeClient, namespace: str, name: str, upstream: bool = False) -> ClusterState:
+    upstream_kind = await client.first_served(UPSTREAM_POD_GROUP_KINDS)
+    if upstream and upstream_kind is None:
+        versions = ", ".join(kind.api_version for kind in UPSTREAM_POD_GROUP_KINDS)
+        raise ExplainError(f"the cluster serves no upstream PodGroups (none of {versions})")
     try:
-        podgroup = await client.get(UPSTREAM_POD_GROUPS if upstream else POD_GROUPS, namespace, name)
+        kind = upstream_kind if upstream_kind is not None and upstream else POD_GROUPS
+        podgroup = await client.get(kind, namespace, name)
     except ApiError as exc:
         if exc.not_found:
             shape = UPSTREAM_PREFIX if upstream else "PodGroup "
@@ -119,7 +128,7 @@ async def fetch(client: KubeClient, namespace: str, name: str, upstream: bool = 
         listed = await client.list(kind)
         return list(listed.get("items", []))
 
-    upstream_groups = await items(UPSTREAM_POD_GROUPS) if await client.serves(UPSTREAM_POD_GROUPS) else []
+    upstream_groups = await items(upstream_kind) if upstream_kind is not None else []
 
     listed = await asyncio.gather(
         items(NODES),
@@ -172,7 +181,7 @@ def dry_run(settings: Settings, client: KubeClient, state: ClusterState) -> DryR
         for raw in objects:
             handler("ADDED", raw)
     meta = state.podgroup["metadata"]
-    upstream = str(state.podgroup.get("apiVersion", "")).startswith(f"{UPSTREAM_POD_GROUPS.group}/")
+    upstream = str(state.podgroup.get("apiVersion", "")).startswith(f"{UPSTREAM_GROUP}/")
     key = GroupKey(meta["namespace"], meta["name"], upstream=upstream)
     group = core.cache.podgroup(key)
     if group is None:
@@ -204,8 +213,9 @@ def describe_status(podgroup: Mapping[str, Any], members: Sequence[Mapping[str, 
     meta, spec, status = podgroup["metadata"], podgroup.get("spec", {}), podgroup.get("status", {})
     gang = spec.get("schedulingPolicy", {}).get("gang")
     policy = f"gang, minCount {gang['minCount']}" if gang else "basic"
-    upstream = str(podgroup.get("apiVersion", "")).startswith(f"{UPSTREAM_POD_GROUPS.group}/")
-    shape = f"{UPSTREAM_POD_GROUPS.api_version}, " if upstream else ""
+    api_version = str(podgroup.get("apiVersion", ""))
+    upstream = api_version.startswith(f"{UPSTREAM_GROUP}/")
+    shape = f"{api_version}, " if upstream else ""
     lines = [f"PodGroup {meta['namespace']}/{meta['name']} ({shape}{policy})"]
     bound = sum(1 for p in members if p.get("spec", {}).get("nodeName"))
     if upstream:  # upstream's status has conditions only
@@ -215,10 +225,11 @@ def describe_status(podgroup: Mapping[str, Any], members: Sequence[Mapping[str, 
             f"{INDENT}phase {status.get('phase') or '(none yet)'}; {bound} of {len(members)} member pods"
             f" bound (status says scheduled {status.get('scheduled', 0)}, running {status.get('running', 0)})"
         )
-    condition = _condition(status, "PodGroupScheduled")
+    condition_type = CONDITION_TYPES.get(api_version.rpartition("/")[2], CONDITION_SCHEDULED)
+    condition = _condition(status, condition_type)
     if condition is not None:
         lines.append(
-            f"{INDENT}PodGroupScheduled={condition.get('status')} ({condition.get('reason')}) since "
+            f"{INDENT}{condition_type}={condition.get('status')} ({condition.get('reason')}) since "
             f"{condition.get('lastTransitionTime')}: {condition.get('message', '')}"
         )
     if status.get("lastAttemptTime"):

@@ -17,10 +17,12 @@ from lockstep.kube.client import (
     PODS,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
-    UPSTREAM_POD_GROUPS,
     ApiError,
     PatchType,
     ResourceKind,
+)
+from lockstep.kube.client import (
+    UPSTREAM_POD_GROUPS_V1ALPHA2 as UPSTREAM_POD_GROUPS,
 )
 
 ZONE = "topology.kubernetes.io/zone"

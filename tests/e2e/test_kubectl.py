@@ -108,7 +108,7 @@ def test_reapply_of_a_changed_manifest_updates_the_podgroup(kubectl: Kubectl) ->
     assert spec == {
         "schedulingPolicy": {"gang": {"minCount": 6}},
         "scheduleTimeoutSeconds": 60,
-        "disruptionMode": "Pod",
+        "disruptionMode": "single",
     }
     unchanged = kubectl.run("apply", "-f", str(MANIFESTS / "podgroup-gang-changed.yaml"))
     assert unchanged.stdout.strip() == "podgroup.scheduling.lockstep.dev/train unchanged"

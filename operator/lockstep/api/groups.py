@@ -1,5 +1,6 @@
 """The two adapters into the core's one group model (``PodGroupInfo``): lockstep's own
-``scheduling.lockstep.dev/v1alpha1`` PodGroup and upstream's ``scheduling.k8s.io/v1alpha2`` PodGroup.
+``scheduling.lockstep.dev/v1alpha1`` PodGroup and upstream's ``scheduling.k8s.io`` PodGroup (``v1beta1``
+on Kubernetes 1.37, ``v1alpha2`` on 1.36: one model parses both, ``lockstep.api.upstream_podgroup``).
 
 A group's priority is ``spec.priority`` when set, else the value of ``spec.priorityClassName``
 (looked up in ``priority_classes``, name -> value), else None: the highest priority of its members.
@@ -47,6 +48,7 @@ def from_lockstep(podgroup: PodGroup, priority_classes: Mapping[str, int]) -> Po
         priority=_priority(podgroup.key, spec.priority, spec.priority_class_name, priority_classes),
         topology_keys=spec.topology_keys,
         disruption_mode=spec.disruption_mode,
+        preemption_policy=spec.preemption_policy,
     )
 
 
@@ -70,5 +72,6 @@ def from_upstream(
         priority=_priority(podgroup.key, spec.priority, spec.priority_class_name, priority_classes),
         topology_keys=spec.topology_keys,
         disruption_mode=spec.disruption_mode,
+        preemption_policy=spec.preemption_policy,
         upstream=True,
     )

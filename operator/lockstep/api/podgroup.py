@@ -30,7 +30,10 @@ LABEL_KEY = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]$"
 )
-DisruptionMode = Literal["Pod", "PodGroup"]
+# spec.disruptionMode: Kubernetes 1.37's names, and 1.36's (``Pod``, ``PodGroup``), which stay valid
+DISRUPTION_MODE_NAMES = ("single", "all", "Pod", "PodGroup")
+_DISRUPTION_MODE_ALIASES = {"Pod": "single", "PodGroup": "all"}
+PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
 
 MAX_MIN_COUNT = 10000
 MAX_TOPOLOGY_CONSTRAINTS = 1
@@ -67,10 +70,19 @@ def _matches(pattern: str) -> AfterValidator:
     return AfterValidator(check)
 
 
+def _disruption_mode(value: Any) -> Any:
+    """1.36's names read as 1.37's: the core knows only ``single`` and ``all``."""
+    if isinstance(value, str) and value in DISRUPTION_MODE_NAMES:
+        return _DISRUPTION_MODE_ALIASES.get(value, value)
+    raise ValueError(f"must be one of {', '.join(DISRUPTION_MODE_NAMES)}")
+
+
 JsonInt = Annotated[int, BeforeValidator(_json_integer)]
 JsonStr = Annotated[str, BeforeValidator(_json_string)]
 Int32 = Annotated[JsonInt, Field(ge=-(2**31), le=2**31 - 1)]
 Int64 = Annotated[JsonInt, Field(ge=-(2**63), le=2**63 - 1)]
+DisruptionMode = Annotated[Literal["single", "all"], BeforeValidator(_disruption_mode)]
+PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
 
 
 class _Model(BaseModel):
@@ -151,7 +163,8 @@ class PodGroupSpec(GroupSpec):
         Annotated[JsonStr, Field(min_length=1, max_length=253), _matches(DNS_SUBDOMAIN)] | None
     ) = Field(None, alias="priorityClassName")
     priority: Int32 | None = None
-    disruption_mode: DisruptionMode = Field("Pod", alias="disruptionMode")
+    disruption_mode: DisruptionMode = Field("single", alias="disruptionMode")
+    preemption_policy: PreemptionPolicy | None = Field(None, alias="preemptionPolicy")
     resource_claims: list[PodGroupResourceClaim] = Field(
         default_factory=list, alias="resourceClaims", max_length=MAX_RESOURCE_CLAIMS
     )

@@ -31,8 +31,8 @@ from lockstep.api.resource import (
     ResourceSlice,
     parse_resource,
 )
-from lockstep.api.upstream_podgroup import API_VERSION as UPSTREAM_API_VERSION
 from lockstep.api.upstream_podgroup import GROUP as UPSTREAM_GROUP
+from lockstep.api.upstream_podgroup import VERSIONS as UPSTREAM_VERSIONS
 from lockstep.api.upstream_podgroup import UpstreamPodGroup
 from lockstep.api.volume import (
     parse_csinode,
@@ -306,7 +306,7 @@ class SchedulerCore:
             log.info(
                 "admitted",
                 podgroup=f"{namespace}/{name}",
-                api=UPSTREAM_API_VERSION,
+                api=podgroup.api_version,
                 min_count=info.min_count,
                 policy="gang" if info.is_gang else "basic",
                 claims=[c.name for c in info.claims],
@@ -647,10 +647,17 @@ class SchedulerCore:
     def _reference(self, key: GroupKey) -> ObjectReference:
         """The object a group's events are about: its PodGroup, or the lone pod."""
         if key.pod_group:
-            groups = self._upstream_podgroups if key.upstream else self._podgroups
-            known = groups.get((key.namespace, key.name))
+            known: PodGroup | UpstreamPodGroup | None = (
+                self._upstream_podgroups if key.upstream else self._podgroups
+            ).get((key.namespace, key.name))
             uid = known.metadata.uid if known is not None else ""
-            api_version = UPSTREAM_API_VERSION if key.upstream else PODGROUP_API_VERSION
+            api_version: str
+            if known is not None:
+                api_version = known.api_version
+            elif key.upstream:
+                api_version = f"{UPSTREAM_GROUP}/{UPSTREAM_VERSIONS[0]}"
+            else:
+                api_version = PODGROUP_API_VERSION
             return ObjectReference("PodGroup", key.namespace, key.name, uid, api_version)
         pod = self.cache.get_pod_by_name(key.namespace, key.name)
         return ObjectReference("Pod", key.namespace, key.name, pod.uid if pod else "", "v1")

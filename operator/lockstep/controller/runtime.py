@@ -47,7 +47,7 @@ from lockstep.kube.client import (
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
     STORAGE_CLASSES,
-    UPSTREAM_POD_GROUPS,
+    UPSTREAM_POD_GROUP_KINDS,
     ApiError,
     ConnectionInfo,
     KubeClient,
@@ -517,19 +517,24 @@ class Operator:
             self._spawn(watch.run(), f"watch-{watch.kind.plural}")
 
     async def _follow_upstream_podgroups(self) -> None:
-        """Watch upstream's scheduling.k8s.io PodGroups while the cluster serves them (no flag: API
-        discovery decides, at start and every ``discovery_interval_seconds``)."""
+        """Watch upstream's scheduling.k8s.io PodGroups while the cluster serves them, in the newest
+        version it serves (v1beta1 on 1.37, v1alpha2 on 1.36). No flag: API discovery decides, at
+        start and every ``discovery_interval_seconds``; a watch whose version stops being served ends,
+        and the next discovery follows the version served then."""
         assert self.client is not None and self.core is not None
         watching = self._upstream_watch is not None and not self._upstream_watch.done()
-        if watching or not await self.client.serves(UPSTREAM_POD_GROUPS):
+        if watching:
+            return
+        kind = await self.client.first_served(UPSTREAM_POD_GROUP_KINDS)
+        if kind is None:
             return
         core = self.core
         namespaces: list[str | None] = list(self.settings.namespaces) or [None]
         watches = [
             RawWatch(
                 self.client,
-                UPSTREAM_POD_GROUPS,
-                _with_kind(UPSTREAM_POD_GROUPS, core.on_upstream_podgroup),
+                kind,
+                _with_kind(kind, core.on_upstream_podgroup),
                 namespace=namespace,
                 retry_delay=self.options.watch_retry_delay,
             )
@@ -541,7 +546,7 @@ class Operator:
             if exc.not_found:  # gone again between discovery and the list
                 return
             raise
-        log.info("watching upstream PodGroups", api=UPSTREAM_POD_GROUPS.api_version)
+        log.info("watching upstream PodGroups", api=kind.api_version)
 
         async def follow() -> None:
             try:
@@ -549,7 +554,7 @@ class Operator:
             except ApiError as exc:
                 if not exc.not_found:
                     raise
-                log.info("upstream PodGroups no longer served", api=UPSTREAM_POD_GROUPS.api_version)
+                log.info("upstream PodGroups no longer served", api=kind.api_version)
 
         self._upstream_watch = self._spawn(follow(), "watch-upstream-podgroups")
 

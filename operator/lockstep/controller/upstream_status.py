@@ -1,7 +1,9 @@
 """Status of upstream (``scheduling.k8s.io``) PodGroups: the one condition kube-scheduler writes,
-``PodGroupScheduled``, with upstream's reasons: True/Scheduled when a group cycle placed the group,
+``PodGroupInitiallyScheduled`` in v1beta1 (Kubernetes 1.37) and ``PodGroupScheduled`` in v1alpha2
+(1.36), with upstream's reasons: True/Scheduled when a group cycle placed the group,
 False/Unschedulable when it cannot be placed (or waits for pods), False/SchedulerError on an error.
-Once True it is never set back to False (as kube-scheduler's ``updatePodGroupCondition``).
+Once True it is never set back to False (as kube-scheduler's ``updatePodGroupCondition``). Each
+PodGroup is written in the version it was read in.
 
 One strict (resourceVersion) merge patch per change; an unchanged condition is not written again.
 lockstep's own PodGroups keep their richer status (``controller/status.py``).
@@ -13,14 +15,19 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
-from lockstep.api.podgroup import CONDITION_SCHEDULED
 from lockstep.api.upstream_podgroup import (
     REASON_SCHEDULED,
     REASON_SCHEDULER_ERROR,
     REASON_UNSCHEDULABLE,
     UpstreamPodGroup,
 )
-from lockstep.kube.client import UPSTREAM_POD_GROUPS, ApiError, KubeClient
+from lockstep.kube.client import (
+    UPSTREAM_POD_GROUPS,
+    UPSTREAM_POD_GROUPS_V1ALPHA2,
+    ApiError,
+    KubeClient,
+    ResourceKind,
+)
 from lockstep.kube.patching import strict_merge_patch
 from lockstep.logging import get_logger
 from lockstep.scheduler.framework import Code, GroupKey
@@ -38,6 +45,12 @@ def scheduled_condition(code: Code, message: str) -> tuple[str, str, str]:
     if code is Code.ERROR:
         return "False", REASON_SCHEDULER_ERROR, message
     return "False", REASON_UNSCHEDULABLE, message
+
+
+def _kind_of(podgroup: UpstreamPodGroup) -> ResourceKind:
+    """The version the PodGroup was read in."""
+    kinds = (UPSTREAM_POD_GROUPS, UPSTREAM_POD_GROUPS_V1ALPHA2)
+    return next(kind for kind in kinds if kind.version == podgroup.version)
 
 
 class UpstreamStatusWriter:
@@ -74,7 +87,8 @@ class UpstreamStatusWriter:
         """The condition to write for ``wanted`` on ``podgroup`` as last seen; None: nothing to write
         (the same already, or it would take a True condition back to False)."""
         status, reason, message = wanted
-        current = next((c for c in podgroup.status.conditions if c.type == CONDITION_SCHEDULED), None)
+        condition_type = podgroup.condition_type
+        current = next((c for c in podgroup.status.conditions if c.type == condition_type), None)
         if current is not None:
             if current.status == "True" and status != "True":
                 return None
@@ -86,7 +100,7 @@ class UpstreamStatusWriter:
             else datetime.now(UTC)
         )
         return {
-            "type": CONDITION_SCHEDULED,
+            "type": condition_type,
             "status": status,
             "observedGeneration": podgroup.metadata.generation,
             "lastTransitionTime": moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -115,12 +129,14 @@ class UpstreamStatusWriter:
             others = [
                 c.model_dump(by_alias=True, mode="json", exclude_none=True)
                 for c in podgroup.status.conditions
-                if c.type != CONDITION_SCHEDULED
+                if c.type != podgroup.condition_type
             ]
+            served_as = _kind_of(podgroup)
             try:
+                # rbac: patch podgroups.scheduling.k8s.io/status
                 written = await strict_merge_patch(
                     self.client,
-                    UPSTREAM_POD_GROUPS,
+                    served_as,
                     meta.namespace,
                     meta.name,
                     meta.resource_version,
@@ -134,7 +150,8 @@ class UpstreamStatusWriter:
                     log.warning("upstream podgroup status write failed", podgroup=str(key), error=str(exc))
                     return
                 try:
-                    written = await self.client.get(UPSTREAM_POD_GROUPS, meta.namespace, meta.name)
+                    # rbac: get podgroups.scheduling.k8s.io
+                    written = await self.client.get(served_as, meta.namespace, meta.name)
                 except ApiError:
                     return
             if key in self._groups:

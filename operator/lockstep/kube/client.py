@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -19,6 +19,10 @@ import aiohttp
 import orjson
 
 from lockstep import GROUP, VERSION
+from lockstep.api.upstream_podgroup import GROUP as UPSTREAM_GROUP
+from lockstep.api.upstream_podgroup import PLURAL as UPSTREAM_PLURAL
+from lockstep.api.upstream_podgroup import V1ALPHA2 as UPSTREAM_V1ALPHA2
+from lockstep.api.upstream_podgroup import V1BETA1 as UPSTREAM_V1BETA1
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +105,11 @@ PERSISTENT_VOLUME_CLAIMS = ResourceKind("", "v1", "persistentvolumeclaims", "Per
 STORAGE_CLASSES = ResourceKind("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False)
 CSI_NODES = ResourceKind("storage.k8s.io", "v1", "csinodes", "CSINode", namespaced=False)
 POD_DISRUPTION_BUDGETS = ResourceKind("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
-# upstream's Workload API PodGroup (gate GenericWorkload): watched only where the cluster serves it
-UPSTREAM_POD_GROUPS = ResourceKind("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup")
+# upstream's Workload API PodGroup (gate GenericWorkload) in every version lockstep reads, newest first:
+# lockstep watches the first one the cluster serves (v1beta1 on Kubernetes 1.37, v1alpha2 on 1.36)
+UPSTREAM_POD_GROUPS = ResourceKind(UPSTREAM_GROUP, UPSTREAM_V1BETA1, UPSTREAM_PLURAL, "PodGroup")
+UPSTREAM_POD_GROUPS_V1ALPHA2 = ResourceKind(UPSTREAM_GROUP, UPSTREAM_V1ALPHA2, UPSTREAM_PLURAL, "PodGroup")
+UPSTREAM_POD_GROUP_KINDS = (UPSTREAM_POD_GROUPS, UPSTREAM_POD_GROUPS_V1ALPHA2)
 JOBS = ResourceKind("batch", "v1", "jobs", "Job")  # applied by the demo; the operator reads none
 PRIORITY_CLASSES = ResourceKind(
     "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
@@ -280,6 +287,13 @@ class KubeClient:
             body=body,
             what=_describe("POST", kind, namespace, name, subresource),
         )
+
+    async def first_served(self, kinds: Sequence[ResourceKind]) -> ResourceKind | None:
+        """The first of ``kinds`` that the API server serves now, or None."""
+        for kind in kinds:
+            if await self.serves(kind):
+                return kind
+        return None
 
     async def serves(self, kind: ResourceKind) -> bool:
         """Whether the API server serves ``kind`` now (API discovery of its group version)."""

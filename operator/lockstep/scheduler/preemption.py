@@ -5,15 +5,15 @@ these pods?" is a trial run of the real group cycle (every filter, DRA allocatio
 cache with those pods left out of their nodes' usage and the devices of claims they alone hold
 counted free; the trial's reservations are released at once.
 
-A plan, for a group of priority P whose members do not say ``preemptionPolicy: Never``:
+A plan, for a group of priority P whose PodGroup and members do not say ``preemptionPolicy: Never``:
 
 1. If the group fits once what is already leaving is gone (terminating pods, claims held only by
    pods that are gone or terminating), nothing is preempted: the group waits for them. This is
    also how a preemption in progress, after a restart too, is never repeated.
 2. Victims come in units: a pod on its own, or a whole gang. A gang's pods are a unit when its
-   PodGroup says ``disruptionMode: PodGroup``, when it has no member beyond minCount to spare, or,
-   at the end, when more of its pods were chosen than it can spare: no gang is left running below
-   minCount because of a preemption. Only units whose every pod has a priority below P qualify.
+   PodGroup says ``disruptionMode: all`` (1.36: ``PodGroup``), when it has no member beyond minCount
+   to spare, or, at the end, when more of its pods were chosen than it can spare: no gang is left
+   running below minCount because of a preemption. Only units whose every pod has a priority below P qualify.
 3. If the group does not fit with every qualifying unit removed, it never preempts (it would not fit
    on an empty cluster of today's nodes either, or only by removing equal or higher priority).
 4. The lowest victim priority that suffices is found (units of that priority or below removed).
@@ -35,7 +35,8 @@ from typing import Protocol, runtime_checkable
 
 from lockstep.scheduler.cycle import GroupCycle
 from lockstep.scheduler.framework import (
-    DISRUPTION_MODE_POD_GROUP,
+    DISRUPTION_MODE_ALL,
+    PREEMPTION_POLICY_NEVER,
     DisruptionBudget,
     GroupKey,
     PodGroupInfo,
@@ -95,9 +96,18 @@ class ReleasableDevices(Protocol):
         ...
 
 
-def group_preempts(pods: Sequence[PodInfo]) -> bool:
-    """A group preempts only if none of its pods promised not to (``preemptionPolicy: Never``)."""
-    return all(pod.preemption_policy != "Never" for pod in pods)
+def group_preempts(group: PodGroupInfo | None, pods: Sequence[PodInfo]) -> bool:
+    """A group preempts only if neither its PodGroup nor any of its pods promised not to
+    (``preemptionPolicy: Never``)."""
+    if group is not None and group.preemption_policy == PREEMPTION_POLICY_NEVER:
+        return False
+    return all(pod.preemption_policy != PREEMPTION_POLICY_NEVER for pod in pods)
+
+
+def _never_reason(group: PodGroupInfo | None) -> str:
+    if group is not None and group.preemption_policy == PREEMPTION_POLICY_NEVER:
+        return "the PodGroup's preemptionPolicy is Never: waits without preempting"
+    return "preemptionPolicy is Never: waits without preempting"
 
 
 @dataclass(slots=True)
@@ -127,8 +137,8 @@ class PreemptionPlanner:
         """Plan on the cache as it is (it must not change during the call). ``taken``: uids of the
         victims of plans still being written; like the pods already marked as victims they are
         leaving, and never chosen again."""
-        if not group_preempts(pods):
-            return PlanVerdict(PlanResult.NOT_ELIGIBLE, "preemptionPolicy is Never: waits without preempting")
+        if not group_preempts(group, pods):
+            return PlanVerdict(PlanResult.NOT_ELIGIBLE, _never_reason(group))
         trials = 0
         marked = self.cache.leaving_pods()
         marked_uids = {p.uid for p in marked}
@@ -246,7 +256,7 @@ class PreemptionPlanner:
                 if top >= priority:
                     continue
                 spare = self.cache.scheduled_count(key) - info.min_count
-                if info.disruption_mode == DISRUPTION_MODE_POD_GROUP or spare <= 0:
+                if info.disruption_mode == DISRUPTION_MODE_ALL or spare <= 0:
                     units.append(_Unit(key, tuple(members), top, True, 0, _hits(members, budgets)))
                     continue
                 units.extend(

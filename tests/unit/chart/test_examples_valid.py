@@ -14,7 +14,7 @@ from chart_render import REPO_ROOT
 
 from lockstep import POD_GROUP_LABEL, SCHEDULER_NAME
 from lockstep.api.podgroup import PodGroup, PodGroupPhase
-from lockstep.api.upstream_podgroup import API_VERSION as UPSTREAM_API_VERSION
+from lockstep.api.upstream_podgroup import GROUP as UPSTREAM_GROUP
 from lockstep.api.upstream_podgroup import UpstreamPodGroup
 from lockstep.config import KNOWN_FEATURE_GATES
 from lockstep.controller.template_gangs import MIN_COUNT_ANNOTATION, requested_min_count
@@ -42,12 +42,14 @@ def header(path: Path) -> tuple[str, list[str]] | None:
     return match["phase"], (match["gates"] or "").split(",") if match["gates"] else []
 
 
+def is_upstream(obj: dict[str, Any]) -> bool:
+    return str(obj["apiVersion"]).startswith(f"{UPSTREAM_GROUP}/")
+
+
 DEMO_FILES = [path for path in EXAMPLE_FILES if header(path) is not None]
 # examples whose group is a lockstep PodGroup written out (not upstream's, not made from a Job)
 LOCKSTEP_GROUP_FILES = [
-    path
-    for path in DEMO_FILES
-    if any(o["kind"] == "PodGroup" and o["apiVersion"] != UPSTREAM_API_VERSION for o in objects(path))
+    path for path in DEMO_FILES if any(o["kind"] == "PodGroup" and not is_upstream(o) for o in objects(path))
 ]
 
 
@@ -82,8 +84,8 @@ def test_header_names_a_phase_and_known_gates(path: Path) -> None:
 @pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.stem)
 def test_built_in_objects_validate_against_the_kubernetes_schema(path: Path) -> None:
     for obj in objects(path):
-        # kubernetes_validate carries no schema for CRDs nor for upstream's alpha PodGroup
-        if obj["apiVersion"] in (PodGroup.model_fields["api_version"].default, UPSTREAM_API_VERSION):
+        # kubernetes_validate carries no schema for CRDs (it has 1.37's v1beta1 PodGroup, not 1.36's alpha)
+        if obj["apiVersion"] in (PodGroup.model_fields["api_version"].default, f"{UPSTREAM_GROUP}/v1alpha2"):
             continue
         kubernetes_validate.validate(obj, "1.37.0", strict=True)
 

@@ -74,7 +74,7 @@ def test_disruption_mode_pod_group_takes_the_whole_gang() -> None:
     key = GroupKey("default", "wide")
     info = cache.podgroup(key)
     assert info is not None
-    cache.upsert_podgroup(dataclasses.replace(info, disruption_mode="PodGroup"))
+    cache.upsert_podgroup(dataclasses.replace(info, disruption_mode="all"))
     verdict = plan(scheduler, cache, "one", 1, priority=100)
     assert victims(verdict) == {"wide-0", "wide-1", "wide-2", "wide-3"}
 
@@ -119,6 +119,18 @@ def test_equal_priority_never_and_unfit_plan_nothing() -> None:
     unfit = plan(scheduler, cache, "huge", 1, priority=100, cpu="5")
     assert unfit.result is PlanResult.NO_PLAN
     assert "does not fit even with all 4 lower-priority pods preempted" in unfit.message
+
+
+def test_a_podgroup_that_says_never_does_not_preempt_though_its_pods_would() -> None:
+    scheduler, cache = cluster()
+    running_gang(cache, "low", ["n0", "n0", "n1", "n1"], 4, priority=10)
+    assert plan(scheduler, cache, "eager", 1, priority=100).result is PlanResult.PLANNED
+    key = GroupKey("default", "polite")
+    cache.upsert_podgroup(dataclasses.replace(gang("polite", 1), preemption_policy="Never"))
+    cache.upsert_pod(make_pod("polite-0", group="polite", priority=100, cpu="2"))
+    verdict = scheduler.planner.plan(key, cache.podgroup(key), cache.unscheduled_members(key), 100)
+    assert verdict.result is PlanResult.NOT_ELIGIBLE
+    assert verdict.message == "the PodGroup's preemptionPolicy is Never: waits without preempting"
 
 
 def test_pods_already_leaving_make_the_group_wait_instead_of_preempting_again() -> None:

@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from sched_helpers import gang, make_node, make_pod, make_scheduler, settle
 
 from lockstep.api.groups import UnknownPriorityClassError, from_lockstep, from_upstream
@@ -39,7 +40,7 @@ def test_both_shapes_become_the_same_group_model_but_for_their_identity() -> Non
     assert (ours.priority, ours.topology_keys, ours.disruption_mode, ours.min_count) == (
         7,
         (ZONE,),
-        "PodGroup",
+        "all",
         2,
     )
     assert dataclasses.replace(theirs, upstream=False) == ours
@@ -61,7 +62,57 @@ def test_spec_priority_wins_and_a_missing_class_is_refused_naming_the_field() ->
 def test_old_lockstep_podgroups_stay_valid_with_the_defaults() -> None:
     old = PodGroup.model_validate({"metadata": {"name": "g"}, "spec": {"schedulingPolicy": {"basic": {}}}})
     info = from_lockstep(old, {})
-    assert (info.priority, info.topology_keys, info.disruption_mode) == (None, (), "Pod")
+    assert (info.priority, info.topology_keys, info.disruption_mode) == (None, (), "single")
+    assert info.preemption_policy is None
+
+
+@pytest.mark.parametrize(
+    ("given", "internal"),
+    [("Pod", "single"), ("PodGroup", "all"), ("single", "single"), ("all", "all")],
+)
+def test_both_disruption_mode_spellings_of_lockstep_podgroups_mean_one_thing(
+    given: str, internal: str
+) -> None:
+    spec = {"schedulingPolicy": {"basic": {}}, "disruptionMode": given}
+    assert from_lockstep(PodGroup.model_validate({"spec": spec}), {}).disruption_mode == internal
+
+
+@pytest.mark.parametrize(
+    ("api_version", "given", "internal"),
+    [
+        ("scheduling.k8s.io/v1beta1", {"single": {}}, "single"),
+        ("scheduling.k8s.io/v1beta1", {"all": {}}, "all"),
+        ("scheduling.k8s.io/v1alpha2", "Pod", "single"),
+        ("scheduling.k8s.io/v1alpha2", "PodGroup", "all"),
+    ],
+)
+def test_upstream_disruption_modes_of_both_versions_mean_one_thing(
+    api_version: str, given: Any, internal: str
+) -> None:
+    raw = {"apiVersion": api_version, "spec": {"schedulingPolicy": {"basic": {}}, "disruptionMode": given}}
+    assert from_upstream(UpstreamPodGroup.model_validate(raw), {}).disruption_mode == internal
+
+
+@pytest.mark.parametrize("given", [{}, {"single": {}, "all": {}}, {"whole": {}}, "Node", "all"])
+def test_an_upstream_disruption_mode_of_neither_shape_is_refused_naming_the_field(given: Any) -> None:
+    raw = {"apiVersion": "scheduling.k8s.io/v1beta1", "spec": {"schedulingPolicy": {"basic": {}}}}
+    raw["spec"]["disruptionMode"] = given
+    with pytest.raises(ValidationError, match=r"spec\.disruptionMode"):
+        UpstreamPodGroup.model_validate(raw)
+
+
+def test_the_group_preemption_policy_reaches_the_group_model_from_both_shapes() -> None:
+    spec = {"schedulingPolicy": {"gang": {"minCount": 2}}, "preemptionPolicy": "Never"}
+    assert from_lockstep(PodGroup.model_validate({"spec": spec}), {}).preemption_policy == "Never"
+    raw = {"apiVersion": "scheduling.k8s.io/v1beta1", "spec": spec}
+    assert from_upstream(UpstreamPodGroup.model_validate(raw), {}).preemption_policy == "Never"
+
+
+def test_the_condition_upstream_writes_is_named_per_version() -> None:
+    spec = {"schedulingPolicy": {"basic": {}}}
+    beta = UpstreamPodGroup.model_validate({"apiVersion": "scheduling.k8s.io/v1beta1", "spec": spec})
+    alpha = UpstreamPodGroup.model_validate({"apiVersion": "scheduling.k8s.io/v1alpha2", "spec": spec})
+    assert (beta.condition_type, alpha.condition_type) == ("PodGroupInitiallyScheduled", "PodGroupScheduled")
 
 
 async def test_the_group_priority_orders_the_queue_over_member_priorities() -> None:
