@@ -276,3 +276,21 @@ async def test_pod_gc_force_deletes_terminating_pods_of_an_out_of_service_node(c
 
 async def _gone(sim: SimCluster, name: str) -> bool:
     return await get_or_none(sim.http, f"{PODS}/{name}") is None
+
+
+async def test_a_pod_that_finishes_on_a_lost_node_is_reported_once_the_node_is_back(
+    cluster: SimCluster,
+) -> None:
+    await run_pod(cluster, "unseen", {RUN_SECONDS: "0.5"}, restartPolicy="Never")
+    await pod_in_phase(cluster, "unseen", "Running")
+    await cluster.lose_node("node-000")
+
+    await asyncio.sleep(1.0)  # its containers exited meanwhile, but nobody can say so
+    pod = await cluster.http.get(f"{PODS}/unseen")
+    assert pod["status"]["phase"] == "Running"
+
+    await cluster.restore_node("node-000")
+    pod = await pod_in_phase(cluster, "unseen", "Succeeded")
+    assert condition(pod, "Ready")["status"] == "False"
+    with pytest.raises(ValueError, match="not a simulated node"):
+        await cluster.lose_node("node-999")

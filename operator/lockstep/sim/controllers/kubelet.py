@@ -566,13 +566,23 @@ class Kubelets:
                 await self._exit(key, pod)
             elif action == "deadline":
                 await self._deadline(key, pod)
-            elif action == "ready" and not _condition_true(pod, "Ready"):
+            elif action == "ready" and not _condition_true(pod, "Ready") and not self._ending(key, pod):
                 await self._patch_status(pod, ready_status(pod, now_rfc3339()))
         except ApiError as exc:
             # Gone in the meantime: nothing left to do. Anything else (a 409 included: the pod was
             # replaced, or the write raced) is retried by the work queue against the fresh cache.
             if exc.status != 404:
                 raise
+
+    def _ending(self, key: str, pod: JsonObject) -> bool:
+        """Whether the containers' exit or the pod's deadline is due: that visit writes its status."""
+        runtime = self._runtime(key, pod)
+        now = time.monotonic()
+        run_seconds = runtime.workload.run_seconds
+        deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
+        return (run_seconds is not None and runtime.containers_started + run_seconds <= now) or (
+            isinstance(deadline, int) and runtime.started + deadline <= now
+        )
 
     async def _patch_status(self, pod: JsonObject, patch: JsonObject) -> None:
         path = pod_path(pod["metadata"]["namespace"], pod["metadata"]["name"]) + "/status"
