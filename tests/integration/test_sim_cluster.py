@@ -286,7 +286,9 @@ async def test_pods_finish_after_the_configured_run_time() -> None:
         await http.create(
             "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
         )
-        await http.create(PODS, pod_manifest("job", []))
+        manifest = pod_manifest("job", [])
+        manifest["spec"]["restartPolicy"] = "Never"  # Always would start the exited container again
+        await http.create(PODS, manifest)
         await http.create(
             f"{PODS}/job/binding",
             {

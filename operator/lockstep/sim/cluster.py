@@ -1,5 +1,6 @@
 """The simulated cluster: API server emulator, nodes, kubelets, DRA driver, resourceclaim controller,
-PV controller and a dynamic provisioner (StorageClasses with provisioner ``local.sim.lockstep.dev``).
+PV controller, a dynamic provisioner (StorageClasses with provisioner ``local.sim.lockstep.dev``), and
+the node lifecycle, taint eviction and pod GC controllers (``lose_node``/``restore_node``).
 
 Node ``i`` of N is in rack ``i // rack_size`` and zone ``rack % zones`` (whole racks per zone), has
 the labels ``kubernetes.io/hostname``, ``topology.kubernetes.io/zone`` and ``lockstep.dev/rack``,
@@ -26,12 +27,15 @@ from lockstep.sim.controllers.disruption import DisruptionController
 from lockstep.sim.controllers.dra_driver import DraDriver
 from lockstep.sim.controllers.ephemeral_volume import EphemeralVolumeController
 from lockstep.sim.controllers.job import JobController
-from lockstep.sim.controllers.kubelet import Kubelets, now_rfc3339
+from lockstep.sim.controllers.kubelet import Kubelets, healthy_node_conditions, now_rfc3339
+from lockstep.sim.controllers.node_lifecycle import NodeLifecycleController
 from lockstep.sim.controllers.persistentvolume import PersistentVolumeController
+from lockstep.sim.controllers.podgc import PodGarbageCollector
 from lockstep.sim.controllers.podgroup_protection import PODGROUPS_PATH, PodGroupProtectionController
 from lockstep.sim.controllers.provisioner import Provisioner
 from lockstep.sim.controllers.resourceclaim import ClaimController
 from lockstep.sim.controllers.resourceclaim_podgroups import PodGroupClaimController
+from lockstep.sim.controllers.taint_eviction import TaintEvictionController
 from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, new_session
 
 log = structlog.get_logger("lockstep.sim.cluster")
@@ -117,16 +121,6 @@ def make_node(
         "ephemeral-storage": f"{shape.ephemeral_storage_gi - shape.reserved_storage_gi}Gi",
     }
 
-    def condition(kind: str, status: str, reason: str, message: str) -> JsonObject:
-        return {
-            "type": kind,
-            "status": status,
-            "reason": reason,
-            "message": message,
-            "lastHeartbeatTime": created,
-            "lastTransitionTime": created,
-        }
-
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -144,16 +138,7 @@ def make_node(
         "status": {
             "capacity": capacity,
             "allocatable": allocatable,
-            "conditions": [
-                condition(
-                    "MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory"
-                ),
-                condition(
-                    "DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"
-                ),
-                condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID"),
-                condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
-            ],
+            "conditions": healthy_node_conditions(created),
             "addresses": [
                 {"type": "InternalIP", "address": node_internal_ip(index)},
                 {"type": "Hostname", "address": name},
@@ -213,6 +198,9 @@ class SimCluster:
         start_timeout: float = 60.0,
         feature_gates: str | Mapping[str, bool] | None = None,
         attach_seconds: float = 0.2,
+        node_monitor_grace_period: float = 50.0,
+        node_monitor_period: float = 5.0,
+        pod_gc_period: float = 20.0,
     ) -> None:
         if nodes < 1:
             raise ValueError(f"SimCluster nodes: must be at least 1, got {nodes}")
@@ -231,6 +219,11 @@ class SimCluster:
         self.install_crd = install_crd
         self.attach_seconds = attach_seconds  # the DRA driver's time to meet a device's binding conditions
         self.start_timeout = start_timeout
+        # kube-controller-manager's --node-monitor-grace-period and --node-monitor-period, and the pod
+        # GC's check period (its quarantine of a missing node is twice that, 40 s upstream)
+        self.node_monitor_grace_period = node_monitor_grace_period
+        self.node_monitor_period = node_monitor_period
+        self.pod_gc_period = pod_gc_period
         self.url = ""
         self.node_names = [node_name(i, nodes) for i in range(nodes)]
         self._session: aiohttp.ClientSession | None = None
@@ -240,7 +233,13 @@ class SimCluster:
         self._disruption_controller: DisruptionController | None = None
         # kube-controller-manager's other parts: started after the informers feeding them
         self._controllers: list[
-            JobController | EphemeralVolumeController | PodGroupProtectionController | PodGroupClaimController
+            JobController
+            | EphemeralVolumeController
+            | PodGroupProtectionController
+            | PodGroupClaimController
+            | NodeLifecycleController
+            | TaintEvictionController
+            | PodGarbageCollector
         ] = []
         self._dra_driver: DraDriver | None = None
         self._pv_controller: PersistentVolumeController | None = None
@@ -273,6 +272,7 @@ class SimCluster:
         await self._create_nodes(http)
 
         pods = Informer(http, "/api/v1/pods")
+        nodes = Informer(http, "/api/v1/nodes")
         claims = Informer(http, "/apis/resource.k8s.io/v1/resourceclaims")
         pvs = Informer(http, "/api/v1/persistentvolumes")
         pvcs = Informer(http, "/api/v1/persistentvolumeclaims")
@@ -301,8 +301,24 @@ class SimCluster:
             "pvcs": pvcs,
             "classes": classes,
             "pdbs": budgets,
+            "nodes": nodes,
         }
-        self._controllers = [JobController(http, pods), EphemeralVolumeController(http, pods, pvcs)]
+        self._controllers = [
+            JobController(http, pods),
+            EphemeralVolumeController(http, pods, pvcs),
+            NodeLifecycleController(
+                http,
+                nodes,
+                pods,
+                self._kubelets.last_heard,
+                grace_period=self.node_monitor_grace_period,
+                monitor_period=self.node_monitor_period,
+            ),
+            TaintEvictionController(http, nodes, pods),
+            PodGarbageCollector(
+                http, pods, nodes, period=self.pod_gc_period, quarantine=2 * self.pod_gc_period
+            ),
+        ]
         if ("scheduling.k8s.io", "v1alpha2", "podgroups") in self.server.types:
             pod_groups = informers["podgroups"] = Informer(http, PODGROUPS_PATH)
             self._controllers += [
@@ -333,6 +349,22 @@ class SimCluster:
                 attach_seconds=self.attach_seconds,
             )
             await self._dra_driver.start()
+
+    async def lose_node(self, name: str) -> None:
+        """Lose node ``name``: its kubelet stops reporting and acting on its pods (they stay as the API
+        last saw them). After ``node_monitor_grace_period`` the node lifecycle controller makes it Ready
+        Unknown, taints it ``node.kubernetes.io/unreachable`` (NoSchedule, NoExecute) and its pods
+        Ready=False; taint eviction then deletes the pods after their ``tolerationSeconds``."""
+        if self._kubelets is None:
+            raise RuntimeError("SimCluster is not started")
+        self._kubelets.lose(name)
+
+    async def restore_node(self, name: str) -> None:
+        """The kubelet of node ``name`` reports again: Ready True (the controller then removes the
+        taints), its running pods Ready, and what fell due meanwhile (exits, deadlines, deletions)."""
+        if self._kubelets is None:
+            raise RuntimeError("SimCluster is not started")
+        await self._kubelets.restore(name)
 
     async def _create_nodes(self, http: KubeHttp) -> None:
         created = now_rfc3339()

@@ -26,8 +26,10 @@ EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 REGISTRY_POD_TYPE = next(rt for rt in core_types(FeatureGates()) if rt.kind == "Pod")
 
 
-def gpu_pod(name: str = "trainer") -> dict[str, Any]:
+def gpu_pod(name: str = "trainer", restart_policy: str | None = None) -> dict[str, Any]:
     body = pod(name)
+    if restart_policy:
+        body["spec"]["restartPolicy"] = restart_policy
     body["spec"]["containers"] = [
         {"name": "main", "image": "pause:3.10", "resources": {"limits": {GPU: "1"}}}
     ]
@@ -273,10 +275,12 @@ def extended_claim(owner: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def schedule_with_extended_claim(http: KubeHttp, node: str, name: str) -> tuple[dict[str, Any], str]:
+async def schedule_with_extended_claim(
+    http: KubeHttp, node: str, name: str, restart_policy: str | None = None
+) -> tuple[dict[str, Any], str]:
     """What kube-scheduler's PreBind does for a pod whose GPU a DeviceClass provides, up to the binding,
     except the allocation: create the claim with its finalizer, record it in the pod's status, bind."""
-    created_pod = await http.create(f"{NS}/pods", gpu_pod(name))
+    created_pod = await http.create(f"{NS}/pods", gpu_pod(name, restart_policy))
     claim = await http.create(CLAIMS, extended_claim(created_pod))
     claim_name = claim["metadata"]["name"]
     await http.patch(f"{CLAIMS}/{claim_name}", {"metadata": {"finalizers": [DELETE_PROTECTION_FINALIZER]}})
@@ -352,7 +356,8 @@ async def test_kubelet_holds_the_pod_until_its_extended_claim_is_allocated_then_
 async def test_a_finished_pod_s_extended_claim_is_deallocated_and_deleted() -> None:
     async with SimCluster(nodes=1, devices_per_node=2, pod_run_seconds=0.3) as cluster:
         http, node = cluster.http, cluster.node_names[0]
-        owner, claim_name = await schedule_with_extended_claim(http, node, "trainer")
+        # restartPolicy Never: a container that exits is not started again
+        owner, claim_name = await schedule_with_extended_claim(http, node, "trainer", "Never")
         await allocate_and_reserve(http, claim_name, owner, node)
 
         async def succeeded() -> bool:

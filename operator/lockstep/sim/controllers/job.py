@@ -7,10 +7,14 @@ real pods.
 - Indexed Jobs: each pod gets a free completion index as the label and annotation
   ``batch.kubernetes.io/job-completion-index``, the hostname ``<job>-<index>`` and the environment
   variable ``JOB_COMPLETION_INDEX``, as upstream's pods do.
-- ``status.active`` counts the pods that are neither finished nor being deleted.
+- ``status.active`` counts the pods that are neither finished nor being deleted, ``status.succeeded``
+  and ``status.failed`` the finished ones that still exist.
+- Once ``spec.completions`` pods succeeded (an Indexed Job: one per index), the Job gets the conditions
+  SuccessCriteriaMet and Complete (reason ``CompletionsReached``) and ``completionTime``; a succeeded
+  pod is not replaced.
 
-Out of scope: completions (a succeeded pod is not replaced, nothing marks the Job complete),
-backoff and failure policies, the pod tracking finalizer.
+Out of scope: backoff and failure policies (a failed pod is replaced), the pod tracking finalizer
+(a deleted finished pod is no longer counted), Complete waiting for terminating pods.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 
 import structlog
 
+from lockstep.sim.objectmeta import now_rfc3339
 from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, WorkQueue, object_key
 
 log = structlog.get_logger("lockstep.sim.controllers.job")
@@ -47,7 +52,11 @@ def is_active(pod: JsonObject) -> bool:
 def pods_to_create(job: JsonObject, pods: list[JsonObject]) -> list[int | None]:
     """The completion indexes (None for a NonIndexed Job) of the pods the Job lacks now."""
     spec = job.get("spec") or {}
-    if spec.get("suspend") or job["metadata"].get("deletionTimestamp"):
+    if (
+        spec.get("suspend")
+        or job["metadata"].get("deletionTimestamp")
+        or (job.get("status") or {}).get("completionTime")
+    ):
         return []
     parallelism = int(spec.get("parallelism") or 0)
     completions = spec.get("completions")
@@ -59,6 +68,36 @@ def pods_to_create(job: JsonObject, pods: list[JsonObject]) -> list[int | None]:
     taken = {pod["metadata"].get("annotations", {}).get(COMPLETION_INDEX) for pod in [*active, *succeeded]}
     free = [index for index in range(int(completions or 0)) if str(index) not in taken]
     return list(free[: max(parallelism - len(active), 0)])
+
+
+def completed(job: JsonObject, pods: list[JsonObject]) -> bool:
+    spec = job.get("spec") or {}
+    completions = spec.get("completions")
+    if not isinstance(completions, int):
+        return False
+    succeeded = [pod for pod in pods if (pod.get("status") or {}).get("phase") == "Succeeded"]
+    if spec.get("completionMode") != "Indexed":
+        return len(succeeded) >= completions
+    done = {pod["metadata"].get("annotations", {}).get(COMPLETION_INDEX) for pod in succeeded}
+    return all(str(index) in done for index in range(completions))
+
+
+def completion_status(when: str) -> JsonObject:
+    message = "Reached expected number of succeeded pods"
+    return {
+        "conditions": [
+            {
+                "type": kind,
+                "status": "True",
+                "reason": "CompletionsReached",
+                "message": message,
+                "lastProbeTime": when,
+                "lastTransitionTime": when,
+            }
+            for kind in ("SuccessCriteriaMet", "Complete")
+        ],
+        "completionTime": when,
+    }
 
 
 def pod_from_template(job: JsonObject, index: int | None) -> JsonObject:
@@ -167,10 +206,19 @@ class JobController:
                     return
                 raise
             owned[object_key(created)] = created
-        active = sum(1 for pod in owned.values() if is_active(pod))
-        if (job.get("status") or {}).get("active") != (active or None):
+        pods = list(owned.values())
+        phases = [(pod.get("status") or {}).get("phase") for pod in pods]
+        status: JsonObject = {
+            "active": sum(1 for pod in pods if is_active(pod)) or None,
+            "succeeded": phases.count("Succeeded") or None,
+            "failed": phases.count("Failed") or None,
+        }
+        current = job.get("status") or {}
+        if not current.get("completionTime") and completed(job, pods):
+            status.update(completion_status(now_rfc3339()))
+        if any(current.get(field) != value for field, value in status.items()):
             with contextlib.suppress(ApiError):
                 await self.http.patch(
                     f"/apis/batch/v1/namespaces/{meta['namespace']}/jobs/{meta['name']}/status",
-                    {"status": {"active": active or None}},
+                    {"status": status},
                 )
