@@ -216,6 +216,26 @@ class Settings(BaseSettings):
         "zone maxSkew 5, ScheduleAnyway), none, or a JSON list of constraints without labelSelector.",
     )
 
+    reservation: bool = Field(
+        True,
+        description="Hold capacity for a gang that does not fit only for lack of free capacity and leads "
+        "the queue, so that pods finishing make room for it instead of for smaller pods (see Reservation "
+        "and backfill).",
+    )
+    max_reservations: int = Field(1, ge=1, description="How many gangs may hold capacity at once.")
+    reservation_delay_seconds: float = Field(
+        5.0,
+        ge=0,
+        description="How long a gang must have failed to fit for lack of capacity before it reserves.",
+    )
+    reservation_timeout_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="A reservation not completed after this long is released and goes to the next gang "
+        "(a PodGroup may set its own: spec.reservation.timeoutSeconds, or the annotation "
+        "scheduling.lockstep.dev/reservation-timeout-seconds on upstream PodGroups).",
+    )
+
     @field_validator("namespaces", mode="before")
     @classmethod
     def _split_namespaces(cls, value: Any) -> Any:

@@ -10,13 +10,45 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lockstep.api.podgroup import PodGroup
+from lockstep.api.podgroup import MAX_RESERVATION_TIMEOUT_SECONDS, RESERVATION_POLICIES, PodGroup
 from lockstep.api.upstream_podgroup import UpstreamPodGroup
 from lockstep.scheduler.framework import PodClaimRef, PodGroupInfo
+
+# Upstream's PodGroup has no field for lockstep's capacity reservation: these annotations stand for
+# lockstep's spec.reservation.policy and spec.reservation.timeoutSeconds.
+RESERVATION_POLICY_ANNOTATION = "scheduling.lockstep.dev/reservation-policy"
+RESERVATION_TIMEOUT_ANNOTATION = "scheduling.lockstep.dev/reservation-timeout-seconds"
 
 
 class UnknownPriorityClassError(ValueError):
     """``spec.priorityClassName`` names a PriorityClass that does not exist."""
+
+
+class InvalidAnnotationError(ValueError):
+    """An annotation lockstep reads has a value it cannot use; the message names it."""
+
+
+def reservation_annotations(key: str, annotations: Mapping[str, str]) -> tuple[str, float | None]:
+    """(policy, timeout) of an upstream PodGroup from its annotations."""
+    policy = annotations.get(RESERVATION_POLICY_ANNOTATION, "IfNeeded")
+    if policy not in RESERVATION_POLICIES:
+        raise InvalidAnnotationError(
+            f"PodGroup {key}: metadata.annotations[{RESERVATION_POLICY_ANNOTATION}]: must be one of "
+            f"{', '.join(RESERVATION_POLICIES)}, got {policy!r}"
+        )
+    raw = annotations.get(RESERVATION_TIMEOUT_ANNOTATION)
+    if raw is None:
+        return policy, None
+    try:
+        timeout = int(raw)
+    except ValueError:
+        timeout = 0
+    if not 1 <= timeout <= MAX_RESERVATION_TIMEOUT_SECONDS:
+        raise InvalidAnnotationError(
+            f"PodGroup {key}: metadata.annotations[{RESERVATION_TIMEOUT_ANNOTATION}]: must be a whole "
+            f"number of seconds from 1 to {MAX_RESERVATION_TIMEOUT_SECONDS}, got {raw!r}"
+        )
+    return policy, float(timeout)
 
 
 def _priority(
@@ -49,6 +81,10 @@ def from_lockstep(podgroup: PodGroup, priority_classes: Mapping[str, int]) -> Po
         topology_keys=spec.topology_keys,
         disruption_mode=spec.disruption_mode,
         preemption_policy=spec.preemption_policy,
+        reservation_policy=spec.reservation.policy,
+        reservation_timeout_seconds=(
+            float(spec.reservation.timeout_seconds) if spec.reservation.timeout_seconds is not None else None
+        ),
     )
 
 
@@ -57,6 +93,7 @@ def from_upstream(
 ) -> PodGroupInfo:
     """Upstream has no per-group Permit timeout: kube-scheduler's is a fixed 5 minutes."""
     spec = podgroup.spec
+    policy, timeout = reservation_annotations(podgroup.key, podgroup.metadata.annotations)
     return PodGroupInfo(
         namespace=podgroup.metadata.namespace or "default",
         name=podgroup.metadata.name,
@@ -65,6 +102,8 @@ def from_upstream(
         min_count=spec.min_count,
         is_gang=spec.is_gang,
         schedule_timeout_seconds=schedule_timeout_seconds,
+        reservation_policy=policy,
+        reservation_timeout_seconds=timeout,
         claims=tuple(
             PodClaimRef(claim.name, claim.resource_claim_name, claim.resource_claim_template_name)
             for claim in spec.resource_claims

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from lockstep import POD_GROUP_LABEL
@@ -239,6 +240,29 @@ def _preempted_by(status: Mapping[str, Any], key: str) -> GroupKey | None:
     return None
 
 
+def _active_deadline(spec: Mapping[str, Any], key: str) -> int | None:
+    value = spec.get("activeDeadlineSeconds")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidObjectError(
+            "Pod", key, "spec.activeDeadlineSeconds", f"must be a positive integer, got {value!r}"
+        )
+    return value
+
+
+def _start_time(status: Mapping[str, Any], key: str) -> float | None:
+    value = status.get("startTime")
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise InvalidObjectError(
+            "Pod", key, "status.startTime", f"must be an RFC 3339 time, got {value!r}"
+        ) from None
+
+
 def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
     """Build a PodInfo from a Pod as the API returns it; raise InvalidObjectError on bad fields."""
     metadata = _mapping(obj.get("metadata"), "Pod", "?", "metadata")
@@ -305,4 +329,6 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
         nominated_node_name=str(status.get("nominatedNodeName") or ""),
         preempted_by=_preempted_by(status, key),
         containers=containers,
+        active_deadline_seconds=_active_deadline(spec, key),
+        start_time=_start_time(status, key),
     )

@@ -158,6 +158,18 @@ class GroupSpec(_Model):
         return tuple(c.key for c in constraints.topology) if constraints is not None else ()
 
 
+RESERVATION_POLICIES = ("IfNeeded", "Never")
+ReservationPolicy = Literal["IfNeeded", "Never"]
+MAX_RESERVATION_TIMEOUT_SECONDS = 86400
+
+
+class ReservationSpec(_Model):
+    policy: ReservationPolicy = "IfNeeded"
+    timeout_seconds: Annotated[Int32, Field(ge=1, le=MAX_RESERVATION_TIMEOUT_SECONDS)] | None = Field(
+        None, alias="timeoutSeconds"
+    )
+
+
 class PodGroupSpec(GroupSpec):
     priority_class_name: (
         Annotated[JsonStr, Field(min_length=1, max_length=253), _matches(DNS_SUBDOMAIN)] | None
@@ -171,6 +183,7 @@ class PodGroupSpec(GroupSpec):
     schedule_timeout_seconds: Annotated[Int32, Field(ge=1, le=MAX_SCHEDULE_TIMEOUT_SECONDS)] = Field(
         DEFAULT_SCHEDULE_TIMEOUT_SECONDS, alias="scheduleTimeoutSeconds"
     )
+    reservation: ReservationSpec = Field(default_factory=ReservationSpec)
 
     @model_validator(mode="after")
     def _unique_claim_names(self) -> PodGroupSpec:
@@ -225,6 +238,32 @@ class UnschedulableReason(_Model):
 Count = Annotated[Int32, Field(ge=0)]
 
 
+class ReservedNode(_Model):
+    name: Annotated[JsonStr, Field(max_length=253)]
+    resources: dict[str, Annotated[JsonStr, Field(max_length=64)]] = Field(default_factory=dict)
+    devices: bool = False
+    waiting_for: Count | None = Field(None, alias="waitingFor")
+
+
+class ReservationStatus(_Model):
+    """status.reservation: the capacity held for the gang (scheduler/reservation.py)."""
+
+    nodes: list[ReservedNode] = Field(max_length=10000)
+    waiting_for: Count | None = Field(None, alias="waitingFor")
+    pods_without_deadline: Count | None = Field(None, alias="podsWithoutDeadline")
+    expected_completion: DateTime | None = Field(None, alias="expectedCompletion")
+    since: DateTime
+    timeout_seconds: Annotated[Int32, Field(ge=1)] = Field(alias="timeoutSeconds")
+    backfilled: Count | None = None
+
+    @model_validator(mode="after")
+    def _unique_nodes(self) -> ReservationStatus:
+        names = [node.name for node in self.nodes]
+        if len(names) != len(set(names)):
+            raise ValueError("status.reservation.nodes: duplicate name")
+        return self
+
+
 class PodGroupStatus(_Model):
     phase: PodGroupPhase | None = None
     policy: Literal["Basic", "Gang"] | None = None
@@ -243,6 +282,7 @@ class PodGroupStatus(_Model):
     unschedulable_reasons: list[UnschedulableReason] = Field(
         default_factory=list, alias="unschedulableReasons", max_length=32
     )
+    reservation: ReservationStatus | None = None
 
     @model_validator(mode="after")
     def _unique_keys(self) -> PodGroupStatus:

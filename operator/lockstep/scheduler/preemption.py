@@ -156,7 +156,7 @@ class PreemptionPlanner:
             return PlanVerdict(PlanResult.NO_PLAN, "no lower-priority pods to preempt", trials=trials)
         # What is leaving already (claims of pods gone but not yet released included) may be enough.
         trials += 1
-        if self._fits(group, pods, leaving) is not None:
+        if self.fits(group, pods, leaving) is not None:
             return PlanVerdict(
                 PlanResult.WAITING,
                 f"fits once {len(leaving)} pods already leaving (terminating or marked as victims) and "
@@ -167,7 +167,7 @@ class PreemptionPlanner:
             return PlanVerdict(PlanResult.NO_PLAN, "no lower-priority pods to preempt", trials=trials)
         everything = [pod for unit in units for pod in unit.pods]
         trials += 1
-        placement = self._fits(group, pods, leaving + everything)
+        placement = self.fits(group, pods, leaving + everything)
         if placement is None:
             why = f"does not fit even with all {len(everything)} lower-priority pods preempted"
             return PlanVerdict(PlanResult.NO_PLAN, why, trials=trials)
@@ -175,7 +175,7 @@ class PreemptionPlanner:
         for level in sorted({unit.priority for unit in units})[:-1]:
             candidates = [unit for unit in units if unit.priority <= level]
             trials += 1
-            found = self._fits(group, pods, leaving + _pods_of(candidates))
+            found = self.fits(group, pods, leaving + _pods_of(candidates))
             if found is not None:
                 chosen, placement = candidates, found
                 break
@@ -185,18 +185,18 @@ class PreemptionPlanner:
         # (not when what is left violates a PDB: then every unit is weighed in the order above)
         if len(removed) < len(chosen) and not self._violations(removed):
             trials += 1
-            if self._fits(group, pods, leaving + _pods_of(_whole_gangs(removed, units))) is None:
+            if self.fits(group, pods, leaving + _pods_of(_whole_gangs(removed, units))) is None:
                 removed = list(chosen)
         else:
             removed = list(chosen)
         for unit in sorted(removed, key=lambda u: (-u.priority, -bool(self._violations([u])), -len(u.pods))):
             kept = [u for u in removed if u is not unit]
             trials += 1
-            if self._fits(group, pods, leaving + _pods_of(_whole_gangs(kept, units))) is not None:
+            if self.fits(group, pods, leaving + _pods_of(_whole_gangs(kept, units))) is not None:
                 removed = kept
         final = _whole_gangs(removed, units)
         trials += 1
-        nominations = self._fits(group, pods, leaving + _pods_of(final))
+        nominations = self.fits(group, pods, leaving + _pods_of(final))
         if nominations is None:  # cannot happen: a superset of a fitting removal was tried above
             return PlanVerdict(PlanResult.NO_PLAN, "the plan did not fit when checked again", trials=trials)
         reasons = {
@@ -217,7 +217,7 @@ class PreemptionPlanner:
     def _placed(self, pod: PodInfo) -> bool:
         return bool(pod.node_name or self.cache.is_assumed(pod.uid)) and not pod.terminal
 
-    def _fits(
+    def fits(
         self, group: PodGroupInfo | None, pods: Sequence[PodInfo], removed: Sequence[PodInfo]
     ) -> tuple[tuple[PodInfo, str], ...] | None:
         """Where the group's pods go with ``removed`` gone, or None when it does not fit."""

@@ -7,6 +7,7 @@ sorts each plugin into the extension points whose protocol it implements.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -26,6 +27,7 @@ from lockstep.scheduler.framework import (
     ReservePlugin,
     ScorePlugin,
 )
+from lockstep.scheduler.plugins.capacity_reservation import RESERVATION_SERVICE, CapacityReservation
 from lockstep.scheduler.plugins.dynamic_resources import DynamicResources, dra_extended_resources
 from lockstep.scheduler.plugins.gang import GangPermit, GangTopology
 from lockstep.scheduler.plugins.image_locality import ImageLocality
@@ -44,6 +46,7 @@ from lockstep.scheduler.plugins.unsupported import UnsupportedPodSpec
 from lockstep.scheduler.plugins.volume_binding import VolumeBinding, volume_store
 from lockstep.scheduler.plugins.volume_restrictions import VolumeRestrictions
 from lockstep.scheduler.plugins.volume_zone import VolumeZone
+from lockstep.scheduler.reservation import ReservationBook
 from lockstep.scheduler.waiting import WaitingPods
 from lockstep.state.cluster import ClusterCache
 
@@ -72,6 +75,12 @@ class PluginContext:
 PluginFactory = Callable[[PluginContext], Plugin]
 
 
+def _reservation_book(ctx: PluginContext) -> ReservationBook:
+    """The scheduler's reservations; a profile built without a scheduler holds nothing."""
+    book = ctx.services.get(RESERVATION_SERVICE)
+    return book if isinstance(book, ReservationBook) else ReservationBook(enabled=False, clock=time.time)
+
+
 REGISTRY: dict[str, PluginFactory] = {
     UnsupportedPodSpec.name: lambda ctx: UnsupportedPodSpec(),
     NodeUnschedulable.name: lambda ctx: NodeUnschedulable(),
@@ -79,6 +88,7 @@ REGISTRY: dict[str, PluginFactory] = {
     TaintToleration.name: lambda ctx: TaintToleration(),
     NodeAffinity.name: lambda ctx: NodeAffinity(ctx.cache),
     NodeResourcesFit.name: lambda ctx: NodeResourcesFit(dra_extended_resources(ctx)),
+    CapacityReservation.name: lambda ctx: CapacityReservation(_reservation_book(ctx)),
     NodeResourcesScore.name: lambda ctx: NodeResourcesScore(ctx.settings.score_strategy),
     NodeResourcesBalancedAllocation.name: lambda ctx: NodeResourcesBalancedAllocation(),
     ImageLocality.name: lambda ctx: ImageLocality(ctx.cache),
@@ -107,6 +117,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     VolumeRestrictions.name,  # PreFilter only; pods without ReadWriteOncePod claims skip it
     VolumeZone.name,
     NodeResourcesFit.name,
+    CapacityReservation.name,  # PreFilter skips it while no reservation holds capacity
     VolumeBinding.name,
     NodeVolumeLimits.name,
     InterPodAffinity.name,

@@ -117,6 +117,12 @@ class GroupQueue:
                 helped += 1
         return helped
 
+    def retry_by(self, key: GroupKey, at: float) -> None:
+        """A backed-off group is due again at ``at`` at the latest (a reservation's delay or timeout)."""
+        entry = self._entries.get(key)
+        if entry is not None and entry.state is GroupState.BACKOFF and at < entry.ready_at:
+            self._push_backoff(entry, at)
+
     def backoff_for(self, attempts: int) -> float:
         return min(self.backoff_initial * 2 ** max(attempts - 1, 0), self.backoff_max)
 

@@ -37,6 +37,7 @@ from lockstep.scheduler.framework import (
     PodInfo,
     Status,
 )
+from lockstep.scheduler.plugins.capacity_reservation import RESERVATION_SERVICE
 from lockstep.scheduler.plugins.dynamic_resources import STORE_SERVICE
 from lockstep.scheduler.plugins.gang import GangPermit
 from lockstep.scheduler.plugins.unsupported import UNSUPPORTED_POD_SPEC
@@ -51,6 +52,13 @@ from lockstep.scheduler.preemption import (
 from lockstep.scheduler.profile import DEFAULT_PLUGINS, PluginContext, build_profile
 from lockstep.scheduler.queue import GroupQueue, GroupState
 from lockstep.scheduler.records import REASON_WAITING, GroupAttempt, PodDiagnosis, merge_causes, reason_for
+from lockstep.scheduler.reservation import (
+    HELD_CAUSE,
+    Ending,
+    Reservation,
+    ReservationBook,
+    ReservationPlanner,
+)
 from lockstep.scheduler.waiting import WaitingPods
 from lockstep.state.cluster import ClusterCache, ClusterEvent
 
@@ -84,6 +92,7 @@ _CLUSTER_EVENTS = frozenset(
         ClusterEvent.ASSIGNED_POD_REMOVED,
         ClusterEvent.CLAIMS_CHANGED,
         ClusterEvent.VOLUMES_CHANGED,
+        ClusterEvent.RESERVATION_RELEASED,
     }
 )
 _NODE_EVENTS = frozenset({ClusterEvent.NODE_ADDED, ClusterEvent.NODE_CHANGED})
@@ -99,6 +108,7 @@ _CAUSE_HINTS: dict[str, frozenset[ClusterEvent]] = {
     # required pod affinity waits for a matching pod to be bound (or a node to carry the topology key)
     "PodAffinityRulesNotMatch": _NODE_EVENTS | {ClusterEvent.ASSIGNED_POD_ADDED},
     "TooFewPods": frozenset(),
+    HELD_CAUSE: _NODE_EVENTS | {ClusterEvent.ASSIGNED_POD_REMOVED, ClusterEvent.RESERVATION_RELEASED},
 }
 _RESOURCE_HINTS = _NODE_EVENTS | {ClusterEvent.ASSIGNED_POD_REMOVED}
 # Causes whose unresolvable form no cluster-wide event cures (only the group's own pods or PodGroup).
@@ -114,6 +124,7 @@ _EVENT_WORDS = {
     ClusterEvent.ASSIGNED_POD_ADDED: "a pod is bound to a node",
     ClusterEvent.CLAIMS_CHANGED: "a ResourceClaim, ResourceSlice or DeviceClass changes",
     ClusterEvent.VOLUMES_CHANGED: "a volume object changes",
+    ClusterEvent.RESERVATION_RELEASED: "a capacity reservation ends",
 }
 
 
@@ -198,7 +209,23 @@ class Scheduler:
             cache if cache is not None else ClusterCache(settings.scheduler_name, settings.topology_key)
         )
         self.waiting = WaitingPods()
-        services = {BINDING_NOTE_SERVICE: self.note_binding, **(services or {})}
+        self.reservations = ReservationBook(
+            enabled=settings.reservation,
+            max_reservations=settings.max_reservations,
+            delay=settings.reservation_delay_seconds,
+            timeout=settings.reservation_timeout_seconds,
+            clock=wall_clock,
+            priority_of=self._priority,
+        )
+        self.reservations.listeners.append(self._reservation_changed)
+        # Told of every reservation made, planned again, restored (ending None) or ended (events, status).
+        self.on_reservation: Callable[[Reservation, Ending | None, str], None] | None = None
+        self.on_backfilled: Callable[[PodInfo], None] | None = None  # bound on held capacity
+        services = {
+            BINDING_NOTE_SERVICE: self.note_binding,
+            RESERVATION_SERVICE: self.reservations,
+            **(services or {}),
+        }
         context = PluginContext(settings, self.cache, self.waiting, services)
         self.profile = build_profile(context, plugins, extra_plugins)
         self.queue = GroupQueue(settings.backoff_initial_seconds, settings.backoff_max_seconds)
@@ -214,6 +241,7 @@ class Scheduler:
             self.cycle,
             devices if isinstance(devices, ReleasableDevices) else None,
         )
+        self.reservation_planner = ReservationPlanner(self.cache, self.planner)
         # Plans being written, until the cache shows their victims terminating (or gone) and their
         # nominations: meanwhile their victims are taken and their capacity held here.
         self._plans: dict[GroupKey, PreemptionPlan] = {}
@@ -256,6 +284,7 @@ class Scheduler:
                     if isinstance(plugin, GangPermit):
                         plugin.recheck(group)
         elif group is not None and event is ClusterEvent.GROUP_DELETED:
+            self.reservations.drop(group, f"PodGroup {group} was deleted")
             self.waiting.reject_group(
                 group,
                 Status.unschedulable(BINDING_PLUGIN, "PodGroupDeleted", f"PodGroup {group} was deleted"),
@@ -286,6 +315,7 @@ class Scheduler:
         """Drop the queue entry and last attempt of a group with no PodGroup and no members left."""
         if self.cache.members(key) or self.cache.podgroup(key) is not None:
             return False
+        self.reservations.drop(key, f"the group {key} has no pods and no PodGroup left")
         self.queue.remove(key)
         self._attempts.pop(key, None)
         return True
@@ -355,6 +385,7 @@ class Scheduler:
         if total < min_count:
             self.queue.gate(key, _TOO_FEW_PODS_LIFTED_BY)
             missing = min_count - total
+            self.reservations.drop(key, f"not needed while the gang waits for {missing} more pods")
             self._record(
                 key,
                 Code.WAIT,
@@ -384,22 +415,43 @@ class Scheduler:
         verdict: PlanVerdict | None = None
         holds = self.nominations_above(key, priority)  # also forgets plans the cache now shows
         preempting = key in self._plans
-        with self.cache.pods_held(holds):
+        reserving: str | None = None
+        retry_by: float | None = None
+        with self.cache.pods_held(holds), self.reservations.holding_for(key, priority):
             outcome = self.cycle.run(group, pods)
             if self._may_preempt(key, outcome):
                 taken = {victim.uid for plan in self._plans.values() for victim in plan.victims}
                 verdict = self.planner.plan(key, group, pods, priority, taken)
+            if self._may_reserve(key, outcome, verdict):
+                reserving, retry_by = self.reservations.on_unfit(
+                    key,
+                    group,
+                    priority,
+                    self.cache,
+                    lambda: self.reservation_planner.plan(key, group, pods, self.wall_clock()),
+                )
+        notes = [verdict.message] if verdict is not None else []
         if verdict is not None:
             self._act_on(key, pods, verdict)
+        if reserving is not None:
+            notes.append(reserving)
+        if outcome.status.ok and outcome.placements:
+            nodes = {placement.node_name for placement in outcome.placements}
+            for other in self.reservations.on_placed(key, priority, nodes):
+                self.queue.add(other, self._priority(other), self.clock())  # to plan again
+        elif outcome.status.is_rejection and not self._may_reserve(key, outcome, verdict):
+            why = verdict.message if verdict is not None else "it cannot be placed whatever finishes"
+            self.reservations.drop(key, f"not needed: {why}")
+        if notes:
             outcome = dataclasses.replace(
                 outcome,
-                status=dataclasses.replace(
-                    outcome.status, reasons=(*outcome.status.reasons, verdict.message)
-                ),
+                status=dataclasses.replace(outcome.status, reasons=(*outcome.status.reasons, *notes)),
             )
         # Pods whose preemption is under way were told why at the attempt that planned it.
         quiet = preempting or (verdict is not None and verdict.result is PlanResult.WAITING)
         self._after_cycle(key, group, outcome, report_pods=not quiet)
+        if retry_by is not None:
+            self.queue.retry_by(key, self.clock() + max(retry_by - self.wall_clock(), 0.0))
 
     # ------------------------------------------------------------------ preemption
 
@@ -442,6 +494,20 @@ class Scheduler:
             return False  # placed, waiting, an error, or unresolvable (fewer pods than minCount)
         # a pod rejected as unresolvable everywhere cannot be helped by removing pods
         return not any(d.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE for d in outcome.diagnoses)
+
+    def _may_reserve(self, key: GroupKey, outcome: CycleOutcome, verdict: PlanVerdict | None) -> bool:
+        """Unfit only for lack of free capacity: no member unresolvable, no preemption helps."""
+        if outcome.status.code is not Code.UNSCHEDULABLE or key in self._plans:
+            return False
+        if any(d.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE for d in outcome.diagnoses):
+            return False
+        return verdict is None or verdict.result in (PlanResult.NO_PLAN, PlanResult.NOT_ELIGIBLE)
+
+    def _reservation_changed(self, reservation: Reservation, ending: Ending | None, message: str) -> None:
+        if ending is not None and self.queue.on_event(ClusterEvent.RESERVATION_RELEASED, self.clock()):
+            self._wakeup.set()
+        if self.on_reservation is not None:
+            self.on_reservation(reservation, ending, message)
 
     def _act_on(self, key: GroupKey, pods: Sequence[PodInfo], verdict: PlanVerdict) -> None:
         if self.on_preemption_verdict is not None:
@@ -679,6 +745,8 @@ class Scheduler:
             self.binder.leave(order)  # a member that never reached Bind holds its siblings no longer
         if status.ok:
             self.queue.reset_attempts(key)
+            if self.reservations.backfill_bound(pod.uid) and self.on_backfilled is not None:
+                self.on_backfilled(pod)
             for listener in self._listeners:
                 try:
                     listener.on_pod_bound(pod, node_name)

@@ -46,6 +46,7 @@ class ClusterEvent(Enum):
     GROUP_DELETED = "PodGroupDeleted"
     CLAIMS_CHANGED = "ClaimsChanged"  # a ResourceClaim, ResourceSlice or DeviceClass changed
     VOLUMES_CHANGED = "VolumesChanged"  # a PersistentVolume(Claim), StorageClass or CSINode changed
+    RESERVATION_RELEASED = "ReservationReleased"  # capacity held for a gang is free for others again
 
 
 class ClusterListener(Protocol):
