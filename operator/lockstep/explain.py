@@ -6,13 +6,16 @@ cluster as it is now, with the same plugins and feature gates as the operator. T
 per pod, the plugin that rejected nodes (with counts and a few node names) and, for claims, the
 request or constraint that could not be satisfied; when the group does not fit it also runs the
 preemption planner and says whom it would preempt. A preemption in progress (nominated members,
-victims still terminating) is shown from the API. It writes nothing.
+victims still terminating) and a capacity reservation (held nodes, pods waited for, expected
+completion) are shown from the API; the dry run respects the capacity other gangs hold. It writes
+nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +56,7 @@ from lockstep.metrics import Metrics
 from lockstep.scheduler.cycle import CycleOutcome
 from lockstep.scheduler.framework import Code, GroupKey
 from lockstep.scheduler.preemption import PlanVerdict
+from lockstep.scheduler.reservation import RESERVATION_ANNOTATION
 
 INDENT = "  "
 
@@ -196,7 +200,8 @@ def dry_run(settings: Settings, client: KubeClient, state: ClusterState) -> DryR
     scheduler = core.scheduler
     priority = core.cache.group_priority(key)
     verdict = None
-    with core.cache.pods_held(scheduler.nominations_above(key, priority)):
+    holds = scheduler.nominations_above(key, priority)
+    with core.cache.pods_held(holds), scheduler.reservations.holding_for(key, priority):
         outcome = scheduler.cycle.run(group, pods)
         for placement in outcome.placements:
             scheduler.cycle.release(placement)
@@ -377,6 +382,43 @@ def describe_preemption(podgroup: Mapping[str, Any], state: ClusterState) -> lis
     return lines
 
 
+def describe_reservation(podgroup: Mapping[str, Any]) -> list[str]:
+    """The capacity held for the gang, as the PodGroup records it (status, or the annotation of an
+    upstream PodGroup)."""
+    recorded: Any = (podgroup.get("status") or {}).get("reservation")
+    annotation = ((podgroup.get("metadata") or {}).get("annotations") or {}).get(RESERVATION_ANNOTATION)
+    if recorded is None and annotation:
+        try:
+            recorded = json.loads(annotation)
+        except ValueError:
+            return [
+                "reservation:",
+                f"{INDENT}annotation {RESERVATION_ANNOTATION} is not JSON: {annotation!r}",
+            ]
+    if not isinstance(recorded, Mapping):
+        return []
+    lines = [
+        "reservation (capacity held for this gang):",
+        f"{INDENT}since {recorded.get('since')}, released after {recorded.get('timeoutSeconds')}s"
+        " unless the gang fits first",
+    ]
+    waiting = f"{INDENT}waiting for {recorded.get('waitingFor', 0)} pods to finish"
+    if recorded.get("podsWithoutDeadline"):
+        waiting += f" ({recorded['podsWithoutDeadline']} without activeDeadlineSeconds: no backfill there)"
+    if recorded.get("expectedCompletion"):
+        waiting += f"; expected completion {recorded['expectedCompletion']}"
+    lines.append(waiting)
+    if recorded.get("backfilled"):
+        lines.append(f"{INDENT}{recorded['backfilled']} pods backfilled (they end before it)")
+    for node in recorded.get("nodes") or []:
+        held = ", ".join(f"{name} {amount}" for name, amount in (node.get("resources") or {}).items())
+        devices = ", its devices" if node.get("devices") else ""
+        lines.append(
+            f"{INDENT}{node.get('name')}: holds {held}{devices}; {node.get('waitingFor', 0)} pods to finish"
+        )
+    return lines
+
+
 def describe_dry_run(result: DryRun | str) -> list[str]:
     lines = ["dry run of one group cycle against the cluster now (writes nothing):"]
     if isinstance(result, str):
@@ -424,6 +466,7 @@ async def explain(reference: str, settings: Settings, namespace: str = "default"
     lines = describe_status(state.podgroup, members)
     lines += describe_claims(state.podgroup, state)
     lines += describe_preemption(state.podgroup, state)
+    lines += describe_reservation(state.podgroup)
     lines += describe_dry_run(result)
     return "\n".join(lines)
 

@@ -103,6 +103,34 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.reservations = Gauge(
+            "lockstep_reservations",
+            "Gangs holding capacity (a capacity reservation) right now.",
+            registry=r,
+        )
+        self.reserved_capacity = Gauge(
+            "lockstep_reserved_capacity",
+            "Capacity held by reservations (base units: millicores, bytes, pods), by resource.",
+            ["resource"],
+            registry=r,
+        )
+        self.reservation_age = Gauge(
+            "lockstep_reservation_age_seconds",
+            "Age of the oldest reservation held (0 when none).",
+            registry=r,
+        )
+        self.reservation_duration = Histogram(
+            "lockstep_reservation_duration_seconds",
+            "How long reservations were held, by how they ended (completed, timed_out, yielded, released).",
+            ["result"],
+            buckets=POD_BUCKETS,
+            registry=r,
+        )
+        self.backfilled_pods = Counter(
+            "lockstep_backfilled_pods",
+            "Pods bound on capacity held for a gang because they end before it is expected to fit.",
+            registry=r,
+        )
         self.is_leader = Gauge("lockstep_leader", "1 while this process holds the leader lease.", registry=r)
         self.last_cycle = Gauge(
             "lockstep_last_cycle_timestamp_seconds",

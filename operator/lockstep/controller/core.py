@@ -27,7 +27,7 @@ from lockstep.api.groups import (
 )
 from lockstep.api.node import parse_node
 from lockstep.api.pod import InvalidObjectError, parse_pod
-from lockstep.api.podgroup import PodGroup
+from lockstep.api.podgroup import PodGroup, ReservationStatus
 from lockstep.api.resource import (
     DeviceClass,
     ResourceClaim,
@@ -70,6 +70,13 @@ from lockstep.scheduler.plugins.volume_binding import STORE_SERVICE as VOLUME_ST
 from lockstep.scheduler.plugins.volume_binding import VOLUME_API_SERVICE
 from lockstep.scheduler.preemption import REASON_POD, PlanVerdict, PreemptionPlan
 from lockstep.scheduler.records import GroupAttempt
+from lockstep.scheduler.reservation import (
+    RESERVATION_ANNOTATION,
+    Ending,
+    Reservation,
+    from_status,
+    to_status,
+)
 from lockstep.scheduler.scheduler import Scheduler
 from lockstep.state.cluster import ClusterEvent
 from lockstep.state.volumes import VolumeStore
@@ -125,6 +132,8 @@ class SchedulerCore:
         )
         self.scheduler.on_preemption_verdict = self._preemption_verdict
         self.scheduler.on_preempted = self._preempted
+        self.scheduler.on_reservation = self._reservation
+        self.scheduler.on_backfilled = lambda pod: metrics.backfilled_pods.inc()
         self.cache = self.scheduler.cache
         self.scheduler.add_listener(self)
         self.cache.add_listener(self)
@@ -318,6 +327,13 @@ class SchedulerCore:
             )
         self._upstream_podgroups[(namespace, name)] = podgroup
         self.upstream_status.observe(key, podgroup)
+        recorded = podgroup.metadata.annotations.get(RESERVATION_ANNOTATION)
+        try:
+            reservation = ReservationStatus.model_validate_json(recorded) if recorded else None
+        except ValidationError as exc:
+            log.warning("reservation annotation ignored: invalid", podgroup=str(key), error=str(exc))
+            reservation = None
+        self._follow_reservation(key, reservation)
         self.resources.upsert_pod_group(podgroup)
         self.cache.upsert_podgroup(info)
 
@@ -349,8 +365,48 @@ class SchedulerCore:
         self.resources.upsert_pod_group(podgroup)
         self.cache.upsert_podgroup(info)
         self._podgroups[(namespace, name)] = podgroup
+        self._follow_reservation(key, podgroup.status.reservation)
         self._ensure_group_claims(podgroup)
         self.template_gangs.reconcile((namespace, name))
+
+    # --- capacity reservations ------------------------------------------------------------------------
+
+    def _follow_reservation(self, key: GroupKey, recorded: ReservationStatus | None) -> None:
+        """Before leading (start-up, a standby), the reservations are the ones the PodGroups record;
+        the leader's own decisions are recorded by it, so it does not read them back."""
+        if self._leading:
+            return
+        book = self.scheduler.reservations
+        if recorded is None:
+            book.forget(key)
+        elif key not in book.reservations:
+            book.restore(from_status(key, recorded))
+
+    def _reservation(self, reservation: Reservation, ending: Ending | None, message: str) -> None:
+        key = reservation.group
+        fields = self._group_fields(key)
+        if ending is None:
+            log.info("reservation", nodes=sorted(reservation.holds), reason=message, **fields)
+            if not message.startswith("restored"):
+                self.events.record(self._reference(key), NORMAL, "Reserving", message)
+        else:
+            age = max(self.scheduler.wall_clock() - reservation.since, 0.0)
+            self.metrics.reservation_duration.labels(ending.value).observe(age)
+            log.info("reservation ended", result=ending.value, reason=message, **fields)
+            if ending is Ending.TIMED_OUT:
+                self.events.record(self._reference(key), WARNING, "ReservationTimedOut", message)
+            else:
+                self.events.record(self._reference(key), NORMAL, "ReservationReleased", message)
+        if key.upstream:
+            if self._leading:
+                current = self.scheduler.reservations.reservations.get(key)
+                self.upstream_status.record_reservation(key, to_status(current) if current else None)
+        elif key.pod_group and self.on_attempt is not None:
+            self.on_attempt((key.namespace, key.name))
+
+    def reservation_status(self, key: GroupRef) -> dict[str, Any] | None:
+        reservation = self.scheduler.reservations.reservations.get(GroupKey(key[0], key[1]))
+        return to_status(reservation) if reservation is not None else None
 
     def _lockstep_min_count(self, namespace: str, name: str) -> tuple[int, bool] | None:
         """(minCount, whether lockstep created it from pod template lines) of a lockstep PodGroup."""
@@ -762,6 +818,18 @@ class SchedulerCore:
         self.metrics.permit_waiting_capacity.clear()
         for resource, amount in held.items():
             self.metrics.permit_waiting_capacity.labels(resource).set(amount)
+        reservations = list(scheduler.reservations.reservations.values())
+        self.metrics.reservations.set(len(reservations))
+        reserved: dict[str, int] = {}
+        for reservation in reservations:
+            for resource, amount in reservation.held_total().items():
+                reserved[resource] = reserved.get(resource, 0) + amount
+        self.metrics.reserved_capacity.clear()
+        for resource, amount in reserved.items():
+            self.metrics.reserved_capacity.labels(resource).set(amount)
+        now = scheduler.wall_clock()
+        oldest = min((r.since for r in reservations), default=now)
+        self.metrics.reservation_age.set(max(now - oldest, 0.0))
 
 
 DRA_PLUGIN = DynamicResources.name

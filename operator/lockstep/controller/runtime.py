@@ -341,6 +341,7 @@ class Operator:
             reporting,
             self.members,
             attempt_of=self._attempt,
+            reservation_of=self.core.reservation_status,
             flush_interval=self.options.status_flush_interval,
             retry_delay=self.options.status_retry_seconds,
             on_write=lambda result: self.metrics.podgroup_status_writes.labels(result).inc(),

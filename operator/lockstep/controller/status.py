@@ -293,9 +293,11 @@ def desired_status(
     counts: MemberCounts,
     attempt: AttemptSummary | None,
     now: datetime,
+    reservation: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The status fields the writer owns (fields it clears are None). ``resourceClaimStatuses`` is
-    not among them: the DRA side records it through its own port."""
+    not among them: the DRA side records it through its own port. ``reservation``: the capacity the
+    scheduler holds for the group (``scheduler/reservation.py`` ``to_status``), None when it holds none."""
     meta = podgroup.get("metadata") or {}
     spec = podgroup.get("spec") or {}
     policy = spec.get("schedulingPolicy") or {}
@@ -329,6 +331,7 @@ def desired_status(
             {"reason": r.reason, "count": r.count, **({"message": r.message[:1024]} if r.message else {})}
             for r in reasons
         ],
+        "reservation": dict(reservation) if reservation is not None else None,
     }
     if attempt is None and not placed:
         for key in ("lastAttemptTime", "nextRetryTime", "unschedulableReasons"):
@@ -362,6 +365,7 @@ class StatusWriter:
         members: GroupMembers,
         *,
         attempt_of: Callable[[GroupRef], AttemptSummary | None],
+        reservation_of: Callable[[GroupRef], Mapping[str, Any] | None] = lambda key: None,
         flush_interval: float = 0.05,
         retry_delay: float = 1.0,
         settle_seconds: float = SETTLE_SECONDS,
@@ -372,6 +376,7 @@ class StatusWriter:
         self.client = client
         self.members = members
         self.attempt_of = attempt_of
+        self.reservation_of = reservation_of
         self.flush_interval = flush_interval
         self.retry_delay = retry_delay
         self.settle_seconds = settle_seconds
@@ -446,7 +451,13 @@ class StatusWriter:
                 body = self.podgroups.get(key)
                 if body is None:
                     return
-                desired = desired_status(body, self.members.counts(key), self.attempt_of(key), self.clock())
+                desired = desired_status(
+                    body,
+                    self.members.counts(key),
+                    self.attempt_of(key),
+                    self.clock(),
+                    self.reservation_of(key),
+                )
                 changes = status_changes(body.get("status") or {}, desired)
                 if not changes:
                     self._release(key)

@@ -12,6 +12,7 @@ lockstep's own PodGroups keep their richer status (``controller/status.py``).
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,10 +29,11 @@ from lockstep.kube.client import (
     KubeClient,
     ResourceKind,
 )
-from lockstep.kube.patching import strict_merge_patch
+from lockstep.kube.patching import loose_merge_patch, strict_merge_patch
 from lockstep.logging import get_logger
 from lockstep.scheduler.framework import Code, GroupKey
 from lockstep.scheduler.records import GroupAttempt
+from lockstep.scheduler.reservation import RESERVATION_ANNOTATION
 
 log = get_logger("lockstep.controller.upstream_status")
 
@@ -60,6 +62,8 @@ class UpstreamStatusWriter:
         self._tasks: set[asyncio.Task[None]] = set()
         self._wanted: dict[GroupKey, tuple[str, str, str]] = {}  # (status, reason, message)
         self._writing: set[GroupKey] = set()
+        self._reservations: dict[GroupKey, dict[str, Any] | None] = {}  # to record, newest
+        self._recording: set[GroupKey] = set()
 
     def observe(self, key: GroupKey, podgroup: UpstreamPodGroup | None) -> None:
         if podgroup is None:
@@ -80,6 +84,45 @@ class UpstreamStatusWriter:
         task = asyncio.get_running_loop().create_task(self._write(key))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def record_reservation(self, key: GroupKey, reservation: dict[str, Any] | None) -> None:
+        """Record the capacity held for the group in its annotation (upstream's PodGroup has no status
+        field for it), so that a restarted or new leader finds it; None removes it. The newest wins."""
+        if key not in self._groups:
+            return
+        self._reservations[key] = reservation
+        if key in self._recording:
+            return
+        self._recording.add(key)
+        task = asyncio.get_running_loop().create_task(self._record(key))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _record(self, key: GroupKey) -> None:
+        try:
+            while key in self._reservations:
+                reservation = self._reservations.pop(key)
+                podgroup = self._groups.get(key)
+                if podgroup is None:
+                    return
+                value = json.dumps(reservation, sort_keys=True) if reservation is not None else None
+                if podgroup.metadata.annotations.get(RESERVATION_ANNOTATION) == value:
+                    continue
+                meta = podgroup.metadata
+                try:
+                    # rbac: patch podgroups.scheduling.k8s.io
+                    await loose_merge_patch(
+                        self.client,
+                        _kind_of(podgroup),
+                        meta.namespace,
+                        meta.name,
+                        {"metadata": {"annotations": {RESERVATION_ANNOTATION: value}}},
+                    )
+                except ApiError as exc:
+                    if not exc.not_found:
+                        log.warning("recording the reservation failed", podgroup=str(key), error=str(exc))
+        finally:
+            self._recording.discard(key)
 
     def _condition_to_write(
         self, podgroup: UpstreamPodGroup, wanted: tuple[str, str, str]

@@ -33,13 +33,16 @@ This module is pure (the scheduler drives it); the PodGroup status and Events sa
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from lockstep.api.podgroup import ReservationStatus
+from lockstep.api.quantity import to_resource_amount
 from lockstep.scheduler.framework import SUCCESS, GroupKey, NodeInfo, PodGroupInfo, PodInfo, Status
 from lockstep.state.cluster import ClusterCache
 
@@ -49,6 +52,8 @@ if TYPE_CHECKING:  # the plugin module imports this one, and the profile the plu
 PLUGIN = "CapacityReservation"
 HELD_CAUSE = "CapacityHeld"
 POLICY_NEVER = "Never"
+# Where an upstream PodGroup (no status field for it) records its reservation: to_status as JSON.
+RESERVATION_ANNOTATION = "scheduling.lockstep.dev/reservation"
 PODS = "pods"  # the pod slots a hold takes, next to the requested resources
 # How long a backfilled pod may take from its placement to its start (status.startTime): its
 # activeDeadlineSeconds counts from then.
@@ -500,3 +505,63 @@ def describe(reservation: Reservation) -> str:
 
 def timestamp(moment: float) -> str:
     return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---------------------------------------------------------------------- recorded in the API
+
+
+def quantity(resource: str, amount: int) -> str:
+    """A held amount as a Kubernetes quantity: cpu in cores or millicores, the rest in base units."""
+    if resource == "cpu":
+        return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
+    return str(amount)
+
+
+def to_status(reservation: Reservation) -> dict[str, Any]:
+    """``status.reservation`` of a lockstep PodGroup (and the annotation of an upstream one)."""
+    nodes = []
+    for name, hold in sorted(reservation.holds.items()):
+        node: dict[str, Any] = {
+            "name": name,
+            "resources": {r: quantity(r, amount) for r, amount in sorted(hold.requests.items())},
+        }
+        if hold.devices:
+            node["devices"] = True
+        if name in reservation.waiting:
+            node["waitingFor"] = reservation.waiting[name]
+        nodes.append(node)
+    status: dict[str, Any] = {
+        "nodes": nodes,
+        "waitingFor": reservation.waiting_for,
+        "podsWithoutDeadline": reservation.without_deadline,
+        "since": timestamp(reservation.since),
+        "timeoutSeconds": max(math.ceil(reservation.timeout), 1),
+        "backfilled": reservation.backfilled,
+    }
+    if reservation.expected_completion is not None:
+        status["expectedCompletion"] = timestamp(reservation.expected_completion)
+    return status
+
+
+def from_status(key: GroupKey, recorded: ReservationStatus) -> Reservation:
+    """A reservation as the PodGroup records it (a restart, a new leader)."""
+    holds = {
+        node.name: NodeHold(
+            node.name,
+            {r: to_resource_amount(r, text) for r, text in node.resources.items()},
+            node.devices,
+        )
+        for node in recorded.nodes
+    }
+    expected = recorded.expected_completion
+    return Reservation(
+        key,
+        holds,
+        since=recorded.since.timestamp(),
+        timeout=float(recorded.timeout_seconds),
+        expected_completion=expected.timestamp() if expected is not None else None,
+        backfilled=recorded.backfilled or 0,
+        waiting={node.name: node.waiting_for or 0 for node in recorded.nodes},
+        without_deadline=recorded.pods_without_deadline or 0,
+        no_backfill=frozenset(holds),  # until the gang's next attempt looks at the nodes again
+    )

@@ -27,7 +27,7 @@ CLUSTER_NEEDS: set[Permission] = (
     | _grants("", "events", "create patch")
     | _grants("scheduling.lockstep.dev", "podgroups", "get list watch create patch")
     | _grants("scheduling.lockstep.dev", "podgroups/status", "patch")
-    | _grants("scheduling.k8s.io", "podgroups", "get list watch")
+    | _grants("scheduling.k8s.io", "podgroups", "get list watch patch")
     | _grants("scheduling.k8s.io", "podgroups/status", "patch")
     | _grants("scheduling.k8s.io", "priorityclasses", "list watch")
     | _grants("resource.k8s.io", "resourceclaims", "get list watch create patch delete")
