@@ -562,6 +562,8 @@ class PodGroupStrategy(Strategy):
             spec, old_spec, "schedulingConstraints", self.gates["TopologyAwareWorkloadScheduling"]
         )
         _drop_unless_used(spec, old_spec, "resourceClaims", self.gates["DRAWorkloadResourceClaims"])
+        if old is None:
+            obj["status"] = {}  # PrepareForCreate: status must not be set by the user on create
         status = obj.setdefault("status", {})
         if (
             isinstance(status, dict)
@@ -657,9 +659,10 @@ class CompositePodGroupStrategy(Strategy):
         _drop_unless_used(
             spec, old_spec, "schedulingConstraints", self.gates["TopologyAwareWorkloadScheduling"]
         )
-        obj.setdefault("status", {})
         if old is None:
+            obj["status"] = {}  # PrepareForCreate resets the status
             _add_finalizer(obj, COMPOSITE_PODGROUP_PROTECTION_FINALIZER)
+        obj.setdefault("status", {})
 
     def validate(
         self, rt: ResourceType, obj: JsonObject, old: JsonObject | None, ctx: WriteContext
