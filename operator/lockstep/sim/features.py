@@ -56,8 +56,8 @@ GATES_1_37: Mapping[str, bool] = {
     # PodGroup (and template) preemptionPolicy (alpha, off upstream, off here: forbidden).
     "PodGroupPreemptionPolicy": False,
     # Job spec.scheduling and the Job controller's Workload and PodGroup (alpha, KEP-5547, off
-    # upstream); on here like DRAListTypeAttributes, so Jobs can be gang-scheduled in the emulator.
-    "WorkloadWithJob": True,
+    # upstream). Off here too: the batch registry and the Job controller do not emulate it yet.
+    "WorkloadWithJob": False,
     # DRA: GA in 1.37 (DRADeviceTaints, DRAResourceClaimDeviceStatus, DRAExtendedResource) or
     # beta and on (DRAPartitionableDevices, DRADeviceBindingConditions, DRAConsumableCapacity).
     "DRADeviceTaints": True,
