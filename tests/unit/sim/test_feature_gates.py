@@ -9,7 +9,7 @@ from sim_helpers import Client, gated_client
 
 from lockstep.sim.apiserver import ApiServer
 from lockstep.sim.cluster import SimCluster
-from lockstep.sim.features import GATES, FeatureGates
+from lockstep.sim.features import GATES_1_36, FeatureGates
 
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 PODGROUPS = "/apis/scheduling.k8s.io/v1alpha2/namespaces/default/podgroups"
@@ -46,7 +46,7 @@ def test_unknown_gate_or_value_is_an_error_naming_it() -> None:
 
 def test_defaults_and_flag_syntax() -> None:
     gates = FeatureGates("GenericWorkload=false")
-    assert dict(gates) == {**GATES, "GenericWorkload": False}
+    assert dict(gates) == {**GATES_1_36, "GenericWorkload": False}
     assert str(gates).endswith(
         ",DRAListTypeAttributes=true,DRAPartitionableDevices=true,"
         "DRAResourceClaimDeviceStatus=true,GenericWorkload=false,PodLevelResources=true"
