@@ -3,7 +3,8 @@
 One node of 31.5 allocatable cpu; lone "blocker" pods hold capacity and are deleted to free it.
 Members beyond minCount bind one by one as capacity frees; a raised minCount waits until the whole
 difference fits; a lowered one lets a backed-off group proceed at once; the status counts the
-members waiting beyond minCount; switching between basic and gang is refused by the API.
+members waiting beyond minCount (an upstream PodGroup in its condition message); switching between
+basic and gang is refused by the API.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from acceptance_harness import (
     simulated_cluster,
 )
 
-from lockstep.kube.client import POD_GROUPS, PODS, ApiError, PatchType
+from lockstep.kube.client import POD_GROUPS, PODS, UPSTREAM_POD_GROUPS, ApiError, PatchType
 
 
 async def _set_min_count(env: Env, name: str, min_count: int) -> None:
@@ -143,6 +144,42 @@ async def test_a_lowered_min_count_lets_a_backed_off_gang_proceed_at_once() -> N
             lambda: _status_where(env, "shrunk", scheduled=5, waitingBeyondMinCount=1),
             what="1 member beyond minCount waiting",
         )
+
+
+async def _upstream_condition(env: Env, name: str, wanted: str) -> dict[str, Any] | None:
+    group = await env.client.get(UPSTREAM_POD_GROUPS, NAMESPACE, name)
+    for condition in (group.get("status") or {}).get("conditions") or []:
+        if condition["type"] == "PodGroupScheduled" and wanted in condition["message"]:
+            return group
+    return None
+
+
+async def test_an_upstream_gang_names_members_beyond_min_count_in_its_condition_not_per_retry() -> None:
+    async with simulated_cluster(nodes=1, devices_per_node=0) as env:
+        group = {
+            "apiVersion": "scheduling.k8s.io/v1alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": "upstream", "namespace": NAMESPACE},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
+        }
+        await env.client.create(UPSTREAM_POD_GROUPS, NAMESPACE, group)
+        for i in range(3):  # 12 cpu each: two fit on the node's 31.5
+            member = pod(f"upstream-{i}", cpu="12")
+            member["spec"]["schedulingGroup"] = {"podGroupName": "upstream"}
+            await env.create(member)
+        # The placing attempt says "2 pods placed, ..."; the first retry, which places nothing, says
+        # "minCount (2) met with 2 scheduled; 1 members beyond minCount wait (...)": one more write.
+        written = await eventually(
+            lambda: _upstream_condition(
+                env, "upstream", "met with 2 scheduled; 1 members beyond minCount wait"
+            ),
+            what="PodGroupScheduled naming the member beyond minCount",
+        )
+        condition = next(c for c in written["status"]["conditions"] if c["type"] == "PodGroupScheduled")
+        assert (condition["status"], condition["reason"]) == ("True", "Scheduled")
+        await asyncio.sleep(1.5)  # further retries of the third member (backoff 0.2 s to 1 s) write nothing
+        again = await env.client.get(UPSTREAM_POD_GROUPS, NAMESPACE, "upstream")
+        assert again["metadata"]["resourceVersion"] == written["metadata"]["resourceVersion"]
 
 
 @pytest.mark.parametrize(
