@@ -234,6 +234,8 @@ class PodGroupStatus(_Model):
     running: Count | None = None
     succeeded: Count | None = None
     failed: Count | None = None
+    # gang only: members not bound and not needed to reach minCount (they bind as capacity allows)
+    waiting_beyond_min_count: Count | None = Field(None, alias="waitingBeyondMinCount")
     last_attempt_time: DateTime | None = Field(None, alias="lastAttemptTime")
     next_retry_time: DateTime | None = Field(None, alias="nextRetryTime")
     conditions: list[Condition] = Field(default_factory=list, max_length=8)

@@ -250,8 +250,9 @@ class Scheduler:
     def on_cluster_event(self, event: ClusterEvent, group: GroupKey | None) -> None:
         now = self.clock()
         if group is not None and event in _GROUP_EVENTS:
-            self.queue.add(group, self._priority(group), now, event)
-            if event is ClusterEvent.GROUP_MIN_COUNT_LOWERED:
+            lowered = event is ClusterEvent.GROUP_MIN_COUNT_LOWERED
+            self.queue.add(group, self._priority(group), now, event, at_once=lowered)
+            if lowered:
                 for plugin in self.profile.permit:
                     if isinstance(plugin, GangPermit):
                         plugin.recheck(group)
@@ -520,8 +521,10 @@ class Scheduler:
         diagnoses = tuple(outcome.diagnoses)
         causes = merge_causes(diagnoses)
         status = outcome.status
-        if status.ok and not outcome.placements and diagnoses:
-            # A basic group whose pods all failed: the group failed with them.
+        satisfied = group is not None and group.is_gang and outcome.scheduled >= outcome.min_count
+        if status.ok and not outcome.placements and diagnoses and not satisfied:
+            # A basic group whose pods all failed: the group failed with them. (A gang at minCount
+            # whose extra members did not fit is still placed: they wait for capacity, one by one.)
             first = diagnoses[0]
             code = first.code if first.code in (Code.ERROR, Code.WAIT) else Code.UNSCHEDULABLE
             status = Status(code, (f"{first.pod}: {first.message}",), first.pod, "")
@@ -537,11 +540,18 @@ class Scheduler:
                 self.queue.park_until_event(key, now, hints)
             elif outcome.unplaced:
                 next_retry = self.queue.park(key, now, hints)
-            message = (
-                f"{len(outcome.placements)} pods placed, "
-                f"{outcome.scheduled} of minCount {outcome.min_count} scheduled"
-            )
-            if outcome.unplaced:
+            if satisfied and not outcome.placements:
+                message = f"minCount ({outcome.min_count}) met with {outcome.scheduled} scheduled"
+            else:
+                message = (
+                    f"{len(outcome.placements)} pods placed, "
+                    f"{outcome.scheduled} of minCount {outcome.min_count} scheduled"
+                )
+            if outcome.unplaced and satisfied:
+                message += f"; {outcome.unplaced} members beyond minCount wait"
+                if diagnoses:
+                    message += f" ({diagnoses[0].pod}: {diagnoses[0].message})"
+            elif outcome.unplaced:
                 message += f"; {outcome.unplaced} pods did not fit"
             if parked:
                 message += f", parked (no timed retry) until {parked_until(hints)}"
