@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lockstep.api.podgroup import PodGroup
+from lockstep.api.podgroup import PROTECTION_FINALIZER, PodGroup
 from lockstep.api.upstream_podgroup import UpstreamPodGroup
 from lockstep.scheduler.framework import PodClaimRef, PodGroupInfo
 
@@ -47,6 +47,8 @@ def from_lockstep(podgroup: PodGroup, priority_classes: Mapping[str, int]) -> Po
         priority=_priority(podgroup.key, spec.priority, spec.priority_class_name, priority_classes),
         topology_keys=spec.topology_keys,
         disruption_mode=spec.disruption_mode,
+        terminating=podgroup.metadata.deletion_timestamp is not None,
+        protected=PROTECTION_FINALIZER in podgroup.metadata.finalizers,
     )
 
 
@@ -71,4 +73,5 @@ def from_upstream(
         topology_keys=spec.topology_keys,
         disruption_mode=spec.disruption_mode,
         upstream=True,
+        terminating=podgroup.metadata.deletion_timestamp is not None,
     )
