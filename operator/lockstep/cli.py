@@ -12,6 +12,7 @@ from typing import Any, get_args, get_origin
 from lockstep import __version__
 from lockstep.config import Settings, load_settings
 from lockstep.sim.features import FeatureGates
+from lockstep.sim.versions import DEFAULT_KUBE_VERSION, KUBE_VERSIONS
 
 USAGE_EXIT = 2
 
@@ -96,7 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--feature-gates",
         default=None,
         help="kube-apiserver feature gates of the simulated API server, Name=true|false pairs, "
-        f"comma-separated (default: {FeatureGates()})",
+        f"comma-separated; the gates and defaults are the --kube-version's (default: {FeatureGates()})",
+    )
+    sim.add_argument(
+        "--kube-version",
+        default=DEFAULT_KUBE_VERSION,
+        choices=list(KUBE_VERSIONS),
+        help="the Kubernetes version the API server emulates: its Workload API (1.36: scheduling.k8s.io/"
+        f"v1alpha2; 1.37: v1beta1 and v1alpha3), OpenAPI and feature gates (default {DEFAULT_KUBE_VERSION})",
     )
 
     demo = sub.add_parser("demo", help="start a simulated cluster and the operator, apply examples/")

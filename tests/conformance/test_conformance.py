@@ -74,8 +74,11 @@ def test_case_replays_green(case: Path, loop: asyncio.AbstractEventLoop) -> None
     pending = PENDING.get(case.stem)
     if pending is not None and pending.steps is None:
         pytest.skip(f"issue {pending.issue}: {pending.why}")
-    # The recording server ran with GenericWorkload and DRAListTypeAttributes on.
-    server = ApiServer(feature_gates={"GenericWorkload": True, "DRAListTypeAttributes": True})
+    # The recording server was v1.36.2 with GenericWorkload and DRAListTypeAttributes on: pinned, so
+    # that moving the emulator's default kube version does not change what is replayed against.
+    server = ApiServer(
+        feature_gates={"GenericWorkload": True, "DRAListTypeAttributes": True}, kube_version="1.36"
+    )
     url = asyncio.run_coroutine_threadsafe(server.start(), loop).result(timeout=10)
     try:
         result = replay.replay_case(replay.load_case(case), replay.HttpSender(url), strict_messages=True)

@@ -16,7 +16,8 @@ from lockstep.sim.controllers.dra_driver import DEVICE_CLASS_NAME
 NS = "wl"
 PODS = f"/api/v1/namespaces/{NS}/pods"
 JOBS = f"/apis/batch/v1/namespaces/{NS}/jobs"
-PODGROUPS = f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{NS}/podgroups"
+# The upstream PodGroups of each kube version the emulator can be.
+PODGROUP_VERSIONS = {"1.36": "v1alpha2", "1.37": "v1beta1"}
 CLAIMS = f"/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaims"
 TEMPLATES = f"/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaimtemplates"
 CONTAINER = {"name": "main", "image": "registry.k8s.io/pause:3.10"}
@@ -24,7 +25,25 @@ CONTAINER = {"name": "main", "image": "registry.k8s.io/pause:3.10"}
 
 @pytest.fixture
 async def cluster() -> AsyncIterator[SimCluster]:
-    sim = SimCluster(nodes=2, devices_per_node=1, kubelet_start_delay=0.02, kubelet_delete_delay=0.02)
+    async for sim in _started(None):
+        yield sim
+
+
+@pytest.fixture(params=sorted(PODGROUP_VERSIONS))
+async def versioned(request: pytest.FixtureRequest) -> AsyncIterator[tuple[SimCluster, str]]:
+    """A cluster of each kube version, with the path of its upstream PodGroups."""
+    async for sim in _started(request.param):
+        yield sim, f"/apis/scheduling.k8s.io/{PODGROUP_VERSIONS[request.param]}/namespaces/{NS}/podgroups"
+
+
+async def _started(kube_version: str | None) -> AsyncIterator[SimCluster]:
+    sim = SimCluster(
+        nodes=2,
+        devices_per_node=1,
+        kubelet_start_delay=0.02,
+        kubelet_delete_delay=0.02,
+        kube_version=kube_version,
+    )
     await sim.start()
     try:
         await sim.http.create("/api/v1/namespaces", {"metadata": {"name": NS}})
@@ -84,9 +103,10 @@ async def _none_left(sim: SimCluster, job_name: str) -> bool:
     return not await job_pods(sim, job_name)
 
 
-async def test_deleted_pod_group_stays_until_no_pod_names_it(cluster: SimCluster) -> None:
+async def test_deleted_pod_group_stays_until_no_pod_names_it(versioned: tuple[SimCluster, str]) -> None:
+    cluster, podgroups = versioned
     await cluster.http.create(
-        PODGROUPS, {"metadata": {"name": "g"}, "spec": {"schedulingPolicy": {"basic": {}}}}
+        podgroups, {"metadata": {"name": "g"}, "spec": {"schedulingPolicy": {"basic": {}}}}
     )
     await cluster.http.create(
         PODS,
@@ -95,20 +115,23 @@ async def test_deleted_pod_group_stays_until_no_pod_names_it(cluster: SimCluster
             "spec": {"containers": [CONTAINER], "schedulingGroup": {"podGroupName": "g"}},
         },
     )
-    deleted = await cluster.http.delete(f"{PODGROUPS}/g")
+    deleted = await cluster.http.delete(f"{podgroups}/g")
     assert deleted["metadata"]["deletionTimestamp"]
     assert deleted["metadata"]["finalizers"] == ["scheduling.k8s.io/podgroup-protection"]
-    assert await get_or_none(cluster.http, f"{PODGROUPS}/g") is not None
+    assert await get_or_none(cluster.http, f"{podgroups}/g") is not None
 
     await cluster.http.delete(f"{PODS}/member", {"gracePeriodSeconds": 0})
 
     async def gone() -> bool:
-        return await get_or_none(cluster.http, f"{PODGROUPS}/g") is None
+        return await get_or_none(cluster.http, f"{podgroups}/g") is None
 
     await eventually(gone, "the PodGroup removed once its pod is gone")
 
 
-async def test_pod_group_template_claim_is_generated_owned_and_recorded(cluster: SimCluster) -> None:
+async def test_pod_group_template_claim_is_generated_owned_and_recorded(
+    versioned: tuple[SimCluster, str],
+) -> None:
+    cluster, podgroups = versioned
     await cluster.http.create(
         TEMPLATES,
         {
@@ -123,7 +146,7 @@ async def test_pod_group_template_claim_is_generated_owned_and_recorded(cluster:
         },
     )
     group = await cluster.http.create(
-        PODGROUPS,
+        podgroups,
         {
             "metadata": {"name": "trainer"},
             "spec": {
@@ -134,7 +157,7 @@ async def test_pod_group_template_claim_is_generated_owned_and_recorded(cluster:
     )
 
     async def recorded() -> list[dict[str, Any]] | None:
-        current = await cluster.http.get(f"{PODGROUPS}/trainer")
+        current = await cluster.http.get(f"{podgroups}/trainer")
         return (current.get("status") or {}).get("resourceClaimStatuses")
 
     (entry,) = await eventually(recorded, "status.resourceClaimStatuses")

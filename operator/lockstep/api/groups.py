@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lockstep.api.podgroup import MAX_RESERVATION_TIMEOUT_SECONDS, RESERVATION_POLICIES, PodGroup
+from lockstep.api.podgroup import (
+    MAX_RESERVATION_TIMEOUT_SECONDS,
+    PROTECTION_FINALIZER,
+    RESERVATION_POLICIES,
+    PodGroup,
+)
 from lockstep.api.upstream_podgroup import UpstreamPodGroup
 from lockstep.scheduler.framework import PodClaimRef, PodGroupInfo
 
@@ -85,6 +90,8 @@ def from_lockstep(podgroup: PodGroup, priority_classes: Mapping[str, int]) -> Po
         reservation_timeout_seconds=(
             float(spec.reservation.timeout_seconds) if spec.reservation.timeout_seconds is not None else None
         ),
+        terminating=podgroup.metadata.deletion_timestamp is not None,
+        protected=PROTECTION_FINALIZER in podgroup.metadata.finalizers,
     )
 
 
@@ -113,4 +120,5 @@ def from_upstream(
         disruption_mode=spec.disruption_mode,
         preemption_policy=spec.preemption_policy,
         upstream=True,
+        terminating=podgroup.metadata.deletion_timestamp is not None,
     )

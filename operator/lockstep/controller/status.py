@@ -248,6 +248,18 @@ def _phase(
     return PodGroupPhase.PENDING
 
 
+def waiting_beyond_min_count(min_count: int, counts: MemberCounts) -> int:
+    """Members of a gang not bound and not needed to reach minCount: those that bind one by one, as
+    capacity allows, once the gang is at minCount (all of a gang's unbound members but the ones
+    still missing from minCount)."""
+    return max(0, counts.total - max(counts.scheduled, min_count))
+
+
+def _bound_message(min_count: int, counts: MemberCounts, beyond: int) -> str:
+    message = f"{counts.scheduled} of {counts.total} pods bound (minCount {min_count})"
+    return message + (f"; {beyond} members beyond minCount waiting" if beyond else "")
+
+
 def _scheduled_condition(
     current: list[Mapping[str, Any]],
     generation: int,
@@ -255,15 +267,18 @@ def _scheduled_condition(
     counts: MemberCounts,
     attempt: AttemptSummary | None,
     now: datetime,
+    beyond: int,
 ) -> dict[str, Any]:
     existing = next((c for c in current if c.get("type") == CONDITION_SCHEDULED), None)
     if existing is not None and existing.get("status") == "True":
-        return dict(existing)  # once True it stays True, as upstream
+        # Once True it stays True, as upstream (also when minCount is raised above the bound
+        # members); its message follows the counts, which change in the same writes.
+        return {**existing, "message": _bound_message(min_count, counts, beyond)}
     if attempt is None and existing is not None and counts.scheduled < min_count:
         return dict(existing)  # not attempted by this process yet: keep what the last leader wrote
     if counts.scheduled >= min_count:
         status, reason = "True", "Scheduled"
-        message = f"{counts.scheduled} of {counts.total} pods bound (minCount {min_count})"
+        message = _bound_message(min_count, counts, beyond)
     elif attempt is None:
         status, reason = "False", "Pending"
         message = (
@@ -273,6 +288,8 @@ def _scheduled_condition(
         status = "False"
         reason = attempt.result if attempt.result != AttemptResult.SCHEDULED else "Binding"
         message = attempt.message or f"{counts.scheduled} of minCount {min_count} pods bound"
+        if beyond:
+            message += f"; {beyond} members beyond minCount waiting"
     transition = (
         existing.get("lastTransitionTime")
         if existing is not None and existing.get("status") == status and existing.get("lastTransitionTime")
@@ -305,8 +322,9 @@ def desired_status(
     min_count = int(gang.get("minCount", 1)) if isinstance(gang, Mapping) else 1
     generation = int(meta.get("generation") or 0)
     current = podgroup.get("status") or {}
+    beyond = waiting_beyond_min_count(min_count, counts) if isinstance(gang, Mapping) else 0
     condition = _scheduled_condition(
-        list(current.get("conditions") or []), generation, min_count, counts, attempt, now
+        list(current.get("conditions") or []), generation, min_count, counts, attempt, now, beyond
     )
     others = [c for c in current.get("conditions") or [] if c.get("type") != CONDITION_SCHEDULED]
     placed = counts.scheduled >= min_count
@@ -320,6 +338,7 @@ def desired_status(
         "running": counts.running,
         "succeeded": counts.succeeded,
         "failed": counts.failed,
+        "waitingBeyondMinCount": beyond if isinstance(gang, Mapping) else None,
         "conditions": [*others, condition],
         "lastAttemptTime": rfc3339(attempt.attempted_at) if attempt is not None else None,
         "nextRetryTime": (

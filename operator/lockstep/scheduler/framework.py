@@ -160,6 +160,11 @@ class PodGroupInfo:
     # timeout (None: the operator's --reservation-timeout-seconds).
     reservation_policy: str = "IfNeeded"
     reservation_timeout_seconds: float | None = None
+    # metadata.deletionTimestamp is set: nothing more of the group is scheduled.
+    terminating: bool = False
+    # A lockstep PodGroup carries lockstep's protection finalizer. Not compared: its arrival is no
+    # reason to run the group's cycle again.
+    protected: bool = field(default=False, compare=False)
 
     @property
     def key(self) -> GroupKey:

@@ -10,7 +10,8 @@ A group is in one of four states:
   parked   its last attempt failed with a verdict no retry can change (every failed pod was
            UnschedulableAndUnresolvable on every node): no timer, it waits for an event that could
            change the verdict, any change of the group itself (its pods or PodGroup) or one of the
-           cluster-wide events it was parked with, and then backs off as above;
+           cluster-wide events it was parked with, and then backs off as above (a lowered minCount
+           makes a backed-off or parked group active at once);
   idle     nothing to do, or being scheduled right now.
 A group's own cycle never re-activates it.
 """
@@ -87,17 +88,27 @@ class GroupQueue:
         entry = self._entries.get(key)
         return entry.ready_at if entry is not None and entry.state is GroupState.BACKOFF else None
 
-    def add(self, key: GroupKey, priority: int, now: float, event: ClusterEvent | None = None) -> None:
+    def add(
+        self,
+        key: GroupKey,
+        priority: int,
+        now: float,
+        event: ClusterEvent | None = None,
+        at_once: bool = False,
+    ) -> None:
         """Something about the group itself changed (new member, PodGroup created or relaxed). A
-        gated group stays gated unless ``event`` is one that lifts its gate (None: always)."""
+        gated group stays gated unless ``event`` is one that lifts its gate (None: always). A group
+        backing off or parked is hurried, no sooner than the initial backoff after its last attempt;
+        ``at_once`` (its PodGroup asks for less: minCount lowered) makes it active now."""
         entry = self._entry(key)
         if entry.state is GroupState.GATED and event is not None and event not in entry.hints:
             return
         idle = entry.state in (GroupState.IDLE, GroupState.GATED)
-        if idle or (entry.state is GroupState.ACTIVE and priority > entry.priority):
-            entry.priority = priority
+        waiting = entry.state in (GroupState.BACKOFF, GroupState.PARKED)
+        if idle or (waiting and at_once) or (entry.state is GroupState.ACTIVE and priority > entry.priority):
+            entry.priority = max(entry.priority, priority) if waiting else priority
             self._push_active(entry)
-        elif entry.state in (GroupState.BACKOFF, GroupState.PARKED):
+        elif waiting:
             entry.priority = max(entry.priority, priority)
             self._hurry(entry, now)
 

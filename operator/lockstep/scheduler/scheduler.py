@@ -40,6 +40,7 @@ from lockstep.scheduler.framework import (
 from lockstep.scheduler.plugins.capacity_reservation import RESERVATION_SERVICE
 from lockstep.scheduler.plugins.dynamic_resources import STORE_SERVICE
 from lockstep.scheduler.plugins.gang import GangPermit
+from lockstep.scheduler.plugins.podgroup_protection import DELETING_CAUSE, being_deleted
 from lockstep.scheduler.plugins.unsupported import UNSUPPORTED_POD_SPEC
 from lockstep.scheduler.ports import BindResult, PatchResult, PodAPI, PreemptionAPI
 from lockstep.scheduler.preemption import (
@@ -278,8 +279,12 @@ class Scheduler:
     def on_cluster_event(self, event: ClusterEvent, group: GroupKey | None) -> None:
         now = self.clock()
         if group is not None and event in _GROUP_EVENTS:
-            self.queue.add(group, self._priority(group), now, event)
-            if event is ClusterEvent.GROUP_MIN_COUNT_LOWERED:
+            info = self.cache.podgroup(group)
+            if info is not None and info.terminating:
+                self.waiting.reject_group(group, being_deleted(BINDING_PLUGIN, group))
+            lowered = event is ClusterEvent.GROUP_MIN_COUNT_LOWERED
+            self.queue.add(group, self._priority(group), now, event, at_once=lowered)
+            if lowered:
                 for plugin in self.profile.permit:
                     if isinstance(plugin, GangPermit):
                         plugin.recheck(group)
@@ -381,6 +386,21 @@ class Scheduler:
                 # usual order, and needs no pod write.
                 for pod in self.cache.unscheduled_members(key):
                     self._spawn(self.report_unschedulable(pod, reason_for(Code.WAIT), message))
+            return
+        if group is not None and group.terminating:
+            # Nothing more of a group being deleted is scheduled; a member created later is told too.
+            self.queue.gate(key, frozenset({ClusterEvent.MEMBER_ADDED}))
+            message = f"PodGroup {key} is being deleted: no more of its pods are scheduled"
+            self._record(
+                key,
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                message,
+                min_count=min_count,
+                total=total,
+                causes={DELETING_CAUSE: self._pending(key)},
+            )
+            for pod in self.cache.unscheduled_members(key):
+                self._spawn(self.report_unschedulable(pod, reason_for(Code.UNSCHEDULABLE), message))
             return
         if total < min_count:
             self.queue.gate(key, _TOO_FEW_PODS_LIFTED_BY)
@@ -586,8 +606,10 @@ class Scheduler:
         diagnoses = tuple(outcome.diagnoses)
         causes = merge_causes(diagnoses)
         status = outcome.status
-        if status.ok and not outcome.placements and diagnoses:
-            # A basic group whose pods all failed: the group failed with them.
+        satisfied = group is not None and group.is_gang and outcome.scheduled >= outcome.min_count
+        if status.ok and not outcome.placements and diagnoses and not satisfied:
+            # A basic group whose pods all failed: the group failed with them. (A gang at minCount
+            # whose extra members did not fit is still placed: they wait for capacity, one by one.)
             first = diagnoses[0]
             code = first.code if first.code in (Code.ERROR, Code.WAIT) else Code.UNSCHEDULABLE
             status = Status(code, (f"{first.pod}: {first.message}",), first.pod, "")
@@ -603,11 +625,18 @@ class Scheduler:
                 self.queue.park_until_event(key, now, hints)
             elif outcome.unplaced:
                 next_retry = self.queue.park(key, now, hints)
-            message = (
-                f"{len(outcome.placements)} pods placed, "
-                f"{outcome.scheduled} of minCount {outcome.min_count} scheduled"
-            )
-            if outcome.unplaced:
+            if satisfied and not outcome.placements:
+                message = f"minCount ({outcome.min_count}) met with {outcome.scheduled} scheduled"
+            else:
+                message = (
+                    f"{len(outcome.placements)} pods placed, "
+                    f"{outcome.scheduled} of minCount {outcome.min_count} scheduled"
+                )
+            if outcome.unplaced and satisfied:
+                message += f"; {outcome.unplaced} members beyond minCount wait"
+                if diagnoses:
+                    message += f" ({diagnoses[0].pod}: {diagnoses[0].message})"
+            elif outcome.unplaced:
                 message += f"; {outcome.unplaced} pods did not fit"
             if parked:
                 message += f", parked (no timed retry) until {parked_until(hints)}"
@@ -821,8 +850,9 @@ class Scheduler:
         """Queue the group again before the pod's capacity is reported free; returns when it is due."""
         now = self.clock()
         next_retry: float | None
-        if status.cause == "PodGroupDeleted":
-            self.queue.add(key, self._priority(key), now)  # PreEnqueue will hold it until it returns
+        if status.cause in ("PodGroupDeleted", DELETING_CAUSE):
+            # PreEnqueue holds it until the PodGroup returns; a terminating one is gated by its cycle
+            self.queue.add(key, self._priority(key), now)
             next_retry = None
         elif status.cause == "PodDeleted":
             next_retry = self.queue.ready_at(key)

@@ -1,6 +1,7 @@
-"""An in-process aiohttp server that behaves like kube-apiserver v1.36 where lockstep depends on it.
+"""An in-process aiohttp server that behaves like kube-apiserver (v1.36, or the ``kube_version`` it is
+given: ``lockstep.sim.versions``) where lockstep depends on it.
 
-    server = ApiServer()                 # 127.0.0.1, a free port
+    server = ApiServer()                 # 127.0.0.1, a free port; ApiServer(kube_version="1.37")
     url = await server.start()           # "http://127.0.0.1:PORT"
     server.faults.add(FaultRule(verb="create", resource="pods", subresource="binding", status=500, count=3))
     await server.stop()
@@ -44,25 +45,11 @@ from lockstep.sim.registry import policy, served_types
 from lockstep.sim.resources import ResourceType, WriteContext
 from lockstep.sim.selectors import parse_field_selector, parse_label_selector
 from lockstep.sim.store import ObjectKey, ResourceStore, Stored, View, Watcher, WatchEvent
+from lockstep.sim.versions import KubeVersion
 
 JsonObject = dict[str, Any]
 log = structlog.get_logger("lockstep.sim.apiserver")
 
-VERSION_INFO = {
-    "major": "1",
-    "minor": "36",
-    "emulationMajor": "1",
-    "emulationMinor": "36",
-    "minCompatibilityMajor": "1",
-    "minCompatibilityMinor": "35",
-    "gitVersion": "v1.36.2",
-    "gitCommit": "98b35193b2ac7a23a673325f5e9b830ecd5ba406",
-    "gitTreeState": "clean",
-    "buildDate": "2026-06-16T10:00:00Z",
-    "goVersion": "go1.26.4",
-    "compiler": "gc",
-    "platform": "linux/amd64",
-}
 JSON = "application/json"
 META_RENDERINGS = ("Table", "PartialObjectMetadata", "PartialObjectMetadataList")
 AGGREGATED_DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
@@ -179,13 +166,15 @@ class ApiServer:
         bookmark_interval: float = 1.0,
         watch_linger: float = 0.005,
         feature_gates: str | Mapping[str, bool] | None = None,
+        kube_version: str | KubeVersion | None = None,
         initial_resource_version: int = 1000,
     ) -> None:
         if host not in ("127.0.0.1", "localhost"):
             raise ValueError(f"ApiServer listens on loopback only, not {host!r}")
         self.host = host
         self.port = port
-        self.feature_gates = FeatureGates(feature_gates)
+        self.feature_gates = FeatureGates(feature_gates, kube_version)
+        self.kube_version = self.feature_gates.kube_version
         self.watch_window = watch_window
         self.watch_buffer = watch_buffer
         self.bookmark_interval = bookmark_interval
@@ -362,7 +351,7 @@ class ApiServer:
                 raise page_not_found()
             return await self._resource_request(request, group, parts[2], parts[3:])
         if head == "version" and len(parts) == 1:
-            return self._json(200, VERSION_INFO)
+            return self._json(200, self.kube_version.version_info())
         if head in ("healthz", "readyz", "livez"):
             return web.Response(status=200, text="ok", content_type="text/plain")
         raise page_not_found()
@@ -1060,7 +1049,7 @@ class ApiServer:
             raise PATCH_REJECTED
         new = ensure_object_shape(rt, new)
         try:
-            check_decodable(rt.group, rt.version, rt.kind, new)
+            check_decodable(self.kube_version, rt.group, rt.version, rt.kind, new)
         except DecodeError as error:
             # PATCH decodes the patched object: kube-apiserver reports it on the field "patch".
             value = orjson.dumps(patch).decode()
@@ -1191,11 +1180,10 @@ class ApiServer:
             result["status"] = old["status"]
         return result
 
-    @staticmethod
-    def _check_decodable(rt: ResourceType, obj: JsonObject) -> None:
+    def _check_decodable(self, rt: ResourceType, obj: JsonObject) -> None:
         """A create or update body that does not decode into the kind's Go struct is a 400."""
         try:
-            check_decodable(rt.group, rt.version, rt.kind, obj)
+            check_decodable(self.kube_version, rt.group, rt.version, rt.kind, obj)
         except DecodeError as error:
             raise bad_request(
                 f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {error.message}'
@@ -1290,7 +1278,7 @@ class ApiServer:
         body = await self._body(request)
         if isinstance(body, dict):
             try:
-                check_decodable(policy.GROUP, "v1", "Eviction", body)
+                check_decodable(self.kube_version, policy.GROUP, "v1", "Eviction", body)
             except DecodeError as error:
                 raise bad_request(
                     f'Eviction in version "v1" cannot be handled as a Eviction: {error.message}'
@@ -1322,8 +1310,7 @@ class ApiServer:
 
     # ------------------------------------------------------------------ delete
 
-    @staticmethod
-    async def _delete_options(request: web.Request) -> JsonObject:
+    async def _delete_options(self, request: web.Request) -> JsonObject:
         options: JsonObject = {}
         if request.can_read_body:
             raw = await request.read()
@@ -1342,7 +1329,7 @@ class ApiServer:
                         'Kind string "json:\\"kind,omitempty\\"" }'
                     )
                 try:
-                    check_definition(openapi.DELETE_OPTIONS, parsed)
+                    check_definition(self.kube_version, openapi.DELETE_OPTIONS, parsed)
                 except DecodeError as error:
                     raise bad_request(error.message) from None
                 options = parsed

@@ -16,6 +16,7 @@ from lockstep.logging import configure_logging
 from lockstep.sim.cluster import SimCluster
 from lockstep.sim.controllers.dra_driver import DRIVER_NAME
 from lockstep.sim.features import FeatureGates
+from lockstep.sim.versions import kube_version
 
 CONTEXT_NAME = "lockstep-sim"
 USAGE_EXIT = 2
@@ -70,6 +71,7 @@ async def run_until_stopped(cluster: SimCluster, kubeconfig_path: str | None) ->
         print(
             f"# lockstep sim: API server {url}, {cluster.node_count} nodes, "
             f"{cluster.devices_per_node} {DRIVER_NAME} devices per node, PodGroup CRD installed, "
+            f"Kubernetes {cluster.server.kube_version.git_version}, "
             f"feature gates {cluster.server.feature_gates}. Ctrl-C stops it.",
             flush=True,
         )
@@ -97,13 +99,22 @@ def sim_command(args: argparse.Namespace) -> int:
         print(f"lockstep sim: --port must be between 0 and 65535, got {args.port}", file=sys.stderr)
         return USAGE_EXIT
     try:
-        gates = FeatureGates(args.feature_gates)
+        kube = kube_version(getattr(args, "kube_version", None))
     except ValueError as exc:
-        print(f"lockstep sim: --feature-gates: {exc}", file=sys.stderr)
+        print(f"lockstep sim: --kube-version: {exc}", file=sys.stderr)
+        return USAGE_EXIT
+    try:
+        gates = FeatureGates(args.feature_gates, kube)
+    except ValueError as exc:
+        print(f"lockstep sim: --feature-gates: {exc} (kube version {kube.name})", file=sys.stderr)
         return USAGE_EXIT
     configure_logging(fmt="console", level="warning", stream=sys.stderr)
     cluster = SimCluster(
-        nodes=args.nodes, devices_per_node=args.devices_per_node, port=args.port, feature_gates=gates
+        nodes=args.nodes,
+        devices_per_node=args.devices_per_node,
+        port=args.port,
+        feature_gates=gates,
+        kube_version=kube,
     )
     try:
         return asyncio.run(run_until_stopped(cluster, args.kubeconfig))

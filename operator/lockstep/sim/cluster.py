@@ -31,11 +31,13 @@ from lockstep.sim.controllers.kubelet import Kubelets, healthy_node_conditions, 
 from lockstep.sim.controllers.node_lifecycle import NodeLifecycleController
 from lockstep.sim.controllers.persistentvolume import PersistentVolumeController
 from lockstep.sim.controllers.podgc import PodGarbageCollector
-from lockstep.sim.controllers.podgroup_protection import PODGROUPS_PATH, PodGroupProtectionController
+from lockstep.sim.controllers.podgroup_protection import PodGroupProtectionController, pod_groups_path
 from lockstep.sim.controllers.provisioner import Provisioner
 from lockstep.sim.controllers.resourceclaim import ClaimController
 from lockstep.sim.controllers.resourceclaim_podgroups import PodGroupClaimController
 from lockstep.sim.controllers.taint_eviction import TaintEvictionController
+from lockstep.sim.registry.scheduling import GROUP
+from lockstep.sim.versions import KubeVersion
 from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, new_session
 
 log = structlog.get_logger("lockstep.sim.cluster")
@@ -197,6 +199,7 @@ class SimCluster:
         install_crd: bool = True,
         start_timeout: float = 60.0,
         feature_gates: str | Mapping[str, bool] | None = None,
+        kube_version: str | KubeVersion | None = None,
         attach_seconds: float = 0.2,
         node_monitor_grace_period: float = 50.0,
         node_monitor_period: float = 5.0,
@@ -208,7 +211,7 @@ class SimCluster:
             raise ValueError(f"SimCluster devices_per_node: must not be negative, got {devices_per_node}")
         self.node_count = nodes
         self.devices_per_node = devices_per_node
-        self.server = ApiServer(host=host, port=port, feature_gates=feature_gates)
+        self.server = ApiServer(host=host, port=port, feature_gates=feature_gates, kube_version=kube_version)
         self.shape = shape
         self.zones = zones
         self.rack_size = rack_size
@@ -319,11 +322,20 @@ class SimCluster:
                 http, pods, nodes, period=self.pod_gc_period, quarantine=2 * self.pod_gc_period
             ),
         ]
-        if ("scheduling.k8s.io", "v1alpha2", "podgroups") in self.server.types:
-            pod_groups = informers["podgroups"] = Informer(http, PODGROUPS_PATH)
+        pod_group_type = next(
+            (
+                rt
+                for (group, _, plural), rt in self.server.types.items()
+                if (group, plural) == (GROUP, "podgroups")
+            ),
+            None,
+        )
+        if pod_group_type is not None:
+            group_version = pod_group_type.api_version
+            pod_groups = informers["podgroups"] = Informer(http, pod_groups_path(group_version))
             self._controllers += [
-                PodGroupProtectionController(http, pods, pod_groups),
-                PodGroupClaimController(http, pod_groups, claims),
+                PodGroupProtectionController(http, pods, pod_groups, group_version),
+                PodGroupClaimController(http, pod_groups, claims, group_version),
             ]
         components = (
             self._kubelets,

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lockstep.sim import openapi
+from lockstep.sim.versions import KubeVersion
 
 Check = Callable[[Any], None]
 
@@ -229,24 +230,26 @@ class _Compiler:
 
 
 @functools.cache
-def _compiler() -> _Compiler:
-    return _Compiler(openapi.builtin_schemas())
+def _compiler(kube: KubeVersion) -> _Compiler:
+    return _Compiler(openapi.builtin_schemas(kube))
 
 
 @functools.cache
-def kind_check(group: str, version: str, kind: str) -> Check | None:
-    """The decoding check of a built-in kind, or None when the upstream definitions lack it."""
-    definition = openapi.builtin_kinds().get((group, version, kind))
-    return None if definition is None else _compiler().struct(definition)
+def kind_check(kube: KubeVersion, group: str, version: str, kind: str) -> Check | None:
+    """The decoding check of a built-in kind of a kube version, or None when its upstream
+    definitions lack it."""
+    definition = openapi.builtin_kinds(kube).get((group, version, kind))
+    return None if definition is None else _compiler(kube).struct(definition)
 
 
-def check_definition(definition: str, obj: dict[str, Any]) -> None:
+def check_definition(kube: KubeVersion, definition: str, obj: dict[str, Any]) -> None:
     """Raise DecodeError when ``obj`` cannot be decoded into the named upstream definition."""
-    _compiler().struct(definition)(obj)
+    _compiler(kube).struct(definition)(obj)
 
 
-def check_decodable(group: str, version: str, kind: str, obj: dict[str, Any]) -> None:
-    """Raise DecodeError when ``obj`` cannot be decoded into the kind's Go struct."""
-    check = kind_check(group, version, kind)
+def check_decodable(kube: KubeVersion, group: str, version: str, kind: str, obj: dict[str, Any]) -> None:
+    """Raise DecodeError when ``obj`` cannot be decoded into the kind's Go struct (as the kube
+    version defines it)."""
+    check = kind_check(kube, group, version, kind)
     if check is not None:
         check(obj)

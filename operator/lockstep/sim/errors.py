@@ -52,7 +52,8 @@ def required(field: str, detail: str = "") -> FieldError:
 
 
 def forbidden(field: str, detail: str) -> FieldError:
-    return FieldError("FieldValueForbidden", field, f"Forbidden: {detail}")
+    """``field.Forbidden``: an empty detail prints as a bare ``Forbidden``, as Go's ErrorBody does."""
+    return FieldError("FieldValueForbidden", field, f"Forbidden: {detail}" if detail else "Forbidden")
 
 
 def not_supported(field: str, value: Any, supported: list[Any]) -> FieldError:

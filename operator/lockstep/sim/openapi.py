@@ -26,17 +26,17 @@ import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
 
-if TYPE_CHECKING:
-    from lockstep.sim.apiserver import ApiServer
+from lockstep.sim.resources import ResourceType
+from lockstep.sim.store import ResourceStore
+from lockstep.sim.versions import KubeVersion, kube_version
 
 JsonObject = dict[str, Any]
 
-SCHEMA_SET = "v1.36.0-local"
 V3_REF_PREFIX = "#/components/schemas/"
 SOURCE_REF_PREFIX = "#/$defs/"
 META = "io.k8s.apimachinery.pkg.apis.meta.v1."
@@ -148,15 +148,20 @@ SCALAR_OVERRIDES: dict[str, JsonObject] = {
 }
 
 
+def builtin_schemas(kube: str | KubeVersion | None = None) -> dict[str, JsonObject]:
+    """Every upstream definition of a kube version (None: the default one), converted to OpenAPI v3
+    component schemas."""
+    return _schema_set(kube_version(kube).schema_set)
+
+
 @functools.cache
-def builtin_schemas() -> dict[str, JsonObject]:
-    """Every upstream definition, converted to OpenAPI v3 component schemas."""
+def _schema_set(schema_set: str) -> dict[str, JsonObject]:
     # find_spec locates the package without importing it (its import pulls in jsonschema: seconds).
     spec = importlib.util.find_spec("kubernetes_validate")
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError("kubernetes-validate is not installed: the emulator serves its schemas")
     source = Path(
-        spec.submodule_search_locations[0], "kubernetes-json-schema", SCHEMA_SET, "_definitions.json"
+        spec.submodule_search_locations[0], "kubernetes-json-schema", schema_set, "_definitions.json"
     )
     definitions: dict[str, Any] = orjson.loads(source.read_bytes())["$defs"]
     schemas = {name: _convert(schema) for name, schema in definitions.items()}
@@ -166,11 +171,15 @@ def builtin_schemas() -> dict[str, JsonObject]:
     return schemas
 
 
-@functools.cache
-def builtin_kinds() -> dict[tuple[str, str, str], str]:
+def builtin_kinds(kube: str | KubeVersion | None = None) -> dict[tuple[str, str, str], str]:
     """(group, version, kind) -> schema name, from ``x-kubernetes-group-version-kind``."""
+    return _kinds_of(kube_version(kube).schema_set)
+
+
+@functools.cache
+def _kinds_of(schema_set: str) -> dict[tuple[str, str, str], str]:
     kinds: dict[tuple[str, str, str], str] = {}
-    for name, schema in builtin_schemas().items():
+    for name, schema in _schema_set(schema_set).items():
         for gvk in schema.get("x-kubernetes-group-version-kind") or []:
             kinds.setdefault((gvk["group"], gvk["version"], gvk["kind"]), name)
     return kinds
@@ -351,9 +360,11 @@ def _path_parameters(namespaced: bool, named: bool) -> list[JsonObject]:
 class SchemaIndex:
     """Schemas by name and by (group, version, kind): the built-ins plus the given CRDs."""
 
-    def __init__(self, crds: Iterable[Mapping[str, Any]]) -> None:
-        self.schemas: dict[str, JsonObject] = dict(builtin_schemas())
-        self.kinds: dict[tuple[str, str, str], str] = dict(builtin_kinds())
+    def __init__(self, crds: Iterable[Mapping[str, Any]], kube: str | KubeVersion | None = None) -> None:
+        self.kube = kube_version(kube)
+        self.builtin = builtin_schemas(self.kube)
+        self.schemas: dict[str, JsonObject] = dict(self.builtin)
+        self.kinds: dict[tuple[str, str, str], str] = dict(builtin_kinds(self.kube))
         for crd in crds:
             for gvk, (name, schema) in crd_schemas(crd).items():
                 self.schemas[name] = schema
@@ -401,7 +412,7 @@ def group_version_document(
         if schema_name is None:
             continue
         roots.add(schema_name)
-        builtin = schema_name in builtin_schemas()
+        builtin = schema_name in index.builtin
         parent_kind = kinds.get(plural, resource.kind)
         scope = f"{prefix}/namespaces/{{namespace}}/{plural}" if resource.namespaced else f"{prefix}/{plural}"
         op_base = f"{resource.name.replace('/', '_')}_{parent_kind}"
@@ -443,7 +454,7 @@ def group_version_document(
         paths[f"{scope}/{{name}}"] = item
     return {
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": "v1.36.2"},
+        "info": {"title": "Kubernetes", "version": index.kube.git_version},
         "paths": dict(sorted(paths.items())),
         "components": {"schemas": index.closure(roots)},
     }
@@ -456,8 +467,10 @@ class OpenApiDocuments:
         self,
         resources_by_group_version: Mapping[tuple[str, str], list[ApiResource]],
         crds: Iterable[Mapping[str, Any]],
+        kube: str | KubeVersion | None = None,
     ) -> None:
-        index = SchemaIndex(crds)
+        index = SchemaIndex(crds, kube)
+        self.kube = index.kube
         self.documents: dict[str, bytes] = {}
         self.hashes: dict[str, str] = {}
         self._v3: list[JsonObject] = []
@@ -481,7 +494,7 @@ class OpenApiDocuments:
 
     @functools.cached_property
     def v2(self) -> JsonObject:
-        return v2_document(self._v3)
+        return v2_document(self._v3, self.kube)
 
     @functools.cached_property
     def v2_json(self) -> bytes:
@@ -526,7 +539,7 @@ def v2_schema(schema: Any) -> Any:
     return out
 
 
-def v2_document(v3_documents: Iterable[JsonObject]) -> JsonObject:
+def v2_document(v3_documents: Iterable[JsonObject], kube: str | KubeVersion | None = None) -> JsonObject:
     paths: JsonObject = {}
     definitions: JsonObject = {}
     for document in v3_documents:
@@ -547,7 +560,7 @@ def v2_document(v3_documents: Iterable[JsonObject]) -> JsonObject:
             definitions[name] = v2_schema(schema)
     return {
         "swagger": "2.0",
-        "info": {"title": "Kubernetes", "version": "v1.36.2"},
+        "info": {"title": "Kubernetes", "version": kube_version(kube).git_version},
         "paths": dict(sorted(paths.items())),
         "definitions": dict(sorted(definitions.items())),
     }
@@ -701,10 +714,24 @@ CRD_TYPE_KEY = ("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 V2_PROTOBUF_RESPONSE = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 
 
+class ServedApi(Protocol):
+    """What the documents are built from: the server's kube version, served types and stores (the
+    ``ApiServer``; a protocol so that this module does not import the server, which imports it)."""
+
+    @property
+    def kube_version(self) -> KubeVersion: ...
+
+    @property
+    def types(self) -> dict[tuple[str, str, str], ResourceType]: ...
+
+    @property
+    def stores(self) -> dict[str, ResourceStore]: ...
+
+
 class _DocumentCache:
     """Rebuilds the documents only when the served types or the CRDs changed."""
 
-    def __init__(self, server: ApiServer) -> None:
+    def __init__(self, server: ServedApi) -> None:
         self.server = server
         self._fingerprint: tuple[Any, ...] = ()
         self._documents: OpenApiDocuments | None = None
@@ -724,12 +751,14 @@ class _DocumentCache:
                 by_group_version.setdefault((group, version), []).extend(
                     resources_from_discovery(group_version, {"resources": resource_type.discovery()})
                 )
-            self._documents = OpenApiDocuments(by_group_version, [s.obj for s in crd_items])
+            self._documents = OpenApiDocuments(
+                by_group_version, [s.obj for s in crd_items], server.kube_version
+            )
             self._fingerprint = fingerprint
         return self._documents
 
 
-def register(app: web.Application, server: ApiServer) -> None:
+def register(app: web.Application, server: ServedApi) -> None:
     """Serve ``/openapi/v2``, ``/openapi/v3`` and ``/openapi/v3/<group-version>`` from ``server``'s types."""
     cache = _DocumentCache(server)
 

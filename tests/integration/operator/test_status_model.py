@@ -72,7 +72,7 @@ def test_condition_once_true_stays_true_and_keeps_transition_time() -> None:
     group = podgroup(4, {"conditions": [true_condition]})
     failing = AttemptSummary(AttemptResult.UNSCHEDULABLE, "no room", NOW)
     status = desired_status(group, MemberCounts(total=4, scheduled=1), failing, NOW)
-    assert status["conditions"] == [true_condition]
+    assert status["conditions"] == [{**true_condition, "message": "1 of 4 pods bound (minCount 4)"}]
 
 
 def test_unschedulable_carries_reason_breakdown_and_retry_time() -> None:
@@ -136,3 +136,59 @@ def test_a_scheduler_error_leaves_the_group_pending_with_the_error_as_reason() -
     condition = status["conditions"][-1]
     assert (condition["status"], condition["reason"]) == ("False", "SchedulerError")
     assert condition["message"] == "PATCH resourceclaims/status: 500"
+
+
+def _condition(status: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in status["conditions"] if c["type"] == "PodGroupScheduled")
+
+
+def test_members_beyond_min_count_waiting_are_counted_and_said() -> None:
+    placed = AttemptSummary(AttemptResult.SCHEDULED, "minCount (4) met with 4 scheduled", NOW)
+    status = desired_status(podgroup(4), MemberCounts(total=6, scheduled=4, running=4), placed, NOW)
+    assert status["waitingBeyondMinCount"] == 2
+    assert status["phase"] == "Running" and _condition(status)["status"] == "True"
+    assert (
+        _condition(status)["message"] == "4 of 6 pods bound (minCount 4); 2 members beyond minCount waiting"
+    )
+    PodGroupStatus.model_validate(status)
+
+    # The next extra binds: the count and the True condition's message follow in the same write.
+    bound = desired_status(podgroup(4, status), MemberCounts(total=6, scheduled=5, running=4), placed, NOW)
+    assert bound["waitingBeyondMinCount"] == 1
+    assert _condition(bound)["lastTransitionTime"] == _condition(status)["lastTransitionTime"]
+    assert _condition(bound)["message"].endswith("; 1 members beyond minCount waiting")
+    everyone = desired_status(podgroup(4, bound), MemberCounts(total=6, scheduled=6, running=6), placed, NOW)
+    assert everyone["waitingBeyondMinCount"] == 0
+    assert _condition(everyone)["message"] == "6 of 6 pods bound (minCount 4)"
+
+
+def test_a_raised_min_count_counts_only_members_beyond_it() -> None:
+    running = desired_status(podgroup(4), MemberCounts(total=4, scheduled=4, running=4), None, NOW)
+    waiting = AttemptSummary(
+        AttemptResult.UNSCHEDULABLE, "minCount (6) cannot be satisfied: 4 scheduled, 0 remaining", NOW
+    )
+    # 4 -> 6 with 8 members: 2 of the 4 unbound are needed for minCount, 2 are beyond it.
+    status = desired_status(podgroup(6, running), MemberCounts(total=8, scheduled=4, running=4), waiting, NOW)
+    assert status["waitingBeyondMinCount"] == 2
+    assert status["phase"] == "Unschedulable"
+    condition = _condition(status)
+    assert condition["status"] == "True"  # once True it stays True, as upstream
+    assert condition["message"] == "4 of 8 pods bound (minCount 6); 2 members beyond minCount waiting"
+    # 4 -> 6 with 6 members: every unbound member is needed.
+    status = desired_status(podgroup(6, running), MemberCounts(total=6, scheduled=4, running=4), waiting, NOW)
+    assert status["waitingBeyondMinCount"] == 0
+
+
+def test_a_gang_not_yet_at_min_count_says_how_many_wait_beyond_it() -> None:
+    failing = AttemptSummary(AttemptResult.UNSCHEDULABLE, "minCount (4) cannot be satisfied", NOW)
+    status = desired_status(podgroup(4), MemberCounts(total=7), failing, NOW)
+    assert status["waitingBeyondMinCount"] == 3
+    assert _condition(status)["message"] == (
+        "minCount (4) cannot be satisfied; 3 members beyond minCount waiting"
+    )
+
+
+def test_a_basic_group_has_no_waiting_beyond_min_count() -> None:
+    group = {**podgroup(), "spec": {"schedulingPolicy": {"basic": {}}}}
+    status = desired_status(group, MemberCounts(total=3, scheduled=1), None, NOW)
+    assert status["waitingBeyondMinCount"] is None  # cleared, if an earlier gang status had it

@@ -33,12 +33,18 @@ SCHEMA = _schema()
 _CEL = celpy.Environment()
 
 
-def _extension_errors(schema: dict[str, Any], value: Any, path: str) -> list[str]:
-    """Evaluate what jsonschema does not know: CEL rules and list-map key uniqueness."""
+def _extension_errors(schema: dict[str, Any], value: Any, path: str, old: Any = None) -> list[str]:
+    """Evaluate what jsonschema does not know: CEL rules and list-map key uniqueness. Transition
+    rules (reading ``oldSelf``) run only on an update, where ``old`` holds the previous value."""
     errors: list[str] = []
     for rule in schema.get("x-kubernetes-validations", []):
+        activation = {"self": celpy.json_to_cel(value)}
+        if "oldSelf" in rule["rule"]:
+            if old is None:
+                continue
+            activation["oldSelf"] = celpy.json_to_cel(old)
         program = _CEL.program(_CEL.compile(rule["rule"]))
-        result = program.evaluate({"self": celpy.json_to_cel(value)})
+        result = program.evaluate(activation)
         if not (isinstance(result, celpy.celtypes.BoolType) and bool(result)):
             errors.append(f"{path}: {rule['message']}")
     if schema.get("x-kubernetes-list-type") == "map" and isinstance(value, list):
@@ -48,7 +54,8 @@ def _extension_errors(schema: dict[str, Any], value: Any, path: str) -> list[str
     if isinstance(value, dict):
         for name, sub in schema.get("properties", {}).items():
             if name in value:
-                errors += _extension_errors(sub, value[name], f"{path}.{name}")
+                was = old.get(name) if isinstance(old, dict) else None
+                errors += _extension_errors(sub, value[name], f"{path}.{name}", was)
     if isinstance(value, list) and "items" in schema:
         for i, item in enumerate(value):
             errors += _extension_errors(schema["items"], item, f"{path}[{i}]")
@@ -60,6 +67,11 @@ def crd_accepts(doc: dict[str, Any]) -> bool:
     if any(True for _ in validator.iter_errors(doc)):
         return False
     return not _extension_errors(SCHEMA, doc, "")
+
+
+def crd_update_errors(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The CEL verdicts of an update of ``old`` to ``new`` (which the schema itself accepts)."""
+    return _extension_errors(SCHEMA, new, "", old)
 
 
 def model_accepts(doc: dict[str, Any]) -> bool:
@@ -139,6 +151,7 @@ VALID: dict[str, dict[str, Any]] = {
             "running": 2,
             "succeeded": 0,
             "failed": 0,
+            "waitingBeyondMinCount": 2,
             "lastAttemptTime": "2026-11-29T10:00:00Z",
             "conditions": [CONDITION],
             "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "g-gpu-abcde"}],
@@ -186,6 +199,8 @@ INVALID: dict[str, dict[str, Any]] = {
     "status-bad-phase": pg(GANG, {"phase": "Sleeping"}),
     "status-negative-count": pg(GANG, {"scheduled": -1}),
     "status-bad-policy": pg(GANG, {"policy": "Strict"}),
+    "status-negative-waiting-beyond-min-count": pg(GANG, {"waitingBeyondMinCount": -1}),
+    "status-waiting-beyond-min-count-string": pg(GANG, {"waitingBeyondMinCount": "2"}),
     "condition-missing-reason": pg(
         GANG, {"conditions": [{k: v for k, v in CONDITION.items() if k != "reason"}]}
     ),
@@ -235,3 +250,21 @@ def test_printer_columns_are_the_documented_ones() -> None:
     assert columns == ["Policy", "MinCount", "Scheduled", "Running", "Phase", "Age"]
     assert crd["spec"]["names"]["shortNames"] == ["lpg"]
     assert crd["spec"]["versions"][0]["subresources"] == {"status": {}}
+
+
+BASIC = {"schedulingPolicy": {"basic": {}}}
+
+
+def test_min_count_may_change_after_creation() -> None:
+    assert crd_update_errors(pg(GANG), pg({"schedulingPolicy": {"gang": {"minCount": 3}}})) == []
+    assert crd_update_errors(pg(BASIC), pg({**BASIC, "priority": 5})) == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new"), [(GANG, BASIC), (BASIC, GANG)], ids=["gang-to-basic", "basic-to-gang"]
+)
+def test_switching_between_basic_and_gang_is_refused_with_a_clear_message(
+    old: dict[str, Any], new: dict[str, Any]
+) -> None:
+    (error,) = crd_update_errors(pg(old), pg(new))
+    assert error.startswith(".spec.schedulingPolicy: schedulingPolicy cannot switch between basic and gang")

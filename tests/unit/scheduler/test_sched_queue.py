@@ -105,3 +105,18 @@ def test_a_device_class_change_hurries_a_group_short_of_an_extended_resource_but
     as upstream's NodeResourcesFit requeues on DeviceClass events; cpu it cannot help."""
     assert ClusterEvent.CLAIMS_CHANGED in hints_for({"Insufficient[example.com/gpu]": 1})
     assert ClusterEvent.CLAIMS_CHANGED not in hints_for({"InsufficientCPU": 1})
+
+
+def test_a_lowered_min_count_makes_a_backed_off_or_parked_group_active_at_once() -> None:
+    queue = GroupQueue(1, 60)
+    for key in (A, B):
+        queue.add(key, 0, now=0)
+        assert queue.pop(0) == key
+    queue.park(A, now=0, hints=())
+    queue.park_until_event(B, now=0, hints=())
+    queue.add(A, 0, now=0.1, event=ClusterEvent.GROUP_UPDATED)
+    queue.add(B, 0, now=0.1, event=ClusterEvent.GROUP_UPDATED)
+    assert queue.pop(0.1) is None  # hurried, but not sooner than the initial backoff
+    queue.add(A, 0, now=0.1, event=ClusterEvent.GROUP_MIN_COUNT_LOWERED, at_once=True)
+    queue.add(B, 0, now=0.1, event=ClusterEvent.GROUP_MIN_COUNT_LOWERED, at_once=True)
+    assert [queue.pop(0.1), queue.pop(0.1), queue.pop(0.1)] == [A, B, None]

@@ -158,9 +158,10 @@ def podgroup(name: str, spec: JsonObject | None) -> JsonObject:
 
 
 @contextlib.asynccontextmanager
-async def gated_client(gates: str) -> AsyncIterator[Client]:
-    """A client of an emulator of its own started with ``--feature-gates gates``."""
-    server = ApiServer(feature_gates=gates)
+async def gated_client(gates: str, kube_version: str | None = None) -> AsyncIterator[Client]:
+    """A client of an emulator of its own started with ``--feature-gates gates`` (and
+    ``--kube-version``)."""
+    server = ApiServer(feature_gates=gates, kube_version=kube_version)
     await server.start()
     try:
         async with aiohttp.ClientSession() as session:

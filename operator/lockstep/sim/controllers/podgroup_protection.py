@@ -1,14 +1,25 @@
-"""kube-controller-manager's ``podgroup-protection-controller``: the API server puts the finalizer
-``scheduling.k8s.io/podgroup-protection`` on every upstream PodGroup at create; once a PodGroup is
-being deleted and no unfinished pod names it in ``spec.schedulingGroup.podGroupName``, this removes
-the finalizer, so the PodGroup goes away only after its pods."""
+"""kube-controller-manager's ``podgroup-protection-controller`` (pkg/controller/podgroupprotection):
+the API server puts the finalizer ``scheduling.k8s.io/podgroup-protection`` on every upstream PodGroup
+at create; once a PodGroup is being deleted and no active pod (one not Succeeded or Failed; a deleted
+pod is gone from the informer, a terminating one still counts) names it in
+``spec.schedulingGroup.podGroupName``, this removes the finalizer, so the PodGroup goes away only after
+its pods. It works on the PodGroups of the version the server serves (``scheduling.k8s.io/v1alpha2``
+in 1.36, ``v1beta1`` in 1.37).
+
+Not emulated: 1.37's second half, the CompositePodGroup finalizer kept while child PodGroups or
+CompositePodGroups name the group in ``spec.parentCompositePodGroupName``."""
 
 from __future__ import annotations
 
 from lockstep.sim.registry.scheduling import PODGROUP_PROTECTION_FINALIZER
 from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, WorkQueue, object_key
 
-PODGROUPS_PATH = "/apis/scheduling.k8s.io/v1alpha2/podgroups"
+
+def pod_groups_path(group_version: str, namespace: str | None = None) -> str:
+    """The PodGroups' collection of a group-version (``scheduling.k8s.io/v1beta1``), of all namespaces
+    or of one."""
+    where = f"/namespaces/{namespace}" if namespace else ""
+    return f"/apis/{group_version}{where}/podgroups"
 
 
 def pod_group_key(pod: JsonObject) -> str | None:
@@ -22,9 +33,10 @@ def holds_pod_group(pod: JsonObject) -> bool:
 
 
 class PodGroupProtectionController:
-    def __init__(self, http: KubeHttp, pods: Informer, pod_groups: Informer) -> None:
+    def __init__(self, http: KubeHttp, pods: Informer, pod_groups: Informer, group_version: str) -> None:
         self.http = http
         self.pod_groups = pod_groups
+        self.group_version = group_version
         # PodGroup key -> keys of the pods naming it
         self._members: dict[str, set[str]] = {}
         self._queue = WorkQueue(self._sync, workers=2, name="podgroup-protection")
@@ -65,7 +77,7 @@ class PodGroupProtectionController:
         remaining = [f for f in finalizers if f != PODGROUP_PROTECTION_FINALIZER]
         try:
             await self.http.patch(
-                f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{meta['namespace']}/podgroups/{meta['name']}",
+                f"{pod_groups_path(self.group_version, meta['namespace'])}/{meta['name']}",
                 {
                     "metadata": {
                         "resourceVersion": meta.get("resourceVersion"),

@@ -1,5 +1,6 @@
 """The PodGroup half of kube-controller-manager's resourceclaim controller (gate
-``DRAWorkloadResourceClaims``, 1.36): for each ``spec.resourceClaims`` entry of an upstream
+``DRAWorkloadResourceClaims``; 1.36's v1alpha2 or 1.37's v1beta1 PodGroups, whichever is served):
+for each ``spec.resourceClaims`` entry of an upstream
 ``scheduling.k8s.io`` PodGroup that names a ``resourceClaimTemplateName``, it creates one claim from
 the template, owned by the PodGroup (controller ownerReference, so the garbage collector deletes it
 with the PodGroup), and records it in the PodGroup's ``status.resourceClaimStatuses``.
@@ -16,6 +17,7 @@ import contextlib
 
 import structlog
 
+from lockstep.sim.controllers.podgroup_protection import pod_groups_path
 from lockstep.sim.controllers.resourceclaim import TEMPLATES_PATH, claims_path, generate_name
 from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, WorkQueue, object_key
 
@@ -51,7 +53,7 @@ def claim_for_pod_group(pod_group: JsonObject, claim_name: str, template: JsonOb
         "annotations": annotations,
         "ownerReferences": [
             {
-                "apiVersion": pod_group.get("apiVersion", "scheduling.k8s.io/v1alpha2"),
+                "apiVersion": pod_group["apiVersion"],
                 "kind": "PodGroup",
                 "name": meta["name"],
                 "uid": meta["uid"],
@@ -71,8 +73,9 @@ def claim_for_pod_group(pod_group: JsonObject, claim_name: str, template: JsonOb
 
 
 class PodGroupClaimController:
-    def __init__(self, http: KubeHttp, pod_groups: Informer, claims: Informer) -> None:
+    def __init__(self, http: KubeHttp, pod_groups: Informer, claims: Informer, group_version: str) -> None:
         self.http = http
+        self.group_version = group_version
         self.pod_groups = pod_groups
         self.claims = claims
         self.templates = Informer(http, TEMPLATES_PATH)
@@ -151,7 +154,7 @@ class PodGroupClaimController:
             {"name": name, "resourceClaimName": owned[name]} for name in sorted(wanted) if name in owned
         ]
         await self.http.patch(
-            f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{namespace}/podgroups/{meta['name']}/status",
+            f"{pod_groups_path(self.group_version, namespace)}/{meta['name']}/status",
             {
                 "metadata": {"resourceVersion": meta.get("resourceVersion")},
                 "status": {"resourceClaimStatuses": statuses},

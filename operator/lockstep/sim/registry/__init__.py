@@ -18,12 +18,15 @@ from lockstep.sim.registry.events import event_types
 from lockstep.sim.registry.policy import policy_types
 from lockstep.sim.registry.resource import dra_types
 from lockstep.sim.registry.scheduling import scheduling_alpha_types, scheduling_types
+from lockstep.sim.registry.scheduling.v1beta1 import scheduling_137_types
 from lockstep.sim.registry.storage import storage_types
 from lockstep.sim.resources import ResourceType
 
 
 def served_types(gates: FeatureGates) -> list[ResourceType]:
-    """Every built-in kind the emulator serves with these gates, in registration order."""
+    """Every built-in kind the emulator serves with these gates (and their kube version), in
+    registration order. The Workload API is the version's: 1.36 serves scheduling.k8s.io/v1alpha2,
+    1.37 v1beta1 (and v1alpha3 CompositePodGroups)."""
     types = [
         *core_types(gates),
         *core_storage_types(),
@@ -36,6 +39,8 @@ def served_types(gates: FeatureGates) -> list[ResourceType]:
         *batch_types(),
         crd.crd_type(),
     ]
-    if gates["GenericWorkload"]:
+    if gates.kube_version.minor >= 37:
+        types.extend(scheduling_137_types(gates))
+    elif gates["GenericWorkload"]:
         types.extend(scheduling_alpha_types())
     return types
