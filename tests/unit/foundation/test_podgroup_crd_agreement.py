@@ -117,6 +117,19 @@ CONDITION = {
     "message": "8 of 8 members bound",
 }
 
+RESERVATION_STATUS = {
+    "nodes": [
+        {"name": "node-000", "resources": {"cpu": "4", "memory": "1073741824", "pods": "1"}, "waitingFor": 3},
+        {"name": "node-001", "resources": {"cpu": "500m"}, "devices": True},
+    ],
+    "waitingFor": 3,
+    "podsWithoutDeadline": 1,
+    "expectedCompletion": "2026-11-29T10:05:00Z",
+    "since": "2026-11-29T10:00:00Z",
+    "timeoutSeconds": 600,
+    "backfilled": 2,
+}
+
 VALID: dict[str, dict[str, Any]] = {
     "gang": pg(GANG),
     "basic": pg({"schedulingPolicy": {"basic": {}}}),
@@ -159,6 +172,9 @@ VALID: dict[str, dict[str, Any]] = {
         },
     ),
     "status-empty": pg(GANG, {}),
+    "reservation-spec": with_spec(reservation={"policy": "Never", "timeoutSeconds": 30}),
+    "reservation-spec-defaults": with_spec(reservation={}),
+    "reservation-status": pg(GANG, {"reservation": RESERVATION_STATUS}),
 }
 
 INVALID: dict[str, dict[str, Any]] = {
@@ -209,6 +225,15 @@ INVALID: dict[str, dict[str, Any]] = {
     "condition-bad-time": pg(GANG, {"conditions": [{**CONDITION, "lastTransitionTime": "yesterday"}]}),
     "condition-duplicate-type": pg(GANG, {"conditions": [CONDITION, CONDITION]}),
     "reason-negative-count": pg(GANG, {"unschedulableReasons": [{"reason": "Taint", "count": -2}]}),
+    "reservation-policy-unknown": with_spec(reservation={"policy": "Always"}),
+    "reservation-timeout-zero": with_spec(reservation={"timeoutSeconds": 0}),
+    "reservation-timeout-too-long": with_spec(reservation={"timeoutSeconds": 86401}),
+    "reservation-status-without-since": pg(
+        GANG, {"reservation": {k: v for k, v in RESERVATION_STATUS.items() if k != "since"}}
+    ),
+    "reservation-status-duplicate-node": pg(
+        GANG, {"reservation": {**RESERVATION_STATUS, "nodes": [{"name": "a"}, {"name": "a"}]}}
+    ),
 }
 
 
