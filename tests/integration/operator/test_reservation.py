@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import random
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -17,7 +18,9 @@ from typing import Any
 
 from acceptance_harness import NAMESPACE, Env, eventually, operator_settings, pod, podgroup, simulated_cluster
 
-from lockstep.kube.client import EVENTS, PODS, ResourceKind
+from lockstep.api.groups import RESERVATION_TIMEOUT_ANNOTATION as RESERVATION_TIMEOUT
+from lockstep.kube.client import EVENTS, PODS, UPSTREAM_POD_GROUPS, ResourceKind
+from lockstep.scheduler.reservation import RESERVATION_ANNOTATION
 from lockstep.sim.cluster import NodeShape
 from lockstep.sim.workload import RUN_SECONDS
 
@@ -255,3 +258,57 @@ async def _cleared(env: Env) -> bool:
 
 async def _node_of(env: Env, name: str) -> str:
     return str((await env.client.get(PODS, NAMESPACE, name))["spec"].get("nodeName") or "")
+
+
+async def test_an_upstream_gang_records_its_reservation_in_an_annotation_and_keeps_it_over_a_restart() -> (
+    None
+):
+    async with busy_cluster() as (env, _):
+        await env.client.create(
+            UPSTREAM_POD_GROUPS,
+            NAMESPACE,
+            {
+                "apiVersion": UPSTREAM_POD_GROUPS.api_version,
+                "kind": "PodGroup",
+                "metadata": {
+                    "name": "up",
+                    "namespace": NAMESPACE,
+                    "annotations": {RESERVATION_TIMEOUT: "120"},
+                },
+                "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
+            },
+        )
+        for i in range(2):
+            manifest = pod(f"up-{i}", cpu="4", memory="64Mi")
+            manifest["spec"]["schedulingGroup"] = {"podGroupName": "up"}
+            await env.create(manifest)
+
+        async def recorded() -> dict[str, Any]:
+            group = await env.client.get(UPSTREAM_POD_GROUPS, NAMESPACE, "up")
+            value = (group["metadata"].get("annotations") or {}).get(RESERVATION_ANNOTATION)
+            return json.loads(value) if value else {}
+
+        held = await eventually(recorded, within=10, what="the reservation annotation")
+        assert held["timeoutSeconds"] == 120 and len(held["nodes"]) == 2
+        await env.stop_operators()
+        await env.start_operator(_settings())
+        await eventually(lambda: _bound_upstream(env), within=15, what="the upstream gang bound")
+        assert {
+            p["spec"]["nodeName"] for p in await env.pods() if p["metadata"]["name"].startswith("up-")
+        } == {n["name"] for n in held["nodes"]}
+        await eventually(lambda: _not_recorded(recorded), what="the annotation removed")
+
+
+async def _bound_upstream(env: Env) -> bool:
+    return (
+        sum(
+            1
+            for p in await env.pods()
+            if p["metadata"]["name"].startswith("up-") and p["spec"].get("nodeName")
+        )
+        == 2
+    )
+
+
+async def _not_recorded(recorded: Any) -> bool:
+    return not await recorded()
