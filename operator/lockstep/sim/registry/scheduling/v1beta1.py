@@ -317,7 +317,7 @@ class _Rules:
             if status not in CONDITION_STATUSES:
                 errors.append(fe.not_supported(f"{where}.status", status, list(CONDITION_STATUSES)))
             generation = condition.get("observedGeneration")
-            if _ints(generation) and generation < 0:
+            if isinstance(generation, int) and not isinstance(generation, bool) and generation < 0:
                 errors.append(
                     fe.invalid(
                         f"{where}.observedGeneration", generation, "must be greater than or equal to zero"
@@ -374,10 +374,14 @@ class _Rules:
             return []
         if composite and not self.composite:
             return _gated(path, new, old, False)
-        if len(items) > MAX_TEMPLATES:
-            return [fe.too_many(path, len(items), MAX_TEMPLATES)]
+        # maxItems short-circuits the items' own rules, not the update's no-add/no-remove checks
+        # (workload/declarative_validation_test.go, "invalid update too many podGroupTemplates")
         errors: list[FieldError] = []
+        if len(items) > MAX_TEMPLATES:
+            errors.append(fe.too_many(path, len(items), MAX_TEMPLATES))
         olds = {} if old is _UNSET else {_get(t, "name"): t for t in old or []}
+        if errors and old is _UNSET:
+            return errors
         if old is not _UNSET:
             names = {_get(t, "name") for t in items}
             for i, template in enumerate(items):
