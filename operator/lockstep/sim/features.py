@@ -56,8 +56,9 @@ GATES_1_37: Mapping[str, bool] = {
     # PodGroup (and template) preemptionPolicy (alpha, off upstream, off here: forbidden).
     "PodGroupPreemptionPolicy": False,
     # Job spec.scheduling and the Job controller's Workload and PodGroup (alpha, KEP-5547, off
-    # upstream). Off here too: the batch registry and the Job controller do not emulate it yet.
-    "WorkloadWithJob": False,
+    # upstream); on here, like the other alpha gates above the demo needs, so a 1.37 cluster runs
+    # gang-scheduled Jobs out of the box. Every root Job then gets a Workload and a PodGroup.
+    "WorkloadWithJob": True,
     # DRA: GA in 1.37 (DRADeviceTaints, DRAResourceClaimDeviceStatus, DRAExtendedResource) or
     # beta and on (DRAPartitionableDevices, DRADeviceBindingConditions, DRAConsumableCapacity).
     "DRADeviceTaints": True,
