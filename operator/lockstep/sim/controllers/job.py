@@ -169,6 +169,8 @@ class JobController:
         self.pod_groups = pod_groups
         # objects this controller created, by key, until their informer has them
         self._created: dict[str, JsonObject] = {}
+        # deleted Jobs (key -> uid) whose late dependents are still to be collected
+        self._gone: dict[str, str] = {}
         # job uid -> pod key -> pod; pods this controller created are added before their watch event
         self._pods_by_job: dict[str, dict[str, JsonObject]] = {}
         self._job_keys: dict[str, str] = {}
@@ -197,7 +199,8 @@ class JobController:
         key, uid = object_key(job), job["metadata"].get("uid", "")
         if event_type == "DELETED":
             self._job_keys.pop(uid, None)
-            self._pods_by_job.pop(uid, None)
+            self._gone[key] = uid
+            self._queue.add(key)
             return
         self._job_keys[uid] = key
         self._queue.add(key)
@@ -226,6 +229,9 @@ class JobController:
     async def _sync(self, key: str) -> None:
         job = self.jobs.cache.get(key)
         if job is None:
+            uid = self._gone.pop(key, None)
+            if uid is not None:
+                await self._collect_orphans(uid)
             return
         meta = job["metadata"]
         owned = self._pods_by_job.setdefault(meta["uid"], {})
@@ -263,6 +269,30 @@ class JobController:
                     f"/apis/batch/v1/namespaces/{meta['namespace']}/jobs/{meta['name']}/status",
                     {"status": status},
                 )
+
+    async def _collect_orphans(self, uid: str) -> None:
+        """Delete what a sync created for a Job deleted meanwhile: the API server's garbage collection ran
+        at the Job's deletion, before these existed (upstream's garbage collector deletes dependents
+        whose owner is gone whenever they appear)."""
+        dependents = [("/api/v1", "pods", pod) for pod in self._pods_by_job.pop(uid, {}).values()]
+        scheduling_base = f"/apis/{self.scheduling_version}"
+        for plural, informer in (("workloads", self.workloads), ("podgroups", self.pod_groups)):
+            if informer is not None:
+                dependents += [(scheduling_base, plural, o) for o in informer.cache.values()]
+        for key, obj in self._created.items():
+            dependents.append(
+                (scheduling_base, "workloads" if key.startswith("Workload/") else "podgroups", obj)
+            )
+        for base, plural, obj in dependents:
+            meta = obj["metadata"]
+            if controlling_job_uid(obj) != uid or meta.get("deletionTimestamp"):
+                continue
+            path = f"{base}/namespaces/{meta['namespace']}/{plural}/{meta['name']}"
+            try:
+                await self.http.delete(path, {"propagationPolicy": "Background"})
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
 
     # -- the Workload and PodGroup half (job_scheduling_manager.go)
 
