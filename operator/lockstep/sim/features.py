@@ -56,9 +56,10 @@ GATES_1_37: Mapping[str, bool] = {
     # PodGroup (and template) preemptionPolicy (alpha, off upstream, off here: forbidden).
     "PodGroupPreemptionPolicy": False,
     # Job spec.scheduling and the Job controller's Workload and PodGroup (alpha, KEP-5547, off
-    # upstream); on here, like the other alpha gates above the demo needs, so a 1.37 cluster runs
-    # gang-scheduled Jobs out of the box. Every root Job then gets a Workload and a PodGroup.
-    "WorkloadWithJob": True,
+    # upstream, off here): on, every root Job gets an upstream PodGroup and its pods name it, which
+    # conflicts with a Job that joins lockstep's PodGroup through the pod template lines (lockstep
+    # refuses a pod naming two groups; tests/acceptance/test_upstream_podgroups.py on the default 1.37).
+    "WorkloadWithJob": False,
     # DRA: GA in 1.37 (DRADeviceTaints, DRAResourceClaimDeviceStatus, DRAExtendedResource) or
     # beta and on (DRAPartitionableDevices, DRADeviceBindingConditions, DRAConsumableCapacity).
     "DRADeviceTaints": True,

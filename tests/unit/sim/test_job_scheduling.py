@@ -51,21 +51,21 @@ def causes(body: JsonObject) -> list[tuple[str, str]]:
 
 @pytest.fixture
 async def client() -> AsyncIterator[Client]:
-    async with gated_client("", kube_version="1.37") as api:
+    async with gated_client("WorkloadWithJob=true", kube_version="1.37") as api:
         yield api
 
 
 # ------------------------------------------------------------------ the gate and the versions
 
 
-async def test_the_gate_is_on_by_default_under_1_37_and_the_field_is_stored(client: Client) -> None:
+async def test_with_the_gate_the_field_is_stored(client: Client) -> None:
     status, body, _ = await client.call("POST", JOBS, job(scheduling=gang(2)))
     assert status == 201, body
     assert body["spec"]["scheduling"] == {"schedulingPolicy": {"gang": {"minCount": 2}}}
 
 
-async def test_gate_off_the_field_is_dropped_not_refused() -> None:
-    async with gated_client("WorkloadWithJob=false", kube_version="1.37") as api:
+async def test_gate_off_by_default_the_field_is_dropped_not_refused() -> None:
+    async with gated_client("", kube_version="1.37") as api:
         status, body, _ = await api.call("POST", JOBS, job(scheduling={"schedulingPolicy": {}}))
         assert status == 201, body
         assert "scheduling" not in body["spec"]
@@ -300,6 +300,7 @@ async def cluster() -> AsyncIterator[SimCluster]:
         nodes=2,
         devices_per_node=0,
         kube_version="1.37",
+        feature_gates="WorkloadWithJob=true",
         kubelet_start_delay=0.02,
         kubelet_delete_delay=0.02,
     ) as sim:
@@ -501,12 +502,11 @@ async def test_deleting_the_job_collects_its_workload_pod_group_and_pods(cluster
     assert missing.value.status == 404
 
 
-async def test_gate_off_the_job_runs_pod_by_pod() -> None:
+async def test_gate_off_by_default_the_job_runs_pod_by_pod() -> None:
     async with SimCluster(
         nodes=1,
         devices_per_node=0,
         kube_version="1.37",
-        feature_gates="WorkloadWithJob=false",
         kubelet_start_delay=0.02,
     ) as sim:
         await sim.http.create(JOBS, job(scheduling=gang(2), parallelism=2))
