@@ -225,19 +225,19 @@ UPDATES: list[tuple[str, Any, Any, list[tuple[str, str]]]] = [
         "constraints changed",
         gang(3, schedulingConstraints={"topology": [{"key": "a"}]}),
         gang(3, schedulingConstraints={"topology": [{"key": "b"}]}),
-        [("spec.scheduling.schedulingConstraints", "Forbidden: field is immutable")],
+        [("spec.scheduling.schedulingConstraints", "Invalid value: null: field is immutable")],
     ),
     (
         "disruption mode changed",
         gang(3, disruptionMode={"single": {}}),
         gang(3, disruptionMode={"all": {}}),
-        [("spec.scheduling.disruptionMode", "Forbidden: field is immutable")],
+        [("spec.scheduling.disruptionMode", "Invalid value: null: field is immutable")],
     ),
     (
         "claim added",
         gang(3),
         gang(3, resourceClaims=[{"name": "gpus", "resourceClaimName": "gpus"}]),
-        [("spec.scheduling.resourceClaims", "Forbidden: field is immutable")],
+        [("spec.scheduling.resourceClaims", "Invalid value: null: field is immutable")],
     ),
 ]
 
