@@ -37,6 +37,7 @@ from lockstep.scheduler.framework import (
     PodInfo,
     Status,
 )
+from lockstep.scheduler.group_checks import MIN_RESOURCES, task_counts, task_minimums_status
 from lockstep.scheduler.plugins.dynamic_resources import STORE_SERVICE
 from lockstep.scheduler.plugins.gang import GangPermit
 from lockstep.scheduler.plugins.unsupported import UNSUPPORTED_POD_SPEC
@@ -74,6 +75,12 @@ _GROUP_EVENTS = (
 # more or a lower minCount. A member's other changes or a PodGroup update cannot.
 _PODGROUP_MISSING_LIFTED_BY = frozenset({ClusterEvent.GROUP_ADDED, ClusterEvent.MEMBER_ADDED})
 _POD_CHANGED = frozenset({ClusterEvent.MEMBER_CHANGED, ClusterEvent.MEMBER_ADDED})
+# a group whose object is refused: only a change of it (or of its members, for Kueue's annotations)
+_REFUSAL_LIFTED_BY = _POD_CHANGED | {
+    ClusterEvent.GROUP_ADDED,
+    ClusterEvent.GROUP_UPDATED,
+    ClusterEvent.GROUP_MIN_COUNT_LOWERED,
+}
 _TOO_FEW_PODS_LIFTED_BY = frozenset(
     {ClusterEvent.MEMBER_ADDED, ClusterEvent.GROUP_ADDED, ClusterEvent.GROUP_MIN_COUNT_LOWERED}
 )
@@ -99,6 +106,8 @@ _CAUSE_HINTS: dict[str, frozenset[ClusterEvent]] = {
     # required pod affinity waits for a matching pod to be bound (or a node to carry the topology key)
     "PodAffinityRulesNotMatch": _NODE_EVENTS | {ClusterEvent.ASSIGNED_POD_ADDED},
     "TooFewPods": frozenset(),
+    # coscheduling's and Volcano's minResources: capacity freed or added
+    MIN_RESOURCES: _NODE_EVENTS | {ClusterEvent.ASSIGNED_POD_REMOVED},
 }
 _RESOURCE_HINTS = _NODE_EVENTS | {ClusterEvent.ASSIGNED_POD_REMOVED}
 # Causes whose unresolvable form no cluster-wide event cures (only the group's own pods or PodGroup).
@@ -346,13 +355,41 @@ class Scheduler:
             self.queue.gate(key, _PODGROUP_MISSING_LIFTED_BY)
             message = f"waiting for PodGroup {key} to exist ({total} member pods present)"
             self._record(key, Code.WAIT, message, min_count=min_count, total=total)
-            if self.cache.podgroup_deleted(key) or key.upstream:
+            if self.cache.podgroup_deleted(key) or key.upstream or key.dialect:
                 # No PodGroup status can say why (any more, or: the pods name an upstream PodGroup
                 # that is not there to write to). A lockstep PodGroup created after its pods is the
                 # usual order, and needs no pod write.
                 for pod in self.cache.unscheduled_members(key):
                     self._spawn(self.report_unschedulable(pod, reason_for(Code.WAIT), message))
             return
+        if group is not None and group.refusal:
+            self.queue.gate(key, _REFUSAL_LIFTED_BY)
+            self._record(
+                key,
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                group.refusal,
+                min_count=min_count,
+                total=total,
+                causes={"InvalidPodGroup": 1},
+            )
+            for pod in self.cache.unscheduled_members(key):
+                self._spawn(self.report_unschedulable(pod, reason_for(Code.UNSCHEDULABLE), group.refusal))
+            return
+        if group is not None and group.min_task_members and total >= min_count:
+            present = task_counts(self.cache.members(key))
+            short_tasks = task_minimums_status(group, present, "present")
+            if short_tasks is not None:
+                self.queue.gate(key, _TOO_FEW_PODS_LIFTED_BY)
+                missing = sum(max(n - present.get(task, 0), 0) for task, n in group.min_task_members)
+                self._record(
+                    key,
+                    Code.WAIT,
+                    f"waiting for pods: {short_tasks.message.partition(': ')[2]}",
+                    min_count=min_count,
+                    total=total,
+                    causes={"TooFewPods": missing},
+                )
+                return
         if total < min_count:
             self.queue.gate(key, _TOO_FEW_PODS_LIFTED_BY)
             missing = min_count - total
