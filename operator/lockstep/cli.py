@@ -12,6 +12,7 @@ from typing import Any, get_args, get_origin
 from lockstep import __version__
 from lockstep.config import Settings, load_settings
 from lockstep.sim.features import FeatureGates
+from lockstep.sim.registry import OPTIONAL_CRDS
 from lockstep.sim.versions import DEFAULT_KUBE_VERSION, KUBE_VERSIONS
 
 USAGE_EXIT = 2
@@ -105,6 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=list(KUBE_VERSIONS),
         help="the Kubernetes version the API server emulates: its Workload API (1.36: scheduling.k8s.io/"
         f"v1alpha2; 1.37: v1beta1 and v1alpha3), OpenAPI and feature gates (default {DEFAULT_KUBE_VERSION})",
+    )
+
+    sim.add_argument(
+        "--install-crds",
+        default="",
+        help="other schedulers' CRDs to install, comma-separated: "
+        f"{', '.join(OPTIONAL_CRDS)} (default: none; kubectl apply of a CRD works too)",
     )
 
     demo = sub.add_parser("demo", help="start a simulated cluster and the operator, apply examples/")
