@@ -41,6 +41,7 @@ from lockstep.api.volume import (
     parse_storage_class,
 )
 from lockstep.config import Settings
+from lockstep.controller.dialects import Dialects
 from lockstep.controller.status import (
     ARRIVING_CAUSES,
     SETTLE_SECONDS,
@@ -138,6 +139,13 @@ class SchedulerCore:
         self._class_users: dict[GroupKey, dict[str, Any]] = {}
         self.upstream_status = UpstreamStatusWriter(client)
         self.template_gangs = TemplateGangs(client, events, self._lockstep_min_count)
+        self.dialects = Dialects(
+            client,
+            events,
+            self.cache,
+            self._priority_classes,
+            lambda raw, problem: self._report_invalid(raw, problem, kind="PodGroup"),
+        )
         self._claim_tasks: dict[GroupRef, asyncio.Task[None]] = {}
         self._attempt_count = 0
         self._last_attempt: GroupAttempt | None = None
@@ -157,6 +165,7 @@ class SchedulerCore:
             )
             if self.cache.delete_pod(uid) is None:
                 self.cache.delete_pod_by_name(str(meta.get("namespace") or "default"), str(meta.get("name")))
+            self.dialects.on_pod(event_type, raw, None)
             group = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
             if group:
                 self.template_gangs.on_pod(event_type, raw, str(group), gated=False)
@@ -169,6 +178,10 @@ class SchedulerCore:
         if not pod.node_name and pod.scheduler_name == self.settings.scheduler_name:
             self._pending_since.setdefault(pod.uid, time.monotonic())
         self.cache.upsert_pod(pod)
+        if pod.in_pod_group or uid in self.dialects.counted:
+            self.dialects.on_pod(
+                event_type, raw, pod if pod.scheduler_name == self.settings.scheduler_name else None
+            )
         if pod.group_name and pod.scheduler_name == self.settings.scheduler_name and not pod.terminal:
             problem = self.template_gangs.on_pod(event_type, raw, pod.group_name, pod.scheduling_gated)
             if problem is not None:
@@ -276,6 +289,7 @@ class SchedulerCore:
         else:
             value = raw.get("value")
             self._priority_classes[name] = int(value) if isinstance(value, int | float) else 0
+        self.dialects.on_priority_class(name)
         for key, group_raw in list(self._class_users.items()):
             if (group_raw.get("spec") or {}).get("priorityClassName") == name:
                 if key.upstream:
@@ -543,6 +557,7 @@ class SchedulerCore:
         self._release_claims_of_deleted_podgroups()
         self.template_gangs.leading = True
         self.template_gangs.reconcile_all()
+        self.dialects.start_leading()
 
     def _release_claims_of_deleted_podgroups(self) -> None:
         """Claims still reserved for a PodGroup that was deleted while no lockstep led: release them.
@@ -564,6 +579,7 @@ class SchedulerCore:
         self._accepting = False
         self._leading = False
         self.template_gangs.leading = False
+        self.dialects.stop_leading()
         self._wake.set()
 
     async def drain(self, grace: float) -> None:
@@ -640,12 +656,16 @@ class SchedulerCore:
         self._record_event(attempt)
         if key.upstream:
             self.upstream_status.on_attempt(attempt)
+        elif key.dialect:
+            self.dialects.on_attempt(attempt)
         elif key.pod_group and self.on_attempt is not None:
             self.on_attempt((key.namespace, key.name))
         self._wake.set()
 
     def _reference(self, key: GroupKey) -> ObjectReference:
         """The object a group's events are about: its PodGroup, or the lone pod."""
+        if key.dialect:
+            return self.dialects.reference(key)
         if key.pod_group:
             known: PodGroup | UpstreamPodGroup | None = (
                 self._upstream_podgroups if key.upstream else self._podgroups
