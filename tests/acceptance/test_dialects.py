@@ -240,3 +240,153 @@ async def ungate(env: Env, name: str, gate: str, node_selector: dict[str, str] |
     if node_selector:
         patch["spec"]["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **node_selector}
     await env.client.patch(PODS, NAMESPACE, name, patch, PatchType.MERGE)
+
+
+# --- Kueue plain pod groups ---------------------------------------------------------------------------
+
+KUEUE_GATE = "kueue.x-k8s.io/admission"
+TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def kueue_pod(name: str, group: str, count: str, gates: tuple[str, ...] = (KUEUE_GATE,)) -> dict[str, Any]:
+    return group_pod(
+        name,
+        labels={"kueue.x-k8s.io/pod-group-name": group, "kueue.x-k8s.io/managed": "true"},
+        annotations={"kueue.x-k8s.io/pod-group-total-count": count},
+        gates=list(gates),
+    )
+
+
+async def test_a_kueue_pod_group_waits_while_gated_then_binds_with_the_node_selector_kueue_wrote(
+    tmp_path: Path,
+) -> None:
+    async with simulated_cluster() as env:
+        kubectl = Kubectl(env, tmp_path)
+        await kubectl.apply(*(kueue_pod(f"kq-{i}", "kq", "3", (KUEUE_GATE, TOPOLOGY_GATE)) for i in range(3)))
+        await asyncio.sleep(1.0)
+        assert await bound(env, "kq") == 0  # gated: not counted, not scheduled
+        for i in range(3):  # admission: the flavor's labels, then the admission gate goes
+            await ungate(env, f"kq-{i}", KUEUE_GATE, {"topology.kubernetes.io/zone": "zone-a"})
+        await asyncio.sleep(1.0)
+        assert await bound(env, "kq") == 0  # the topology gate (Kueue TAS) still holds them
+        for i in range(2):  # TAS: the domain it chose, then the topology gate goes
+            await ungate(env, f"kq-{i}", TOPOLOGY_GATE, {HOSTNAME: "node-002"})
+        await asyncio.sleep(1.0)
+        assert await bound(env, "kq") == 0  # a gang of 3: two ungated members wait for the third
+        await ungate(env, "kq-2", TOPOLOGY_GATE, {HOSTNAME: "node-002"})
+        await eventually(lambda: _is(bound(env, "kq"), 3), what="the gang bound once all are ungated")
+        pods = (await env.client.list(PODS, NAMESPACE)).get("items") or []
+        assert {p["spec"]["nodeName"] for p in pods if p["metadata"]["name"].startswith("kq-")} == {"node-002"}
+
+
+async def test_a_kueue_total_count_that_is_not_a_number_is_refused_naming_the_annotation(
+    tmp_path: Path,
+) -> None:
+    async with simulated_cluster() as env:
+        kubectl = Kubectl(env, tmp_path)
+        await kubectl.apply(kueue_pod("kbad-0", "kbad", "abc", ()), kueue_pod("kbad-1", "kbad", "abc", ()))
+        condition = await eventually(lambda: pod_condition(env, "kbad-0"), what="PodScheduled=False")
+        assert (
+            "annotation kueue.x-k8s.io/pod-group-total-count: 'abc' is not a whole number"
+            in condition["message"]
+        )
+        await asyncio.sleep(0.5)
+        assert await bound(env, "kbad") == 0
+        # a good group next to it is scheduled as usual
+        await kubectl.apply(kueue_pod("kgood-0", "kgood", "2", ()), kueue_pod("kgood-1", "kgood", "2", ()))
+        await eventually(lambda: _is(bound(env, "kgood"), 2), what="the valid Kueue group bound")
+        assert await bound(env, "kbad") == 0
+
+
+# --- Volcano ------------------------------------------------------------------------------------------
+
+
+def volcano_group(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": VOLCANO,
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": spec,
+    }
+
+
+def volcano_pod(name: str, group: str, task: str = "", cpu: str = "500m") -> dict[str, Any]:
+    annotations = {"scheduling.k8s.io/group-name": group}
+    if task:
+        annotations["volcano.sh/task-spec"] = task
+    return group_pod(name, annotations=annotations, cpu=cpu)
+
+
+async def volcano_status(kubectl: Kubectl, name: str) -> dict[str, Any]:
+    return await kubectl.status("podgroups.scheduling.volcano.sh", name)
+
+
+async def test_a_volcano_gang_that_fits_is_bound_and_its_status_written_as_volcano_does(
+    tmp_path: Path,
+) -> None:
+    async with simulated_cluster(install_crds=("volcano",)) as env:
+        kubectl = Kubectl(env, tmp_path)
+        await kubectl.apply(
+            volcano_group("mpi", minMember=3, minTaskMember={"master": 1, "worker": 2}, queue="research"),
+            volcano_pod("mpi-0", "mpi", "master"),
+            *(volcano_pod(f"mpi-{i}", "mpi", "worker") for i in (1, 2)),
+        )
+        await eventually(lambda: _is(bound(env, "mpi"), 3), what="3 members bound")
+
+        async def running() -> dict[str, Any] | None:
+            status = await volcano_status(kubectl, "mpi")
+            return status if status.get("phase") == "Running" and status.get("running") == 3 else None
+
+        status = await eventually(running, what="phase Running, 3 running")
+        scheduled = next(c for c in status["conditions"] if c["type"] == "Scheduled")
+        assert (scheduled["status"], scheduled["reason"]) == (
+            "True",
+            "tasks in gang are ready to be scheduled",
+        )
+        assert scheduled["transitionID"]
+        told = await eventually(lambda: events_about(env, "mpi", "NotHonoured"), what="NotHonoured event")
+        assert "spec.queue" in told[0]["message"] and "research" in told[0]["message"]
+
+
+async def test_volcano_min_task_member_holds_the_gang_until_each_task_has_its_pods(tmp_path: Path) -> None:
+    async with simulated_cluster(install_crds=("volcano",)) as env:
+        kubectl = Kubectl(env, tmp_path)
+        # minMember is met by three workers, but the master task has none yet
+        await kubectl.apply(
+            volcano_group("tasks", minMember=3, minTaskMember={"master": 1}),
+            *(volcano_pod(f"tasks-{i}", "tasks", "worker") for i in range(3)),
+        )
+
+        async def not_enough_pods_of_task() -> dict[str, Any] | None:
+            conditions = (await volcano_status(kubectl, "tasks")).get("conditions") or []
+            return next((c for c in conditions if c.get("reason") == "NotEnoughPodsOfTask"), None)
+
+        condition = await eventually(not_enough_pods_of_task, what="NotEnoughPodsOfTask")
+        assert "task 'master': 0 present of minTaskMember 1" in condition["message"]
+        assert (await volcano_status(kubectl, "tasks"))["phase"] == "Pending"
+        assert await bound(env, "tasks") == 0
+        await kubectl.apply(volcano_pod("tasks-3", "tasks", "master"))
+        await eventually(lambda: _is(bound(env, "tasks"), 4), what="all bound once the master exists")
+
+
+async def test_a_volcano_gang_short_of_pods_waits_with_not_enough_tasks_and_a_negative_min_member_is_refused(
+    tmp_path: Path,
+) -> None:
+    async with simulated_cluster(install_crds=("volcano",)) as env:
+        kubectl = Kubectl(env, tmp_path)
+        await kubectl.apply(
+            volcano_group("few", minMember=3),
+            *(volcano_pod(f"few-{i}", "few") for i in range(2)),
+            volcano_group("neg", minMember=-2),
+            volcano_pod("neg-0", "neg"),
+        )
+
+        async def reason(name: str, wanted: str) -> dict[str, Any] | None:
+            conditions = (await volcano_status(kubectl, name)).get("conditions") or []
+            return next((c for c in conditions if c.get("reason") == wanted), None)
+
+        await eventually(lambda: reason("few", "NotEnoughTasks"), what="NotEnoughTasks")
+        refused = await eventually(lambda: reason("neg", "NotEnoughResources"), what="refusal on the status")
+        assert "spec.minMember: must not be negative, got -2" in refused["message"]
+        assert await bound(env, "few") == 0 and await bound(env, "neg") == 0
