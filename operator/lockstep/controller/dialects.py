@@ -21,13 +21,7 @@ from typing import Any
 
 from lockstep.api import coscheduling, kueue, volcano
 from lockstep.api.groups import UnknownPriorityClassError
-from lockstep.kube.client import (
-    COSCHEDULING_POD_GROUPS,
-    VOLCANO_POD_GROUPS,
-    ApiError,
-    KubeClient,
-    ResourceKind,
-)
+from lockstep.kube.client import DIALECT_POD_GROUP_KINDS, ApiError, KubeClient
 from lockstep.kube.events import WARNING, EventRecorder, ObjectReference
 from lockstep.kube.patching import strict_merge_patch
 from lockstep.logging import get_logger
@@ -47,7 +41,7 @@ log = get_logger("lockstep.controller.dialects")
 
 FLUSH_SECONDS = 0.1
 MAX_MESSAGE = 4096
-KINDS = {DIALECT_COSCHEDULING: COSCHEDULING_POD_GROUPS, DIALECT_VOLCANO: VOLCANO_POD_GROUPS}
+KINDS = dict(zip((DIALECT_COSCHEDULING, DIALECT_VOLCANO), DIALECT_POD_GROUP_KINDS, strict=True))
 # causes of an attempt that keep a Volcano group out of the queue (not admitted: Pending, not Inqueue)
 _NOT_ADMITTED = frozenset({"TooFewPods", "MinResources", "InvalidPodGroup"})
 
@@ -314,9 +308,27 @@ class Dialects:
                 if _same(raw.get("status") or {}, desired):
                     return
                 meta = raw.get("metadata") or {}
-                kind = KINDS[key.dialect]
+                served_as = KINDS[key.dialect]
+                version = str(meta.get("resourceVersion") or "")
+                patch = {"status": desired}
                 try:
-                    written = await self._patch(kind, key, str(meta.get("resourceVersion") or ""), desired)
+                    if key.dialect == DIALECT_COSCHEDULING:
+                        # rbac: patch podgroups.scheduling.x-k8s.io/status
+                        written = await strict_merge_patch(
+                            self.client,
+                            served_as,
+                            key.namespace,
+                            key.name,
+                            version,
+                            patch,
+                            subresource="status",
+                        )
+                    else:
+                        # Volcano's CRD has no status subresource: the status is part of the object.
+                        # rbac: patch podgroups.scheduling.volcano.sh
+                        written = await strict_merge_patch(
+                            self.client, served_as, key.namespace, key.name, version, patch
+                        )
                 except ApiError as exc:
                     if exc.not_found:
                         return
@@ -326,7 +338,7 @@ class Dialects:
                     try:
                         # rbac: get podgroups.scheduling.x-k8s.io
                         # rbac: get podgroups.scheduling.volcano.sh
-                        written = await self.client.get(kind, key.namespace, key.name)
+                        written = await self.client.get(served_as, key.namespace, key.name)
                     except ApiError:
                         return
                 if key in self._objects:
@@ -335,26 +347,6 @@ class Dialects:
             self._writing.discard(key)
             if key in self._dirty and self._flush is None and self.leading:
                 self._flush = asyncio.get_running_loop().call_later(FLUSH_SECONDS, self._flush_marked)
-
-    async def _patch(
-        self, kind: ResourceKind, key: GroupKey, resource_version: str, status: dict[str, Any]
-    ) -> dict[str, Any]:
-        if key.dialect == DIALECT_COSCHEDULING:
-            # rbac: patch podgroups.scheduling.x-k8s.io/status
-            return await strict_merge_patch(
-                self.client,
-                kind,
-                key.namespace,
-                key.name,
-                resource_version,
-                {"status": status},
-                subresource="status",
-            )
-        # Volcano's CRD has no status subresource: the status is part of the object.
-        # rbac: patch podgroups.scheduling.volcano.sh
-        return await strict_merge_patch(
-            self.client, kind, key.namespace, key.name, resource_version, {"status": status}
-        )
 
 
 def _same(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
