@@ -277,7 +277,9 @@ async def test_a_kueue_pod_group_waits_while_gated_then_binds_with_the_node_sele
         await ungate(env, "kq-2", TOPOLOGY_GATE, {HOSTNAME: "node-002"})
         await eventually(lambda: _is(bound(env, "kq"), 3), what="the gang bound once all are ungated")
         pods = (await env.client.list(PODS, NAMESPACE)).get("items") or []
-        assert {p["spec"]["nodeName"] for p in pods if p["metadata"]["name"].startswith("kq-")} == {"node-002"}
+        assert {p["spec"]["nodeName"] for p in pods if p["metadata"]["name"].startswith("kq-")} == {
+            "node-002"
+        }
 
 
 async def test_a_kueue_total_count_that_is_not_a_number_is_refused_naming_the_annotation(
