@@ -185,6 +185,11 @@ class PodGroupInfo:
     min_task_members: tuple[tuple[str, int], ...] = ()
     # Why the group's object cannot be used (a field named); its members are refused, not placed.
     refusal: str = ""
+    # metadata.deletionTimestamp is set: nothing more of the group is scheduled.
+    terminating: bool = False
+    # A lockstep PodGroup carries lockstep's protection finalizer. Not compared: its arrival is no
+    # reason to run the group's cycle again.
+    protected: bool = field(default=False, compare=False)
 
     @property
     def key(self) -> GroupKey:

@@ -40,6 +40,7 @@ from lockstep.scheduler.framework import (
 from lockstep.scheduler.group_checks import MIN_RESOURCES, task_counts, task_minimums_status
 from lockstep.scheduler.plugins.dynamic_resources import STORE_SERVICE
 from lockstep.scheduler.plugins.gang import GangPermit
+from lockstep.scheduler.plugins.podgroup_protection import DELETING_CAUSE, being_deleted
 from lockstep.scheduler.plugins.unsupported import UNSUPPORTED_POD_SPEC
 from lockstep.scheduler.ports import BindResult, PatchResult, PodAPI, PreemptionAPI
 from lockstep.scheduler.preemption import (
@@ -259,6 +260,9 @@ class Scheduler:
     def on_cluster_event(self, event: ClusterEvent, group: GroupKey | None) -> None:
         now = self.clock()
         if group is not None and event in _GROUP_EVENTS:
+            info = self.cache.podgroup(group)
+            if info is not None and info.terminating:
+                self.waiting.reject_group(group, being_deleted(BINDING_PLUGIN, group))
             lowered = event is ClusterEvent.GROUP_MIN_COUNT_LOWERED
             self.queue.add(group, self._priority(group), now, event, at_once=lowered)
             if lowered:
@@ -361,6 +365,21 @@ class Scheduler:
                 # usual order, and needs no pod write.
                 for pod in self.cache.unscheduled_members(key):
                     self._spawn(self.report_unschedulable(pod, reason_for(Code.WAIT), message))
+            return
+        if group is not None and group.terminating:
+            # Nothing more of a group being deleted is scheduled; a member created later is told too.
+            self.queue.gate(key, frozenset({ClusterEvent.MEMBER_ADDED}))
+            message = f"PodGroup {key} is being deleted: no more of its pods are scheduled"
+            self._record(
+                key,
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                message,
+                min_count=min_count,
+                total=total,
+                causes={DELETING_CAUSE: self._pending(key)},
+            )
+            for pod in self.cache.unscheduled_members(key):
+                self._spawn(self.report_unschedulable(pod, reason_for(Code.UNSCHEDULABLE), message))
             return
         if group is not None and group.refusal:
             self.queue.gate(key, _REFUSAL_LIFTED_BY)
@@ -800,8 +819,9 @@ class Scheduler:
         """Queue the group again before the pod's capacity is reported free; returns when it is due."""
         now = self.clock()
         next_retry: float | None
-        if status.cause == "PodGroupDeleted":
-            self.queue.add(key, self._priority(key), now)  # PreEnqueue will hold it until it returns
+        if status.cause in ("PodGroupDeleted", DELETING_CAUSE):
+            # PreEnqueue holds it until the PodGroup returns; a terminating one is gated by its cycle
+            self.queue.add(key, self._priority(key), now)
             next_retry = None
         elif status.cause == "PodDeleted":
             next_retry = self.queue.ready_at(key)
