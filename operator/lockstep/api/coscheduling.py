@@ -58,6 +58,7 @@ def from_coscheduling(raw: Mapping[str, Any]) -> PodGroupInfo:
         name=name,
         uid=str(meta.get("uid") or ""),
         generation=int(meta.get("generation") or 0),
+        terminating=meta.get("deletionTimestamp") is not None,
         dialect=DIALECT_COSCHEDULING,
     )
     try:

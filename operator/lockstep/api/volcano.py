@@ -74,6 +74,7 @@ def from_volcano(raw: Mapping[str, Any], priority_classes: Mapping[str, int]) ->
         name=name,
         uid=str(meta.get("uid") or ""),
         generation=int(meta.get("generation") or 0),
+        terminating=meta.get("deletionTimestamp") is not None,
         dialect=DIALECT_VOLCANO,
     )
     key = f"{namespace}/{name}"

@@ -700,7 +700,7 @@ class SchedulerCore:
                 **fields,
             )
         self._record_event(attempt)
-        if key.pod_group and not key.upstream:
+        if key.pod_group and not key.upstream and not key.dialect:
             self.terminating.check((key.namespace, key.name))  # a member's binding failed meanwhile
         if key.upstream:
             self.upstream_status.on_attempt(attempt)
