@@ -121,7 +121,8 @@ async def fetch(client: KubeClient, namespace: str, name: str, upstream: bool = 
     except ApiError as exc:
         if exc.not_found:
             shape = UPSTREAM_PREFIX if upstream else "PodGroup "
-            raise ExplainError(f"{shape}{namespace}/{name} not found") from None
+            naming = await pods_naming(client, namespace, name, upstream)
+            raise ExplainError(f"{shape}{namespace}/{name} not found{naming}") from None
         raise
 
     async def items(kind: Any) -> list[dict[str, Any]]:
@@ -148,6 +149,24 @@ async def fetch(client: KubeClient, namespace: str, name: str, upstream: bool = 
     state = ClusterState(podgroup, *listed)
     state.upstream_podgroups = upstream_groups
     return state
+
+
+async def pods_naming(client: KubeClient, namespace: str, name: str, upstream: bool) -> str:
+    """The pods that name a missing group, and their PodScheduled conditions, for its not-found
+    message ("" when none does)."""
+    pods = (await client.list(PODS, namespace)).get("items", [])
+    field = "spec.schedulingGroup.podGroupName" if upstream else f"the label {POD_GROUP_LABEL}"
+    naming = ClusterState({}, [], pods, [], [], [], [], [], []).members(namespace, name, upstream)
+    if not naming:
+        return f"; no pod in {namespace} names it through {field}"
+    lines = [f"; {len(naming)} pods name it through {field}:"]
+    for pod in naming:
+        scheduled = _condition(pod.get("status") or {}, "PodScheduled")
+        said = ""
+        if scheduled is not None and scheduled.get("status") == "False":
+            said = f"  PodScheduled=False {scheduled.get('reason')}: {scheduled.get('message', '')}"
+        lines.append(f"{INDENT}{pod['metadata']['name']}{said}")
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True, slots=True)
