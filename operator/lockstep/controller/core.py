@@ -134,7 +134,6 @@ class SchedulerCore:
             preemption_api=KubePreemptionAPI(client),
         )
         self.scheduler.on_preemption_verdict = self._preemption_verdict
-        self.scheduler.on_wake = lambda: self._wake.set()
         self.scheduler.on_preempted = self._preempted
         self.cache = self.scheduler.cache
         self.scheduler.add_listener(self)
@@ -145,6 +144,7 @@ class SchedulerCore:
         self.last_cycle_at = 0.0
         self._accepting = True
         self._wake = asyncio.Event()
+        self.scheduler.on_wake = self._wake.set
         self._pending_since: dict[str, float] = {}  # pod uid -> when it was first seen unscheduled
         self._invalid: dict[str, str] = {}  # object key -> resourceVersion already reported invalid
         self._upstream_podgroups: dict[GroupRef, UpstreamPodGroup] = {}
