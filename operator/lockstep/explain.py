@@ -125,6 +125,11 @@ def describe_status(podgroup: Mapping[str, Any], members: Sequence[Mapping[str, 
     if status.get("lastAttemptTime"):
         retry = f", next retry {status['nextRetryTime']}" if status.get("nextRetryTime") else ""
         lines.append(f"{INDENT}last attempt {status['lastAttemptTime']}{retry}")
+    if status.get("queuePosition"):
+        lines.append(
+            f"{INDENT}queue position {status['queuePosition']} of {status.get('waitingGroups', '?')} waiting "
+            f"groups; expected start {status.get('expectedStart') or 'unknown'}"
+        )
     reasons = status.get("unschedulableReasons", [])
     if reasons:
         lines.append(f"{INDENT}why not scheduled at the last attempt:")

@@ -676,7 +676,15 @@ class SchedulerCore:
                 else None
             ),
             reasons=reasons,
+            queue_position=self.scheduler.queue.position(GroupKey(key[0], key[1])),
+            expected_start=self.expected_start(GroupKey(key[0], key[1])),
         )
+
+    def expected_start(self, key: GroupKey) -> str | None:
+        """When a waiting group is expected to start (RFC 3339), known only from a reservation with
+        known deadlines: the extension point for reservations (issue 24), not built yet. None says
+        "unknown"."""
+        return None
 
     def on_group_attempt(self, attempt: GroupAttempt) -> None:
         self._attempt_count += 1
