@@ -276,12 +276,17 @@ class PodInfo:
 
     @property
     def group_key(self) -> GroupKey:
-        if self.conflicting_groups is not None:
-            return GroupKey(self.namespace, self.name, pod_group=False)  # refused on its own
+        """lockstep's label decides when it names another group than ``spec.schedulingGroup``: the
+        scheduler then admits the pod only if that upstream group asks for nothing of its own
+        (``Scheduler._second_group``), as the Basic PodGroup the 1.37 Job controller makes for every
+        Job without ``spec.scheduling``. Other schedulers' shapes come after both (DIALECTS); a pod
+        they put in another group is refused on its own (``dialect_conflict``)."""
+        if self.dialect_conflict is not None:
+            return GroupKey(self.namespace, self.name, pod_group=False)
+        if self.group_name and self.scheduling_group != self.group_name:
+            return GroupKey(self.namespace, self.group_name)
         if self.scheduling_group:
             return GroupKey(self.namespace, self.scheduling_group, upstream=True)
-        if self.group_name:
-            return GroupKey(self.namespace, self.group_name)
         if self.dialect_groups:
             first = self.dialect_groups[0]
             return GroupKey(self.namespace, first.name, dialect=first.dialect)
@@ -293,10 +298,23 @@ class PodInfo:
 
     @property
     def conflicting_groups(self) -> str | None:
-        """Why the pod cannot be scheduled when its shapes name different groups (naming each)."""
-        if not self.dialect_groups and not (self.scheduling_group and self.group_name):
+        """What is said of the pod when its label and spec.schedulingGroup name two groups."""
+        if self.scheduling_group and self.group_name and self.scheduling_group != self.group_name:
+            return (
+                f"pod {self.key} names two groups: the label scheduling.lockstep.dev/pod-group names "
+                f"PodGroup {self.group_name!r} (scheduling.lockstep.dev) and spec.schedulingGroup "
+                f"names PodGroup {self.scheduling_group!r} (scheduling.k8s.io)"
+            )
+        return None
+
+    @property
+    def dialect_conflict(self) -> str | None:
+        """Why the pod is refused when another scheduler's shape names a different group than the one
+        it joins otherwise (lockstep's label, else spec.schedulingGroup, else the first shape's),
+        naming each claim."""
+        if not self.dialect_groups:
             return None
-        claims = self.group_claims
+        claims = [c for c in self.group_claims if c.dialect != "upstream" or not self.group_name]
         if len({claim.name for claim in claims}) < 2:
             return None
         named = " and ".join(f"{c.field} names PodGroup {c.name!r} ({c.api})" for c in claims)

@@ -61,14 +61,14 @@ def test_a_pods_group_follows_the_precedence_of_shapes(
     labels: dict[str, str], annotations: dict[str, str], spec: dict[str, Any], key: GroupKey
 ) -> None:
     parsed = pod(labels, annotations, **spec)
-    assert parsed.conflicting_groups is None
+    assert parsed.conflicting_groups is None and parsed.dialect_conflict is None
     assert parsed.group_key == key
 
 
 def test_a_pod_whose_shapes_name_different_groups_is_refused_naming_each() -> None:
     parsed = pod({"kueue.x-k8s.io/pod-group-name": "k"}, {"scheduling.k8s.io/group-name": "v"})
     assert not parsed.group_key.pod_group
-    message = parsed.conflicting_groups or ""
+    message = parsed.dialect_conflict or ""
     assert "the annotation scheduling.k8s.io/group-name names PodGroup 'v' (scheduling.volcano.sh)" in message
     assert "the label kueue.x-k8s.io/pod-group-name names PodGroup 'k' (kueue.x-k8s.io)" in message
 

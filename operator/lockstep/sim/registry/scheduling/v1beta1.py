@@ -470,6 +470,47 @@ class _Rules:
         return errors + _workload_hierarchy(spec if isinstance(spec, dict) else {})
 
 
+def workload_building_block_errors(
+    gates: FeatureGates, path: str, new: JsonObject, old: JsonObject | None
+) -> list[FieldError]:
+    """The declarative rules of the v1alpha3 building blocks a controller embeds in its own API (a Job's
+    ``spec.scheduling``), as ``workloadbuilder.Validate`` runs them and as the Job's API recommends
+    them (staging/src/k8s.io/api/scheduling/v1alpha3/types.go, ``WorkloadPodGroup*``):
+    ``schedulingPolicy`` one of ``basic``/``gang`` and never added or removed (``+k8s:update=NoSet``,
+    ``NoUnset``), ``gang.minCount`` optional and at least 1, ``schedulingConstraints``,
+    ``disruptionMode`` and ``resourceClaims`` immutable. ``old`` is None on create."""
+    prior: Any = _UNSET if old is None else old
+    rules = _Rules(gates)
+    errors: list[FieldError] = []
+    policy, old_policy = new.get("schedulingPolicy"), _sub(prior, "schedulingPolicy")
+    where = f"{path}.schedulingPolicy"
+    if not _unchanged(policy, old_policy):
+        if old_policy is not _UNSET and old_policy is None and policy is not None:
+            errors.append(fe.invalid(where, None, "field cannot be set once created"))
+        elif old_policy is not _UNSET and old_policy is not None and policy is None:
+            errors.append(fe.invalid(where, None, "field cannot be cleared once set"))
+        elif policy is not None:
+            errors += _union(where, policy, old_policy, ("basic", "gang"))
+            count = _get(_get(policy, "gang"), "minCount")
+            old_count = _get(_get(old_policy, "gang"), "minCount")
+            if count is not None and count != old_count and _ints(count) and count < 1:
+                detail = "must be greater than or equal to 1"
+                errors.append(fe.invalid(f"{where}.gang.minCount", count, detail))
+    errors += rules.constraints(
+        f"{path}.schedulingConstraints",
+        new.get("schedulingConstraints"),
+        _sub(prior, "schedulingConstraints"),
+        gated=False,
+    )
+    errors += rules.disruption_mode(
+        f"{path}.disruptionMode", new.get("disruptionMode"), _sub(prior, "disruptionMode"), False
+    )
+    errors += rules.resource_claims(
+        f"{path}.resourceClaims", new.get("resourceClaims"), _sub(prior, "resourceClaims")
+    )
+    return errors
+
+
 def _templates_of(obj: Any, key: str) -> list[JsonObject]:
     items = _get(obj, key)
     return [t for t in items if isinstance(t, dict)] if isinstance(items, list) else []
