@@ -19,7 +19,8 @@ from typing import Any
 from acceptance_harness import NAMESPACE, Env, eventually, operator_settings, pod, podgroup, simulated_cluster
 
 from lockstep.api.groups import RESERVATION_TIMEOUT_ANNOTATION as RESERVATION_TIMEOUT
-from lockstep.kube.client import EVENTS, PODS, UPSTREAM_POD_GROUPS, ResourceKind
+from lockstep.explain import describe_reservation
+from lockstep.kube.client import EVENTS, POD_GROUPS, PODS, UPSTREAM_POD_GROUPS, ResourceKind
 from lockstep.scheduler.reservation import RESERVATION_ANNOTATION
 from lockstep.sim.cluster import NodeShape
 from lockstep.sim.workload import RUN_SECONDS
@@ -134,6 +135,9 @@ async def test_a_starved_gang_reserves_binds_and_small_pods_keep_binding_elsewhe
         nodes = {node["name"] for node in held["nodes"]}
         assert len(nodes) == 2 and held["timeoutSeconds"] == 600
         assert all(node["resources"]["cpu"] == "4" for node in held["nodes"])
+        explained = "\n".join(describe_reservation(await env.client.get(POD_GROUPS, NAMESPACE, "big")))
+        assert "reservation (capacity held for this gang):" in explained
+        assert all(f"{node}: holds cpu 4" in explained for node in nodes)
         (reserving,) = await events(env, "Reserving", "big")
         assert "capacity held on 2 nodes" in reserving["message"]
         metrics = env.operator.metrics.render().decode()
