@@ -28,7 +28,7 @@ from lockstep.scheduler.reservation import BACKFILL_START_SLACK, Ending, Reserva
 
 NODES = 4
 CPU = 4000
-HELD_FOR = re.compile(r"capacity held for gang ([^\s;.]+)")
+HELD_FOR = re.compile(r"capacity held for gang ([\w-]+/[\w-]+(?:, [\w-]+/[\w-]+)*)")
 
 small = st.tuples(
     st.just("small"),
@@ -140,8 +140,11 @@ class Run:
         for key, attempt in self.scheduler.attempts.items():
             if attempt.attempt and attempt.timestamp == now:
                 for diagnosis in attempt.pods:
-                    for holder in HELD_FOR.findall(diagnosis.message):
+                    for holder in (
+                        h for found in HELD_FOR.findall(diagnosis.message) for h in found.split(", ")
+                    ):
                         namespace, _, name = holder.partition("/")
+                        assert self.cache.podgroup(GroupKey(namespace, name)) is not None, holder
                         assert self.priority(GroupKey(namespace, name)) >= self.priority(key), (
                             f"{key} kept off capacity held for the lower-priority gang {holder}"
                         )
