@@ -9,6 +9,7 @@ from typing import Any
 from sched_helpers import gang, make_node, make_pod, make_scheduler, settle
 
 from lockstep.config import Settings
+from lockstep.explain import describe_topology
 from lockstep.scheduler.framework import Code, GroupKey, NodeInfo
 from lockstep.scheduler.topology import Domain, best_fit, domains_of, levels, member_slots, roomiest_first
 
@@ -203,3 +204,25 @@ async def test_a_gang_too_big_for_the_cluster_is_not_searched() -> None:
     await settle(scheduler)
     assert api.bind_calls == []
     assert [(s.found, s.exhausted, s.evaluations) for s in searches] == [(False, False, 0)]
+
+
+# --- explain ------------------------------------------------------------------------------------------
+
+
+def test_explain_shows_the_domains_tried_per_level_and_the_one_chosen() -> None:
+    scheduler, api, cache = make_scheduler()
+    racks(cache, {"a/b1/r1": 2, "a/b1/r2": 2, "b/b1/r1": 1})
+    group = dataclasses.replace(gang("g", 3), topology_keys=(ZONE,), preferred_topology_keys=(RACK,))
+    cache.upsert_podgroup(group)
+    for i in range(3):
+        api.add(make_pod(f"p{i}", cpu="1", group="g"))
+    outcome = scheduler.cycle.run(group, cache.unscheduled_members(GroupKey("default", "g")))
+    assert outcome.status.ok
+    assert describe_topology(outcome) == [
+        f"  topology level {RACK} (preferred):",
+        f"    tried {ZONE}=a,{RACK}=r1: too small: room for at most 2 of the 3 members needed",
+        f"    tried {ZONE}=a,{RACK}=r2: too small: room for at most 2 of the 3 members needed",
+        f"    tried {ZONE}=b,{RACK}=r1: too small: room for at most 1 of the 3 members needed",
+        f"  topology level {ZONE} (required):",
+        f"    chose {ZONE}=a: chosen: required domain, best fit (room for at most 4, 3 to place)",
+    ]
