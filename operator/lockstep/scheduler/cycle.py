@@ -161,9 +161,16 @@ class GroupCycle:
         last: list[Domain] = []
         last_tries: list[DomainTry] = []
         last_count = 0
+        plan = levels(group.topology_keys, group.preferred_topology_keys)
+        by_level: list[list[Domain]] = []
+        above: dict[tuple[tuple[str, str], ...], int] = {}
+        for level in reversed(plan):  # outermost first, for each domain's room in the level above
+            found = domains_of(nodes.values(), level.keys, slots, above) if level.keys else []
+            by_level.append(found)
+            above = {d.labels: d.slots for d in found}
+        by_level.reverse()
         try:
-            for level in levels(group.topology_keys, group.preferred_topology_keys):
-                found = domains_of(nodes.values(), level.keys, slots) if level.keys else []
+            for level, found in zip(plan, by_level, strict=True):
                 if not level.keys:  # no required level: the whole cluster
                     found = [Domain((), frozenset(), UNBOUNDED, 0)]
                 order = self.domain_order(found, needed, wanted, placed)

@@ -40,6 +40,7 @@ class Domain:
     nodes: frozenset[str]
     slots: int  # upper bound of the group's members the domain can still take
     free_cpu: int  # millicores free in the domain (roomiest-first order)
+    parent_slots: int = 0  # slots of the domain of the level above holding this one (0: none above)
 
     @property
     def name(self) -> str:
@@ -81,8 +82,14 @@ def member_slots(node: NodeInfo, unit: Mapping[str, int]) -> int:
     return slots
 
 
-def domains_of(nodes: Iterable[NodeInfo], keys: Sequence[str], slots: Mapping[str, int]) -> list[Domain]:
-    """The domains named by ``keys`` (every node carrying all of them), with their room."""
+def domains_of(
+    nodes: Iterable[NodeInfo],
+    keys: Sequence[str],
+    slots: Mapping[str, int],
+    above: Mapping[tuple[tuple[str, str], ...], int] | None = None,
+) -> list[Domain]:
+    """The domains named by ``keys`` (every node carrying all of them), with their room; ``above``:
+    the slots of each domain of the level above, by its labels."""
     members: dict[tuple[str, ...], list[NodeInfo]] = {}
     for node in nodes:
         labels = node.labels
@@ -94,9 +101,9 @@ def domains_of(nodes: Iterable[NodeInfo], keys: Sequence[str], slots: Mapping[st
     for values, in_domain in members.items():
         room = min(sum(slots[node.name] for node in in_domain), UNBOUNDED)
         free = sum(node.allocatable.get("cpu", 0) - node.requested.get("cpu", 0) for node in in_domain)
-        found.append(
-            Domain(tuple(zip(keys, values, strict=True)), frozenset(n.name for n in in_domain), room, free)
-        )
+        named = tuple(zip(keys, values, strict=True))
+        parent = above.get(named[:-1], 0) if above else 0
+        found.append(Domain(named, frozenset(n.name for n in in_domain), room, free, parent))
     return found
 
 
@@ -115,14 +122,17 @@ def best_fit(
        most members placed).
     3. Domains without room for the needed members are left out.
 
-    Ties go to the domain with the least free cpu, then by name, so the order is deterministic."""
+    Ties go to the domain inside the tightest domain of the level above (a rack of the fullest zone),
+    then to the least free cpu, then by name, so the order is deterministic."""
     if placed:
         domains = [d for d in domains if d.nodes.issuperset(placed)]
     whole = sorted(
-        (d for d in domains if d.slots >= wanted), key=lambda d: (d.slots - wanted, d.free_cpu, d.name)
+        (d for d in domains if d.slots >= wanted),
+        key=lambda d: (d.slots - wanted, d.parent_slots, d.free_cpu, d.name),
     )
     partial = sorted(
-        (d for d in domains if needed <= d.slots < wanted), key=lambda d: (-d.slots, d.free_cpu, d.name)
+        (d for d in domains if needed <= d.slots < wanted),
+        key=lambda d: (-d.slots, d.parent_slots, d.free_cpu, d.name),
     )
     return whole + partial
 
