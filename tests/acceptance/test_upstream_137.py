@@ -1,6 +1,7 @@
 """What Kubernetes 1.37 changed in upstream's PodGroup (scheduling.k8s.io/v1beta1), against the
 emulator as a 1.37 cluster with the operator running: a mutable gang.minCount, the group's own
-preemptionPolicy (gate PodGroupPreemptionPolicy) and the object-shaped disruptionMode.
+preemptionPolicy (gate PodGroupPreemptionPolicy), the object-shaped disruptionMode, and Jobs with
+spec.scheduling (gate WorkloadWithJob) beside lockstep's own label gangs.
 
 The simulated node has 31.5 allocatable cpus."""
 
@@ -11,7 +12,9 @@ from typing import Any
 
 from acceptance_harness import NAMESPACE, Env, eventually, pod, simulated_cluster
 
-from lockstep.kube.client import PODS, UPSTREAM_POD_GROUPS, PatchType, ResourceKind
+from lockstep import POD_GROUP_LABEL
+from lockstep.controller.template_gangs import MIN_COUNT_ANNOTATION
+from lockstep.kube.client import JOBS, POD_GROUPS, PODS, UPSTREAM_POD_GROUPS, PatchType, ResourceKind
 
 PRIORITY_CLASSES = ResourceKind(
     "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
@@ -111,3 +114,90 @@ async def test_a_podgroup_that_says_never_preempts_nobody_though_its_pods_would(
             "the low-priority pod was marked as a victim"
         )
         assert await bound(env, "polite") == set()
+
+
+def scheduled_job(
+    name: str, parallelism: int, scheduling: dict[str, Any] | None, **template: Any
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "parallelism": parallelism,
+        "completions": parallelism,
+        "completionMode": "Indexed",
+        "template": {
+            "metadata": template.pop("metadata", {}),
+            "spec": {
+                "schedulerName": "lockstep",
+                "restartPolicy": "Never",
+                "containers": [
+                    {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "10"}}}
+                ],
+            },
+        },
+    }
+    if scheduling is not None:
+        spec["scheduling"] = scheduling
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": spec,
+    }
+
+
+async def job_pods(env: Env, job: str) -> list[dict[str, Any]]:
+    pods = (await env.client.list(PODS, NAMESPACE)).get("items") or []
+    return [p for p in pods if (p["metadata"].get("labels") or {}).get("job-name") == job]
+
+
+async def test_a_job_with_spec_scheduling_is_a_gang_through_the_podgroup_the_job_controller_makes() -> None:
+    # 2 nodes of 31.5 cpus, members of 10: a gang of 6 fits, one of 7 does not
+    async with simulated_cluster(
+        nodes=2, devices_per_node=0, kube_version="1.37", feature_gates="WorkloadWithJob=true"
+    ) as env:
+        gang = {"schedulingPolicy": {"gang": {"minCount": 7}}}
+        await env.client.create(JOBS, NAMESPACE, scheduled_job("toobig", 7, gang))
+
+        async def refused() -> dict[str, Any] | None:
+            groups = (await env.client.list(UPSTREAM_POD_GROUPS, NAMESPACE)).get("items") or []
+            for group in groups:
+                for condition in (group.get("status") or {}).get("conditions") or []:
+                    if condition["type"] == "PodGroupInitiallyScheduled" and condition["status"] == "False":
+                        return group
+            return None
+
+        group = await eventually(refused, what="the Job's PodGroup Unschedulable")
+        assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 7}}
+        (owner,) = [o for o in group["metadata"]["ownerReferences"] if o.get("controller")]
+        assert (owner["kind"], owner["name"]) == ("Job", "toobig")
+        pods = await job_pods(env, "toobig")
+        assert len(pods) == 7 and not any(p["spec"].get("nodeName") for p in pods), "all or nothing"
+        assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in pods} == {group["metadata"]["name"]}
+
+        await env.client.delete(JOBS, NAMESPACE, "toobig")
+        await env.client.create(
+            JOBS, NAMESPACE, scheduled_job("fits", 6, {"policy": {"gang": {"minCount": 6}}})
+        )
+
+        async def all_bound() -> bool:
+            pods = await job_pods(env, "fits")
+            return len(pods) == 6 and all(p["spec"].get("nodeName") for p in pods)
+
+        await eventually(all_bound, what="the gang Job's 6 pods bound")
+
+
+async def test_lockstep_label_gangs_keep_working_beside_the_job_controllers_basic_podgroup() -> None:
+    async with simulated_cluster(
+        nodes=2, devices_per_node=0, kube_version="1.37", feature_gates="WorkloadWithJob=true"
+    ) as env:
+        metadata = {"labels": {POD_GROUP_LABEL: "labelled"}, "annotations": {MIN_COUNT_ANNOTATION: "4"}}
+        await env.client.create(JOBS, NAMESPACE, scheduled_job("labelled", 4, None, metadata=metadata))
+
+        async def all_bound() -> list[dict[str, Any]] | None:
+            pods = await job_pods(env, "labelled")
+            return pods if len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods) else None
+
+        pods = await eventually(all_bound, what="the label gang's 4 pods bound")
+        # the Job controller gave them its Basic upstream PodGroup too; the label's gang decided
+        assert all(p["spec"].get("schedulingGroup") for p in pods)
+        lockstep_group = await env.client.get(POD_GROUPS, NAMESPACE, "labelled")
+        assert lockstep_group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}

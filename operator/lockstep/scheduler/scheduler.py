@@ -340,6 +340,34 @@ class Scheduler:
 
     # ------------------------------------------------------------------ group cycle
 
+    def _second_group(self, pods: Sequence[PodInfo]) -> tuple[Code, str] | None:
+        """A member whose ``spec.schedulingGroup`` names an upstream PodGroup other than its lockstep
+        group: admitted when that group asks for nothing (basic, no claims, no topology), refused
+        when it does, waited for while it is not known yet."""
+        for pod in pods:
+            why = pod.conflicting_groups
+            if why is None:
+                continue
+            other = GroupKey(pod.namespace, pod.scheduling_group, upstream=True)
+            info = self.cache.podgroup(other)
+            if info is None:
+                return Code.WAIT, f"{why}; waiting for PodGroup {other} to exist to tell if the pod may join"
+            asks = [
+                what
+                for what, asked in (
+                    ("is a gang", info.is_gang),
+                    ("has resourceClaims", bool(info.claims)),
+                    ("has a topology constraint", bool(info.topology_keys)),
+                )
+                if asked
+            ]
+            if asks:
+                return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (
+                    f"{why}, and PodGroup {other} {' and '.join(asks)}: a pod joins one group (the "
+                    "label's, beside a basic upstream PodGroup without claims or topology)"
+                )
+        return None
+
     def _schedule_group(self, key: GroupKey) -> None:
         group = self.cache.podgroup(key) if key.pod_group else None
         if not self._pending(key):
@@ -386,19 +414,19 @@ class Scheduler:
             )
             return
         pods = self.cache.unscheduled_members(key)
-        conflict = pods[0].conflicting_groups if not key.pod_group and pods else None
-        if conflict is not None:
-            # Refused, not retried: only a change of the pod's label can resolve it.
-            self.queue.gate(key, _POD_CHANGED)
+        second = self._second_group(pods)
+        if second is not None:
+            code, message = second
+            if code is Code.WAIT:
+                self.queue.park(key, now=self.clock(), hints=_POD_CHANGED)
+            else:  # refused, not retried: only a change of the pods resolves it
+                self.queue.gate(key, _POD_CHANGED)
             self._record(
-                key,
-                Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                conflict,
-                min_count=1,
-                total=1,
-                causes={"ConflictingGroups": 1},
+                key, code, message, min_count=min_count, total=total, causes={"ConflictingGroups": 1}
             )
-            self._spawn(self.report_unschedulable(pods[0], reason_for(Code.UNSCHEDULABLE), conflict))
+            for pod in pods:
+                if pod.conflicting_groups is not None:
+                    self._spawn(self.report_unschedulable(pod, reason_for(Code.UNSCHEDULABLE), message))
             return
         pods.sort(key=lambda p: -p.priority)  # stable: equal priorities keep first-seen order
         priority = self._priority(key)
