@@ -1,4 +1,4 @@
-"""``lockstep`` command line: run | sim | demo | bench | explain."""
+"""``lockstep`` command line: run | sim | demo | bench | explain | plan."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "demo": "lockstep.demo:demo_command",
     "bench": "lockstep.benchmarks:bench_command",
     "explain": "lockstep.explain:explain_command",
+    "plan": "lockstep.plan:plan_command",
 }
 # The operator and the emulator keep tens of thousands of long-lived objects (pods, claims, watch
 # windows); at CPython's default thresholds (700, 10, 10) full collections of that heap took about 40%
@@ -134,6 +135,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     explain.add_argument("--kubeconfig", default=None, help="kubeconfig to use (default: as lockstep run)")
     explain.add_argument(
+        "--feature-gates",
+        default=None,
+        help="the operator's feature gates, so the dry run allocates as it does (Name=true,...)",
+    )
+    plan = sub.add_parser(
+        "plan",
+        help="dry-run PodGroups, pods or Jobs from files against the cluster now: would they fit, where",
+        description="Lists the cluster once and runs lockstep's group cycle (and preemption planner) on "
+        "that snapshot with the objects of the files added; writes nothing. Exit status: 0 every group "
+        "fits now, 1 one does not, 2 bad input or an unreadable cluster.",
+    )
+    plan.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        required=True,
+        metavar="FILE",
+        help="YAML of PodGroups, pods and Jobs (repeatable; - reads standard input)",
+    )
+    plan.add_argument("-o", "--output", choices=["text", "json"], default="text", help="output format")
+    plan.add_argument(
+        "-n", "--namespace", default="default", help="namespace of objects that name none (default: default)"
+    )
+    plan.add_argument("--kubeconfig", default=None, help="kubeconfig to use (default: as lockstep run)")
+    plan.add_argument(
         "--feature-gates",
         default=None,
         help="the operator's feature gates, so the dry run allocates as it does (Name=true,...)",

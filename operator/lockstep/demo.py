@@ -276,18 +276,27 @@ async def run_demo(
     log_path = workdir / "operator.log"
     log_file = log_path.open("w")
     configure_logging("json", "info", stream=log_file)
-    cluster = SimCluster(nodes=DEMO_NODES, devices_per_node=DEMO_DEVICES_PER_NODE)
+    turned_on = ",".join(f"{gate}=true" for gate in gates)
+    cluster = SimCluster(
+        nodes=DEMO_NODES, devices_per_node=DEMO_DEVICES_PER_NODE, feature_gates=turned_on or None
+    )
     url = await cluster.start()
     kubeconfig = write_kubeconfig(url, workdir / "kubeconfig")
+    needing = {gate: [ex.path.name for ex in examples if gate in ex.gates] for gate in gates}
     out.write(
         f"simulated cluster: {DEMO_NODES} nodes, {DEMO_DEVICES_PER_NODE} devices each, at {url}\n"
         f"operator log: {log_path}\n"
-        f"feature gates: {', '.join(f'{g}=true' for g in gates) or 'defaults'}\n"
+        + "".join(
+            f"feature gate {gate}=true turned on (off by default in lockstep sim and lockstep run) for "
+            f"{', '.join(names)}, on the API server and the operator\n"
+            for gate, names in needing.items()
+        )
+        + ("" if gates else "feature gates: defaults\n")
     )
     settings = load_settings(
         kubeconfig=str(kubeconfig),
         leader_elect=False,
-        feature_gates=",".join(f"{gate}=true" for gate in gates),
+        feature_gates=turned_on,
         health_bind_address="127.0.0.1:0",
         metrics_bind_address="127.0.0.1:0",
         backoff_max_seconds=5.0,

@@ -328,6 +328,9 @@ def sim_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     kubeconfig = tmp_path_factory.mktemp("sim") / "kubeconfig"
     command = [sys.executable, "-m", "lockstep", "sim", "--nodes", str(SIM_NODES)]
     command += ["--devices-per-node", str(SIM_DEVICES_PER_NODE), "--kubeconfig", str(kubeconfig)]
+    _, gates = expected_phases()  # the API server serves what the examples need, as the demo's does
+    if gates:
+        command += ["--feature-gates", ",".join(f"{gate}=true" for gate in sorted(gates))]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     assert process.stdout is not None
     line = process.stdout.readline()

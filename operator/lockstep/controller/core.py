@@ -73,7 +73,7 @@ from lockstep.scheduler.plugins.volume_binding import STORE_SERVICE as VOLUME_ST
 from lockstep.scheduler.plugins.volume_binding import VOLUME_API_SERVICE
 from lockstep.scheduler.preemption import REASON_POD, PlanVerdict, PreemptionPlan
 from lockstep.scheduler.records import GroupAttempt
-from lockstep.scheduler.scheduler import Scheduler
+from lockstep.scheduler.scheduler import INVALID_MIN_COUNT, INVALID_POD_GROUP, Scheduler
 from lockstep.scheduler.search import SearchResult
 from lockstep.state.cluster import ClusterEvent
 from lockstep.state.volumes import VolumeStore
@@ -146,6 +146,7 @@ class SchedulerCore:
         self.last_cycle_at = 0.0
         self._accepting = True
         self._wake = asyncio.Event()
+        self.scheduler.on_wake = self._wake.set
         self._pending_since: dict[str, float] = {}  # pod uid -> when it was first seen unscheduled
         self._invalid: dict[str, str] = {}  # object key -> resourceVersion already reported invalid
         self._upstream_podgroups: dict[GroupRef, UpstreamPodGroup] = {}
@@ -197,6 +198,18 @@ class SchedulerCore:
             problem = self.template_gangs.on_pod(event_type, raw, pod.group_name, pod.scheduling_gated)
             if problem is not None:
                 self._report_invalid(raw, f"Pod {pod.key}: {problem}")
+                joined = pod.group_key
+                if (
+                    joined.pod_group
+                    and not joined.upstream
+                    and (pod.namespace, pod.group_name) not in self._podgroups
+                ):
+                    self.scheduler.set_group_problem(
+                        pod.group_key,
+                        INVALID_MIN_COUNT,
+                        f"pod {pod.key}: {problem}, so no PodGroup {pod.namespace}/{pod.group_name} is "
+                        "created from it",
+                    )
         if pod.preempted_by is not None and not pod.deleting:
             self.scheduler.finish_preemption(pod)
         if pod.group_name:
@@ -271,6 +284,7 @@ class SchedulerCore:
         self.cache.upsert_namespace(name, {str(k): str(v) for k, v in labels.items()})
 
     def _podgroup_deleted(self, key: GroupKey, uid: str) -> None:
+        self.scheduler.set_group_problem(key, None)
         self._last_event_reason.pop(key, None)
         self._class_users.pop(key, None)
         self.cache.delete_podgroup(key.namespace, key.name, upstream=key.upstream)
@@ -289,8 +303,14 @@ class SchedulerCore:
                 f"{'.'.join(str(p) for p in err['loc'])}: {str(err['msg']).removeprefix('Value error, ')}"
                 for err in exc.errors()
             )
-            self._report_invalid(raw, f"PodGroup {key.namespace}/{key.name}: {problems}", kind="PodGroup")
+            self._refuse_podgroup(raw, key, f"PodGroup {key.namespace}/{key.name}: {problems}")
             return None
+
+    def _refuse_podgroup(self, raw: dict[str, Any], key: GroupKey, problem: str) -> None:
+        """A PodGroup lockstep cannot use: logged and an Event on it, and its pods are refused with
+        the problem (not left waiting for it to exist)."""
+        self._report_invalid(raw, problem, kind="PodGroup")
+        self.scheduler.set_group_problem(key, INVALID_POD_GROUP, problem)
 
     def _uses_priority_class(self, key: GroupKey, raw: dict[str, Any], class_name: str | None) -> None:
         if class_name:
@@ -327,11 +347,13 @@ class SchedulerCore:
         if podgroup is None:
             return
         self._uses_priority_class(key, raw, podgroup.spec.priority_class_name)
+        self.upstream_status.observe(key, podgroup)  # so its condition can say what is wrong
         try:
             info = from_upstream(podgroup, self._priority_classes)
         except UnknownPriorityClassError as exc:
-            self._report_invalid(raw, str(exc), kind="PodGroup")
+            self._refuse_podgroup(raw, key, str(exc))
             return
+        self.scheduler.set_group_problem(key, None)
         if (namespace, name) not in self._upstream_podgroups:
             log.info(
                 "admitted",
@@ -361,8 +383,9 @@ class SchedulerCore:
         try:
             info = from_lockstep(podgroup, self._priority_classes)
         except UnknownPriorityClassError as exc:
-            self._report_invalid(raw, str(exc), kind="PodGroup")
+            self._refuse_podgroup(raw, key, str(exc))
             return
+        self.scheduler.set_group_problem(key, None)
         if (namespace, name) not in self._podgroups:
             log.info(
                 "admitted",
@@ -659,7 +682,15 @@ class SchedulerCore:
                 else None
             ),
             reasons=reasons,
+            queue_position=self.scheduler.queue.position(GroupKey(key[0], key[1])),
+            expected_start=self.expected_start(GroupKey(key[0], key[1])),
         )
+
+    def expected_start(self, key: GroupKey) -> str | None:
+        """When a waiting group is expected to start (RFC 3339), known only from a reservation with
+        known deadlines: the extension point for reservations (issue 24), not built yet. None says
+        "unknown"."""
+        return None
 
     def on_group_attempt(self, attempt: GroupAttempt) -> None:
         self._attempt_count += 1
@@ -755,6 +786,10 @@ class SchedulerCore:
                 self.events.record(reference, NORMAL, "Waiting", attempt.message)
 
         asyncio.get_running_loop().call_later(self.waiting_event_delay, due)
+
+    def on_pod_problem(self, pod: PodInfo, reason: str, message: str) -> None:
+        reference = ObjectReference("Pod", pod.namespace, pod.name, pod.uid, "v1")
+        self.events.record(reference, WARNING, "FailedScheduling", f"{reason}: {message}")
 
     def on_pod_bound(self, pod: PodInfo, node_name: str) -> None:
         self.metrics.bindings.labels("bound").inc()

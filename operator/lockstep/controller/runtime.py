@@ -618,6 +618,7 @@ class Operator:
         self.core.start_leading()
         self._writers = [
             self._spawn(self.status.run(), "status-writer"),
+            self._spawn(self.status.refresh_queue_positions(), "queue-positions"),
             self._spawn(self.events.run(), "event-recorder"),
         ]
         await self.core.run()
