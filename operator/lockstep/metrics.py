@@ -131,6 +131,13 @@ class Metrics:
             "Pods bound on capacity held for a gang because they end before it is expected to fit.",
             registry=r,
         )
+        self.joint_searches = Counter(
+            "lockstep_joint_searches",
+            "Joint placement searches of gangs greedy placement left unschedulable, by result "
+            "(found, not_found, budget_exhausted).",
+            ["result"],
+            registry=r,
+        )
         self.is_leader = Gauge("lockstep_leader", "1 while this process holds the leader lease.", registry=r)
         self.last_cycle = Gauge(
             "lockstep_last_cycle_timestamp_seconds",

@@ -87,6 +87,7 @@ from lockstep.scheduler.reservation import (
     to_status,
 )
 from lockstep.scheduler.scheduler import INVALID_MIN_COUNT, INVALID_POD_GROUP, Scheduler
+from lockstep.scheduler.search import SearchResult
 from lockstep.state.cluster import ClusterEvent
 from lockstep.state.volumes import VolumeStore
 
@@ -147,6 +148,7 @@ class SchedulerCore:
             preemption_api=KubePreemptionAPI(client),
         )
         self.scheduler.on_preemption_verdict = self._preemption_verdict
+        self.scheduler.cycle.on_search = self._joint_search
         self.scheduler.on_preempted = self._preempted
         self.scheduler.on_reservation = self._reservation
         self.scheduler.on_backfilled = lambda pod: metrics.backfilled_pods.inc()
@@ -251,6 +253,10 @@ class SchedulerCore:
             self._report_invalid(raw, str(exc))
 
     # --- preemption ----------------------------------------------------------------------------------
+
+    def _joint_search(self, result: SearchResult) -> None:
+        outcome = "found" if result.found else "budget_exhausted" if result.exhausted else "not_found"
+        self.metrics.joint_searches.labels(outcome).inc()
 
     def _preemption_verdict(self, key: GroupKey, verdict: PlanVerdict) -> None:
         self.metrics.preemption_attempts.labels(verdict.result.value).inc()
