@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import structlog
@@ -27,6 +27,7 @@ from lockstep.sim.controllers.disruption import DisruptionController
 from lockstep.sim.controllers.dra_driver import DraDriver
 from lockstep.sim.controllers.ephemeral_volume import EphemeralVolumeController
 from lockstep.sim.controllers.job import JobController
+from lockstep.sim.controllers.jobset import JobSetController
 from lockstep.sim.controllers.kubelet import Kubelets, healthy_node_conditions, now_rfc3339
 from lockstep.sim.controllers.node_lifecycle import NodeLifecycleController
 from lockstep.sim.controllers.persistentvolume import PersistentVolumeController
@@ -36,6 +37,7 @@ from lockstep.sim.controllers.provisioner import Provisioner
 from lockstep.sim.controllers.resourceclaim import ClaimController
 from lockstep.sim.controllers.resourceclaim_podgroups import PodGroupClaimController
 from lockstep.sim.controllers.taint_eviction import TaintEvictionController
+from lockstep.sim.registry.jobset import jobset_crd
 from lockstep.sim.registry.scheduling import GROUP
 from lockstep.sim.versions import KubeVersion
 from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, new_session
@@ -49,6 +51,18 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 CRD_FILE = "scheduling.lockstep.dev_podgroups.yaml"
 SIM_KUBELET_VERSION = "v1.36.2-lockstep-sim"
+
+
+class OwnerController(Protocol):
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+# The workload operators the emulator can add, by kind: their CRD and their simulated controller.
+OWNER_KINDS: dict[str, tuple[Callable[[], JsonObject], Callable[[KubeHttp], OwnerController]]] = {
+    "JobSet": (jobset_crd, JobSetController),
+}
 
 
 @dataclass(frozen=True)
@@ -197,6 +211,7 @@ class SimCluster:
         kubelet_delete_delay: float | None = 0.1,
         pod_run_seconds: float | None = None,
         install_crd: bool = True,
+        owner_crds: Sequence[str] = (),
         start_timeout: float = 60.0,
         feature_gates: str | Mapping[str, bool] | None = None,
         kube_version: str | KubeVersion | None = None,
@@ -220,6 +235,11 @@ class SimCluster:
         self.kubelet_delete_delay = kubelet_delete_delay
         self.pod_run_seconds = pod_run_seconds
         self.install_crd = install_crd
+        unknown = sorted(set(owner_crds) - set(OWNER_KINDS))
+        if unknown:
+            raise ValueError(f"SimCluster owner_crds: unknown kinds {unknown} (known: {sorted(OWNER_KINDS)})")
+        self.owner_crds = tuple(owner_crds)
+        self._owner_controllers: dict[str, OwnerController] = {}
         self.attach_seconds = attach_seconds  # the DRA driver's time to meet a device's binding conditions
         self.start_timeout = start_timeout
         # kube-controller-manager's --node-monitor-grace-period and --node-monitor-period, and the pod
@@ -273,6 +293,8 @@ class SimCluster:
         if self.install_crd:
             await self._install_crd(http)
         await self._create_nodes(http)
+        for kind in self.owner_crds:
+            await self.install_owner_crd(kind)
 
         pods = Informer(http, "/api/v1/pods")
         nodes = Informer(http, "/api/v1/nodes")
@@ -404,6 +426,21 @@ class SimCluster:
 
         await asyncio.gather(*(create(node) for node in nodes))
 
+    async def install_owner_crd(self, kind: str) -> None:
+        """Install the CRD of a workload operator (``OWNER_KINDS``) and start its simulated controller,
+        as installing that operator would."""
+        crd_of, controller_of = OWNER_KINDS[kind]
+        crd = crd_of()
+        try:
+            await self.http.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+        await wait_for_crd_established(self.http, crd["metadata"]["name"])
+        if kind not in self._owner_controllers:
+            controller = self._owner_controllers[kind] = controller_of(self.http)
+            controller.start()
+
     async def _install_crd(self, http: KubeHttp) -> None:
         crd = load_crd()
         name = crd["metadata"]["name"]
@@ -429,6 +466,9 @@ class SimCluster:
         for controller in self._controllers:
             await controller.stop()
         self._controllers = []
+        for owner_controller in self._owner_controllers.values():
+            await owner_controller.stop()
+        self._owner_controllers = {}
         if self._kubelets is not None:
             await self._kubelets.stop()
         for task in self._tasks:
