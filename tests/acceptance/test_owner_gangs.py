@@ -10,7 +10,16 @@ from typing import Any
 from acceptance_harness import NAMESPACE, Env, eventually, operator_settings, simulated_cluster
 
 from lockstep import POD_GROUP_LABEL
-from lockstep.kube.client import EVENTS, JOBSETS, POD_GROUPS, PODS, ApiError
+from lockstep.kube.client import (
+    EVENTS,
+    JOBSETS,
+    LEADER_WORKER_SETS,
+    POD_GROUPS,
+    PODS,
+    PYTORCH_JOBS,
+    RAY_CLUSTERS,
+    ApiError,
+)
 
 CONTAINER = {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}
 
@@ -169,3 +178,116 @@ async def _bound_is(env: Env, label: str, value: str, count: int) -> bool:
 
 async def _count_is(env: Env, label: str, value: str, count: int) -> bool:
     return len(await _pods_of(env, label, value)) == count
+
+
+LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
+
+
+def leaderworkerset(name: str, replicas: int, size: int, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "replicas": replicas,
+            "leaderWorkerTemplate": {"size": size, "workerTemplate": pod_template()},
+            **spec,
+        },
+    }
+
+
+async def test_each_replica_group_of_a_leaderworkerset_is_its_own_gang() -> None:
+    settings = operator_settings(infer_gangs="LeaderWorkerSet")
+    async with simulated_cluster(settings=settings, owner_crds=("LeaderWorkerSet",)) as env:
+        created = await env.client.create(LEADER_WORKER_SETS, NAMESPACE, leaderworkerset("serve", 2, 3))
+        await eventually(lambda: _bound_is(env, LWS_NAME, "serve", 6), what="both groups of 3 bound")
+        for index in (0, 1):
+            group = await _podgroup(env, f"serve-{index}")
+            assert group is not None
+            assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}}
+            assert group["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
+        assert await _podgroup(env, "serve") is None
+
+
+async def test_a_leaderworkerset_group_that_does_not_fit_binds_nothing_while_the_other_runs() -> None:
+    settings = operator_settings(infer_gangs="LeaderWorkerSet")
+    async with simulated_cluster(settings=settings, owner_crds=("LeaderWorkerSet",), nodes=3) as env:
+        # 3 nodes of 31.5 cpus: one group of 3 pods of 20 cpus fits, the second group finds no room
+        manifest = leaderworkerset("wide", 2, 3)
+        manifest["spec"]["leaderWorkerTemplate"]["workerTemplate"] = pod_template("20")
+        await env.client.create(LEADER_WORKER_SETS, NAMESPACE, manifest)
+        await eventually(lambda: _bound_is(env, LWS_NAME, "wide", 3), what="one group bound")
+        await eventually(lambda: _count_is(env, LWS_NAME, "wide", 6), what="both groups' pods")
+
+        async def one_unschedulable() -> bool:
+            phases = [
+                ((await _podgroup(env, f"wide-{i}")) or {}).get("status", {}).get("phase") for i in (0, 1)
+            ]
+            return "Unschedulable" in phases and ("Running" in phases or "Scheduled" in phases)
+
+        await eventually(one_unschedulable, what="one group running, the other Unschedulable")
+        pods = await _pods_of(env, LWS_NAME, "wide")
+        by_group: dict[str, int] = {}
+        for item in pods:
+            if item["spec"].get("nodeName"):
+                index = item["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-index"]
+                by_group[index] = by_group.get(index, 0) + 1
+        assert list(by_group.values()) == [3], f"a whole group or nothing: {by_group}"
+
+
+async def test_a_leaderworkerset_of_size_zero_is_reported_naming_the_field() -> None:
+    settings = operator_settings(infer_gangs="LeaderWorkerSet")
+    async with simulated_cluster(settings=settings, owner_crds=("LeaderWorkerSet",)) as env:
+        await env.client.create(LEADER_WORKER_SETS, NAMESPACE, leaderworkerset("none", 1, 0))
+
+        async def reported() -> list[dict[str, Any]]:
+            return [e for e in await _events(env, "InvalidGangSpec") if e["involvedObject"]["name"] == "none"]
+
+        (event,) = await eventually(reported, what="an InvalidGangSpec event on the LeaderWorkerSet")
+        assert "spec.leaderWorkerTemplate.size is 0" in event["message"]
+        assert event["involvedObject"]["kind"] == "LeaderWorkerSet"
+
+
+async def test_a_raycluster_is_a_gang_of_its_head_and_the_workers_min_replicas() -> None:
+    settings = operator_settings(infer_gangs="RayCluster")
+    async with simulated_cluster(settings=settings, owner_crds=("RayCluster",)) as env:
+        cluster = {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayCluster",
+            "metadata": {"name": "ray", "namespace": NAMESPACE},
+            "spec": {
+                "headGroupSpec": {"rayStartParams": {}, "template": pod_template()},
+                "workerGroupSpecs": [
+                    {"groupName": "gpu", "replicas": 3, "minReplicas": 2, "template": pod_template()},
+                    {"groupName": "idle", "replicas": 2, "suspend": True, "template": pod_template()},
+                ],
+            },
+        }
+        await env.client.create(RAY_CLUSTERS, NAMESPACE, cluster)
+        await eventually(
+            lambda: _bound_is(env, "ray.io/cluster", "ray", 4), what="the head and 3 workers bound"
+        )
+        group = await _podgroup(env, "ray")
+        assert group is not None and group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}}
+        assert group["metadata"]["ownerReferences"][0]["kind"] == "RayCluster"
+
+
+async def test_a_pytorchjob_is_a_gang_of_all_its_replicas() -> None:
+    settings = operator_settings(infer_gangs="PyTorchJob")
+    async with simulated_cluster(settings=settings, owner_crds=("PyTorchJob",)) as env:
+        job = {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": "torch", "namespace": NAMESPACE},
+            "spec": {
+                "pytorchReplicaSpecs": {
+                    "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": pod_template()},
+                    "Worker": {"replicas": 3, "restartPolicy": "OnFailure", "template": pod_template()},
+                }
+            },
+        }
+        await env.client.create(PYTORCH_JOBS, NAMESPACE, job)
+        label = "training.kubeflow.org/job-name"
+        await eventually(lambda: _bound_is(env, label, "torch", 4), what="the master and 3 workers bound")
+        group = await _podgroup(env, "torch")
+        assert group is not None and group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}

@@ -29,15 +29,21 @@ from lockstep.sim.controllers.ephemeral_volume import EphemeralVolumeController
 from lockstep.sim.controllers.job import JobController
 from lockstep.sim.controllers.jobset import JobSetController
 from lockstep.sim.controllers.kubelet import Kubelets, healthy_node_conditions, now_rfc3339
+from lockstep.sim.controllers.leaderworkerset import LeaderWorkerSetController
 from lockstep.sim.controllers.node_lifecycle import NodeLifecycleController
 from lockstep.sim.controllers.persistentvolume import PersistentVolumeController
 from lockstep.sim.controllers.podgc import PodGarbageCollector
 from lockstep.sim.controllers.podgroup_protection import PodGroupProtectionController, pod_groups_path
 from lockstep.sim.controllers.provisioner import Provisioner
+from lockstep.sim.controllers.pytorchjob import PyTorchJobController
+from lockstep.sim.controllers.raycluster import RayClusterController
 from lockstep.sim.controllers.resourceclaim import ClaimController
 from lockstep.sim.controllers.resourceclaim_podgroups import PodGroupClaimController
 from lockstep.sim.controllers.taint_eviction import TaintEvictionController
 from lockstep.sim.registry.jobset import jobset_crd
+from lockstep.sim.registry.kubeflow import pytorchjob_crd
+from lockstep.sim.registry.leaderworkerset import leaderworkerset_crd
+from lockstep.sim.registry.ray import raycluster_crd
 from lockstep.sim.registry.scheduling import GROUP
 from lockstep.sim.versions import KubeVersion
 from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, new_session
@@ -62,6 +68,9 @@ class OwnerController(Protocol):
 # The workload operators the emulator can add, by kind: their CRD and their simulated controller.
 OWNER_KINDS: dict[str, tuple[Callable[[], JsonObject], Callable[[KubeHttp], OwnerController]]] = {
     "JobSet": (jobset_crd, JobSetController),
+    "LeaderWorkerSet": (leaderworkerset_crd, LeaderWorkerSetController),
+    "PyTorchJob": (pytorchjob_crd, PyTorchJobController),
+    "RayCluster": (raycluster_crd, RayClusterController),
 }
 
 
