@@ -103,6 +103,10 @@ class OwnerGangs:
         ):
             self._forget(key)
             return pod
+        kinds = {found[0], owners.TRAIN_JOB} if found[0] is owners.JOBSET else {found[0]}
+        if not labels.get(POD_GROUP_LABEL) and not kinds & self.infer_kinds:
+            self._forget(key)  # neither labelled nor of a kind whose gangs are inferred
+            return pod
         owner_key = (found[0], key[0], found[1])
         previous = self._pods.get(key)
         if previous is not None and previous[0] != owner_key:
@@ -123,10 +127,9 @@ class OwnerGangs:
     def _inferred_name(self, owner_key: OwnerKey, pod: dict[str, Any]) -> str | None:
         owner = self._owners.get(owner_key)
         if owner is None:
-            # not read yet: wait under the likely name if any kind it may turn out to be is inferred
+            # not read yet: wait under the likely name (the caller checked its kind may be inferred)
             kind, _, name = owner_key
-            maybe = {kind, owners.TRAIN_JOB} if kind is owners.JOBSET else {kind}
-            return owners.guessed_gang_name(kind, name, pod) if maybe & self.infer_kinds else None
+            return owners.guessed_gang_name(kind, name, pod)
         if owners.top_kind(owner) not in self.infer_kinds:
             return None
         gang = owners.gang_for(owner, pod, None)
