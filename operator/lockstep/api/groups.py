@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lockstep.api.podgroup import PodGroup
+from lockstep.api.podgroup import PROTECTION_FINALIZER, PodGroup
 from lockstep.api.upstream_podgroup import UpstreamPodGroup
 from lockstep.scheduler.framework import PodClaimRef, PodGroupInfo
 
@@ -49,6 +49,8 @@ def from_lockstep(podgroup: PodGroup, priority_classes: Mapping[str, int]) -> Po
         topology_keys=spec.topology_keys,
         disruption_mode=spec.disruption_mode,
         preemption_policy=spec.preemption_policy,
+        terminating=podgroup.metadata.deletion_timestamp is not None,
+        protected=PROTECTION_FINALIZER in podgroup.metadata.finalizers,
     )
 
 
@@ -74,4 +76,5 @@ def from_upstream(
         disruption_mode=spec.disruption_mode,
         preemption_policy=spec.preemption_policy,
         upstream=True,
+        terminating=podgroup.metadata.deletion_timestamp is not None,
     )
