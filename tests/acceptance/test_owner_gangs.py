@@ -291,3 +291,27 @@ async def test_a_pytorchjob_is_a_gang_of_all_its_replicas() -> None:
         await eventually(lambda: _bound_is(env, label, "torch", 4), what="the master and 3 workers bound")
         group = await _podgroup(env, "torch")
         assert group is not None and group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+
+
+async def test_an_indexed_job_in_an_upstream_podgroup_is_not_inferred_again() -> None:
+    from test_upstream_137 import job_pods, scheduled_job
+
+    from lockstep.kube.client import JOBS
+
+    settings = operator_settings(infer_gangs="Job")
+    async with simulated_cluster(
+        settings=settings,
+        nodes=2,
+        devices_per_node=0,
+        kube_version="1.37",
+        feature_gates="WorkloadWithJob=true",
+    ) as env:
+        job = scheduled_job("upstream", 3, {"policy": {"gang": {"minCount": 3}}})
+        await env.client.create(JOBS, NAMESPACE, job)
+
+        async def bound() -> bool:
+            pods = await job_pods(env, "upstream")
+            return len(pods) == 3 and all(p["spec"].get("nodeName") for p in pods)
+
+        await eventually(bound, what="the Job's 3 pods bound through its upstream PodGroup")
+        assert await _podgroup(env, "upstream") is None, "no lockstep PodGroup beside the upstream one"

@@ -104,8 +104,10 @@ class OwnerGangs:
             self._forget(key)
             return pod
         kinds = {found[0], owners.TRAIN_JOB} if found[0] is owners.JOBSET else {found[0]}
-        if not labels.get(POD_GROUP_LABEL) and not kinds & self.infer_kinds:
-            self._forget(key)  # neither labelled nor of a kind whose gangs are inferred
+        if not labels.get(POD_GROUP_LABEL) and (not kinds & self.infer_kinds or spec.get("schedulingGroup")):
+            # neither labelled nor of a kind whose gangs are inferred; or in an upstream PodGroup (a
+            # Job with 1.37's spec.scheduling), which is its gang
+            self._forget(key)
             return pod
         owner_key = (found[0], key[0], found[1])
         previous = self._pods.get(key)
