@@ -40,6 +40,7 @@ from lockstep.sim.controllers.raycluster import RayClusterController
 from lockstep.sim.controllers.resourceclaim import ClaimController
 from lockstep.sim.controllers.resourceclaim_podgroups import PodGroupClaimController
 from lockstep.sim.controllers.taint_eviction import TaintEvictionController
+from lockstep.sim.registry import OPTIONAL_CRDS
 from lockstep.sim.registry.jobset import jobset_crd
 from lockstep.sim.registry.kubeflow import pytorchjob_crd
 from lockstep.sim.registry.leaderworkerset import leaderworkerset_crd
@@ -221,6 +222,7 @@ class SimCluster:
         pod_run_seconds: float | None = None,
         install_crd: bool = True,
         owner_crds: Sequence[str] = (),
+        install_crds: Sequence[str] = (),
         start_timeout: float = 60.0,
         feature_gates: str | Mapping[str, bool] | None = None,
         kube_version: str | KubeVersion | None = None,
@@ -249,6 +251,7 @@ class SimCluster:
             raise ValueError(f"SimCluster owner_crds: unknown kinds {unknown} (known: {sorted(OWNER_KINDS)})")
         self.owner_crds = tuple(owner_crds)
         self._owner_controllers: dict[str, OwnerController] = {}
+        self.optional_crds = tuple(install_crds)
         self.attach_seconds = attach_seconds  # the DRA driver's time to meet a device's binding conditions
         self.start_timeout = start_timeout
         # kube-controller-manager's --node-monitor-grace-period and --node-monitor-period, and the pod
@@ -301,6 +304,8 @@ class SimCluster:
         http = self.http
         if self.install_crd:
             await self._install_crd(http)
+        if self.optional_crds:
+            await self.install_crds(*self.optional_crds)
         await self._create_nodes(http)
         for kind in self.owner_crds:
             await self.install_owner_crd(kind)
@@ -465,18 +470,19 @@ class SimCluster:
         as installing that operator would."""
         crd_of, controller_of = OWNER_KINDS[kind]
         crd = crd_of()
-        try:
-            await self.http.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
-        except ApiError as exc:
-            if exc.status != 409:
-                raise
-        await wait_for_crd_established(self.http, crd["metadata"]["name"])
+        await self._install_crd(self.http, crd)
         if kind not in self._owner_controllers:
             controller = self._owner_controllers[kind] = controller_of(self.http)
             controller.start()
 
-    async def _install_crd(self, http: KubeHttp) -> None:
-        crd = load_crd()
+    async def install_crds(self, *names: str) -> None:
+        """Install other schedulers' CRDs (``lockstep.sim.registry.OPTIONAL_CRDS``), as an admin
+        applying them would, and wait until they are served."""
+        for name in names:
+            await self._install_crd(self.http, OPTIONAL_CRDS[name]())
+
+    async def _install_crd(self, http: KubeHttp, crd: JsonObject | None = None) -> None:
+        crd = crd or load_crd()
         name = crd["metadata"]["name"]
         try:
             await http.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
