@@ -28,6 +28,11 @@ import aiohttp
 from lockstep import POD_GROUP_LABEL
 from lockstep.api import owners
 from lockstep.api.owners import Gang, Owner, OwnerKind
+from lockstep.api.pod import (
+    COSCHEDULING_POD_GROUP_LABEL,
+    KUEUE_POD_GROUP_NAME_LABEL,
+    VOLCANO_GROUP_NAME_ANNOTATION,
+)
 from lockstep.controller.template_gangs import MIN_COUNT_ANNOTATION, Ask
 from lockstep.kube.client import (
     JOBS,
@@ -104,9 +109,16 @@ class OwnerGangs:
             self._forget(key)
             return pod
         kinds = {found[0], owners.TRAIN_JOB} if found[0] is owners.JOBSET else {found[0]}
-        if not labels.get(POD_GROUP_LABEL) and (not kinds & self.infer_kinds or spec.get("schedulingGroup")):
-            # neither labelled nor of a kind whose gangs are inferred; or in an upstream PodGroup (a
-            # Job with 1.37's spec.scheduling), which is its gang
+        in_other_group = (
+            spec.get("schedulingGroup")
+            or labels.get(COSCHEDULING_POD_GROUP_LABEL)
+            or labels.get(KUEUE_POD_GROUP_NAME_LABEL)
+            or annotations.get(VOLCANO_GROUP_NAME_ANNOTATION)
+        )
+        if not labels.get(POD_GROUP_LABEL) and (not kinds & self.infer_kinds or in_other_group):
+            # neither labelled nor of a kind whose gangs are inferred; or already in a group of
+            # another shape (upstream's, as a Job with 1.37's spec.scheduling; coscheduling's,
+            # Volcano's, Kueue's), which is its gang
             self._forget(key)
             return pod
         owner_key = (found[0], key[0], found[1])
