@@ -201,6 +201,12 @@ class Settings(BaseSettings):
         "topology.kubernetes.io/zone",
         description="Node label whose values are the topology domains a gang prefers to stay within.",
     )
+    joint_search_budget: int = Field(
+        5000,
+        ge=0,
+        description="Node evaluations one joint placement search may spend on a gang that greedy placement "
+        "left unschedulable (backtracking over members' nodes and devices); 0 turns the search off.",
+    )
     backoff_initial_seconds: float = Field(
         1.0, gt=0, description="First retry delay of a PodGroup that failed to schedule."
     )

@@ -76,6 +76,7 @@ from lockstep.scheduler.plugins.volume_binding import VOLUME_API_SERVICE
 from lockstep.scheduler.preemption import REASON_POD, PlanVerdict, PreemptionPlan
 from lockstep.scheduler.records import GroupAttempt
 from lockstep.scheduler.scheduler import INVALID_MIN_COUNT, INVALID_POD_GROUP, Scheduler
+from lockstep.scheduler.search import SearchResult
 from lockstep.state.cluster import ClusterEvent
 from lockstep.state.volumes import VolumeStore
 
@@ -136,6 +137,7 @@ class SchedulerCore:
             preemption_api=KubePreemptionAPI(client),
         )
         self.scheduler.on_preemption_verdict = self._preemption_verdict
+        self.scheduler.cycle.on_search = self._joint_search
         self.scheduler.on_preempted = self._preempted
         self.cache = self.scheduler.cache
         self.scheduler.add_listener(self)
@@ -241,6 +243,10 @@ class SchedulerCore:
             self._report_invalid(raw, str(exc))
 
     # --- preemption ----------------------------------------------------------------------------------
+
+    def _joint_search(self, result: SearchResult) -> None:
+        outcome = "found" if result.found else "budget_exhausted" if result.exhausted else "not_found"
+        self.metrics.joint_searches.labels(outcome).inc()
 
     def _preemption_verdict(self, key: GroupKey, verdict: PlanVerdict) -> None:
         self.metrics.preemption_attempts.labels(verdict.result.value).inc()
