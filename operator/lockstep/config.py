@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from lockstep.api.owners import KIND_BY_NAME as INFERABLE_KINDS
 from lockstep.api.placement import PlacementFieldError, parse_spread_constraint
 
 # Feature gates lockstep understands, with kube-scheduler 1.36's defaults: DRAListTypeAttributes is
@@ -241,6 +242,14 @@ class Settings(BaseSettings):
         "(a PodGroup may set its own: spec.reservation.timeoutSeconds, or the annotation "
         "scheduling.lockstep.dev/reservation-timeout-seconds on upstream PodGroups).",
     )
+    infer_gangs: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated owner kinds whose pods (schedulerName lockstep, no "
+        "scheduling.lockstep.dev/pod-group label) become gangs with the minCount their owner's spec "
+        f"gives, without a PodGroup written by the user (known: {', '.join(INFERABLE_KINDS)}); empty: "
+        "only labelled pods do.",
+        json_schema_extra={"default_text": "(none)"},
+    )
 
     @field_validator("namespaces", mode="before")
     @classmethod
@@ -248,6 +257,15 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [ns.strip() for ns in value.split(",") if ns.strip()]
         return value
+
+    @field_validator("infer_gangs", mode="before")
+    @classmethod
+    def _split_kinds(cls, value: Any) -> Any:
+        kinds = [k.strip() for k in value.split(",") if k.strip()] if isinstance(value, str) else value
+        for kind in kinds if isinstance(kinds, list) else []:
+            if kind not in INFERABLE_KINDS:
+                raise ValueError(f"unknown kind {kind!r} (known: {', '.join(INFERABLE_KINDS)})")
+        return kinds
 
     @field_validator("feature_gates", mode="before")
     @classmethod

@@ -47,6 +47,7 @@ from lockstep.api.volume import (
 )
 from lockstep.config import Settings
 from lockstep.controller.dialects import Dialects
+from lockstep.controller.owner_gangs import OwnerGangs
 from lockstep.controller.status import (
     ARRIVING_CAUSES,
     SETTLE_SECONDS,
@@ -169,7 +170,10 @@ class SchedulerCore:
         # PodGroups (either shape) naming a priorityClassName, as last seen: parsed again when it changes
         self._class_users: dict[GroupKey, dict[str, Any]] = {}
         self.upstream_status = UpstreamStatusWriter(client)
-        self.template_gangs = TemplateGangs(client, events, self._lockstep_min_count)
+        self.owner_gangs = OwnerGangs(settings.scheduler_name, settings.infer_gangs, events)
+        self.template_gangs = TemplateGangs(
+            client, events, self._lockstep_min_count, infer=self.owner_gangs.ask
+        )
         self.dialects = Dialects(
             client,
             events,
