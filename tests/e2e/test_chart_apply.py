@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -33,7 +32,7 @@ import helm_python
 import pytest
 import yaml
 
-from lockstep import POD_GROUP_LABEL
+from lockstep.demo import load_examples
 
 pytestmark = pytest.mark.e2e
 
@@ -46,6 +45,7 @@ KUBECTL_TIMEOUT = 30.0
 
 try:
     from lockstep.sim.apiserver import ApiServer
+    from lockstep.sim.cluster import OWNER_KINDS
     from lockstep.sim.objectmeta import PlainStrategy
     from lockstep.sim.registry import OPTIONAL_CRDS
     from lockstep.sim.registry.core import POD_SMP_LISTS
@@ -246,8 +246,9 @@ def test_cluster_role_reads_back_as_rendered(emulator: Emulator) -> None:
 
 
 def test_examples_apply_and_show_up_as_podgroups(emulator: Emulator) -> None:
-    # the other schedulers' PodGroup CRDs the dialect examples need, applied as a user would
-    crds = [crd() for crd in OPTIONAL_CRDS.values()]
+    # the other schedulers' PodGroup CRDs and the workload operators' CRDs the examples need, applied
+    # as a user would
+    crds = [crd() for crd in OPTIONAL_CRDS.values()] + [crd_of() for crd_of, _ in OWNER_KINDS.values()]
     emulator.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(crds))
     for crd in crds:
         emulator.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}")
@@ -268,6 +269,7 @@ def test_examples_apply_and_show_up_as_podgroups(emulator: Emulator) -> None:
     )
     rows = dict(line.split() for line in groups.stdout.splitlines()[1:])
     assert rows == {
+        "allreduce": "4",
         "inference": "4",
         "misplaced": "4",
         "numa": "2",
@@ -288,27 +290,35 @@ SIM_NODES = 10
 SIM_DEVICES_PER_NODE = 8
 START_TIMEOUT = 60.0
 PHASE_TIMEOUT = 60.0
-HEADER_RE = re.compile(r"^# lockstep-demo: expect=(?P<phase>[A-Za-z]+)(?: gates=(?P<gates>[A-Za-z,]+))?$")
 
 
-def expected_phases() -> tuple[dict[str, str], set[str]]:
-    """{lockstep PodGroup name: expected phase} of every example (those its Jobs' template lines make
-    included; a gated Job's, not made yet, left out), and the feature gates they need. Upstream
-    PodGroups have no phase: the test waits for their condition."""
+def expected_phases() -> tuple[dict[str, str], set[str], set[str]]:
+    """{lockstep PodGroup name: expected phase} of every example (those its Jobs', JobSets' and
+    LeaderWorkerSets' pods make included; a gated Job's, not made yet, left out), the feature gates
+    they need and the owner kinds whose gangs they need inferred. Other APIs' PodGroups are waited
+    for by their condition or phase."""
     phases: dict[str, str] = {}
     gates: set[str] = set()
-    for path in sorted(EXAMPLES.glob("*.yaml")):
-        match = HEADER_RE.match(path.read_text().splitlines()[0])
-        if match is None:
+    infer: set[str] = set()
+    for example in load_examples(EXAMPLES):
+        if example.expect is None:
             continue
-        if match["gates"]:
-            gates.update(match["gates"].split(","))
-        for doc in yaml.safe_load_all(path.read_text()):
-            if doc and doc["kind"] == "PodGroup" and doc["apiVersion"].startswith("scheduling.lockstep.dev/"):
-                phases[doc["metadata"]["name"]] = match["phase"]
-            elif doc and doc["kind"] == "Job" and match["phase"] != "Pending":
-                phases[doc["spec"]["template"]["metadata"]["labels"][POD_GROUP_LABEL]] = match["phase"]
-    return phases, gates
+        gates.update(example.gates)
+        infer.update(example.infer)
+        others = {
+            doc["metadata"]["name"]
+            for doc in example.documents
+            if doc.get("kind") == "PodGroup" and not doc["apiVersion"].startswith("scheduling.lockstep.dev/")
+        }
+        kueue = any(doc.get("kind") == "Pod" for doc in example.documents) and not any(
+            doc.get("kind") == "PodGroup" for doc in example.documents
+        )
+        if example.expect == "Pending" or kueue:
+            continue  # a gated Job's group is not made yet; a Kueue pod group has no PodGroup
+        for _, name in example.podgroups:
+            if name not in others:
+                phases[name] = example.expect
+    return phases, gates, infer
 
 
 def free_port() -> int:
@@ -335,7 +345,7 @@ def sim_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     command = [sys.executable, "-m", "lockstep", "sim", "--nodes", str(SIM_NODES)]
     command += ["--devices-per-node", str(SIM_DEVICES_PER_NODE), "--kubeconfig", str(kubeconfig)]
     command += ["--install-crds", ",".join(OPTIONAL_CRDS)]
-    _, gates = expected_phases()  # the API server serves what the examples need, as the demo's does
+    _, gates, _ = expected_phases()  # the API server serves what the examples need, as the demo's does
     if gates:
         command += ["--feature-gates", ",".join(f"{gate}=true" for gate in sorted(gates))]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
@@ -356,8 +366,12 @@ def sim_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def test_operator_configured_by_the_chart_brings_every_example_to_its_expected_phase(
     sim_cluster: Path, tmp_path: Path
 ) -> None:
-    phases, gates = expected_phases()
-    values = {"featureGates": dict.fromkeys(gates, True), "namespaces": ["demo"]}
+    phases, gates, infer = expected_phases()
+    values = {
+        "featureGates": dict.fromkeys(gates, True),
+        "namespaces": ["demo"],
+        "scheduling": {"inferGangs": sorted(infer)},
+    }
     [deployment] = [d for d in yaml.safe_load_all(rendered(values)) if d and d["kind"] == "Deployment"]
     env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
     health_port = free_port()
