@@ -37,6 +37,7 @@ from lockstep.kube.client import ApiError, KubeClient
 from lockstep.kube.credentials import CredentialsError, load_connection_info
 from lockstep.logging import configure_logging
 from lockstep.scheduler.framework import Code, GroupKey
+from lockstep.scheduler.reservation import known_end, quantity, timestamp
 from lockstep.snapshot import ClusterState, DryRun, build_core, dry_run, group_key, list_cluster
 
 FITS, DOES_NOT_FIT, BAD_INPUT = 0, 1, 2
@@ -210,10 +211,43 @@ def merged(state: ClusterState, planned: PlanInput) -> ClusterState:
 
 
 def reservation_hint(core: SchedulerCore, key: GroupKey) -> dict[str, Any] | None:
-    """What a reservation would hold for a group that does not fit, and until when: the extension
-    point for reservations (issue 24), which are not built yet. None: no reservation is known, so
-    the expected start is "unknown"."""
-    return None
+    """What a reservation holds (read back from the group's status) or would hold for a group that
+    does not fit, and until when: the nodes with the capacity held there, the pods to wait for and
+    their latest known end (None when one of them has no activeDeadlineSeconds: "unknown"). None
+    when no reservation can help (reservations off, or the gang would not fit on an emptied cluster)."""
+    scheduler = core.scheduler
+    now = scheduler.clock()
+    existing = scheduler.reservations.reservations.get(key)
+    if existing is not None:
+        holds, held = existing.holds, True
+    else:
+        if not scheduler.reservations.enabled:
+            return None
+        group = core.cache.podgroup(key)
+        pods = core.cache.unscheduled_members(key)
+        planned = scheduler.reservation_planner.plan(key, group, pods, now)
+        if isinstance(planned, str):
+            return {"held": False, "possible": False, "why": planned}
+        holds, held = planned, False
+    ends: list[float | None] = []
+    waited = 0
+    for node in holds:
+        for pod in core.cache.pods_on_node(node):
+            if pod.group_key != key and not pod.terminal:
+                waited += 1
+                ends.append(known_end(pod, now))
+    known = bool(ends) and all(end is not None for end in ends)
+    expected = max(end for end in ends if end is not None) if known else None
+    return {
+        "held": held,
+        "possible": True,
+        "nodes": [
+            {"name": name, "resources": {r: quantity(r, a) for r, a in sorted(hold.requests.items())}}
+            for name, hold in sorted(holds.items())
+        ],
+        "waitingFor": waited,
+        "expectedStart": timestamp(expected) if expected is not None else ("now" if not ends else "unknown"),
+    }
 
 
 def group_answer(
@@ -343,9 +377,20 @@ def render_text(answers: Sequence[dict[str, Any]]) -> str:
         if not answer["fits"]:
             reservation = answer["reservation"]
             if reservation is None:
-                lines.append(f"{INDENT}expected start: unknown (no reservation with known deadlines)")
+                lines.append(f"{INDENT}expected start: unknown (reservations are off)")
+            elif not reservation["possible"]:
+                lines.append(f"{INDENT}reservation: none can help: {reservation['why']}")
+                lines.append(f"{INDENT}expected start: unknown")
             else:
-                lines.append(f"{INDENT}reservation: {reservation}")
+                verb = "holds" if reservation["held"] else "would hold"
+                nodes = ", ".join(
+                    f"{n['name']} ({', '.join(f'{r} {a}' for r, a in n['resources'].items())})"
+                    for n in reservation["nodes"]
+                )
+                lines.append(
+                    f"{INDENT}reservation {verb} {nodes}, waiting for {reservation['waitingFor']} pods"
+                )
+                lines.append(f"{INDENT}expected start: {reservation['expectedStart']}")
     return "\n".join(lines)
 
 

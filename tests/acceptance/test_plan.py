@@ -75,7 +75,12 @@ async def test_plan_says_what_the_operator_then_does(tmp_path: Path) -> None:
         refused = answers[f"{NAMESPACE}/big"]
         assert not refused["fits"] and refused["verdict"] == "Unschedulable"
         assert refused["unplaced"][0]["rejections"][0]["plugin"] == "NodeResourcesFit"
-        assert refused["reservation"] is None  # no reservation known: expected start unknown
+        # no reservation can help a member larger than every node
+        assert refused["reservation"] == {
+            "held": False,
+            "possible": False,
+            "why": "it would not fit even with every pod on every node finished",
+        }
         assert await env.pods() == [], "plan wrote nothing"
 
         for obj in (*fit, *big):
@@ -86,6 +91,14 @@ async def test_plan_says_what_the_operator_then_does(tmp_path: Path) -> None:
             lambda: _when(nodes_of(env, "fit-"), lambda n: len(n) == 3), what="fit bound"
         )
         assert bound == planned
+        # a gang that fits once fit's pods are gone: what a reservation would hold, and when
+        later = [podgroup("later", 2), *(pod(f"later-{i}", "later", cpu="25") for i in range(2))]
+        (waiting,) = await plan([write(tmp_path / "later.yaml", later)], settings)
+        assert not waiting["fits"]
+        hint = waiting["reservation"]
+        assert (hint["held"], hint["possible"], hint["waitingFor"]) == (False, True, 5)  # fit, trainjob
+        assert sorted(n["name"] for n in hint["nodes"]) == ["node-000", "node-001"]
+        assert hint["expectedStart"] == "unknown"  # those pods declare no activeDeadlineSeconds
         await eventually(lambda: _when(nodes_of(env, "trainjob-"), lambda n: len(n) == 2), what="job bound")
 
         async def unschedulable() -> dict[str, Any]:
@@ -128,6 +141,7 @@ async def test_plan_exit_codes_and_json(tmp_path: Path, capsys: pytest.CaptureFi
         assert f"PodGroup {NAMESPACE}/small (gang, minCount 1): fits now" in text
         assert f"PodGroup {NAMESPACE}/huge (gang, minCount 1): does not fit now" in text
         assert "NodeResourcesFit rejected 1 nodes (node-000)" in text
+        assert "reservation: none can help: it would not fit even with every pod on every node" in text
         assert "expected start: unknown" in text
         assert await _in_thread(run, bad) == BAD_INPUT
         assert "apps/v1 Deployment is not planned" in capsys.readouterr().err

@@ -87,6 +87,7 @@ from lockstep.scheduler.reservation import (
     from_status,
     to_status,
 )
+from lockstep.scheduler.reservation import timestamp as reservation_timestamp
 from lockstep.scheduler.scheduler import INVALID_MIN_COUNT, INVALID_POD_GROUP, Scheduler
 from lockstep.scheduler.search import SearchResult
 from lockstep.state.cluster import ClusterEvent
@@ -768,10 +769,12 @@ class SchedulerCore:
         )
 
     def expected_start(self, key: GroupKey) -> str | None:
-        """When a waiting group is expected to start (RFC 3339), known only from a reservation with
-        known deadlines: the extension point for reservations (issue 24), not built yet. None says
-        "unknown"."""
-        return None
+        """When a waiting group is expected to start (RFC 3339): the expected completion of its
+        reservation, known only when every pod it waits for has a deadline. None says "unknown"."""
+        reservation = self.scheduler.reservations.reservations.get(key)
+        if reservation is None or reservation.expected_completion is None:
+            return None
+        return reservation_timestamp(reservation.expected_completion)
 
     def on_group_attempt(self, attempt: GroupAttempt) -> None:
         self._attempt_count += 1
