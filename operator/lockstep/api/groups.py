@@ -10,13 +10,59 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lockstep.api.podgroup import PodGroup
-from lockstep.api.upstream_podgroup import UpstreamPodGroup
-from lockstep.scheduler.framework import PodClaimRef, PodGroupInfo
+from collections.abc import Sequence
+
+from lockstep.api.podgroup import (
+    CONDITION_SCHEDULED,
+    MAX_STALE_GRACE_PERIOD_SECONDS,
+    SATISFACTION_POLICIES,
+    Condition,
+    PodGroup,
+)
+from lockstep.api.upstream_podgroup import (
+    SATISFACTION_POLICY_ANNOTATION,
+    STALE_GRACE_PERIOD_ANNOTATION,
+    UpstreamPodGroup,
+)
+from lockstep.scheduler.framework import ONCE_SATISFIED, PodClaimRef, PodGroupInfo
 
 
 class UnknownPriorityClassError(ValueError):
     """``spec.priorityClassName`` names a PriorityClass that does not exist."""
+
+
+class InvalidAnnotationError(ValueError):
+    """A lockstep annotation on an upstream PodGroup has a value lockstep cannot use."""
+
+
+def _scheduled_at_generation(conditions: Sequence[Condition], condition_type: str, generation: int) -> bool:
+    """Whether the scheduling condition turned True at the current generation (its observedGeneration
+    is kept from that transition on)."""
+    condition = next((c for c in conditions if c.type == condition_type), None)
+    return (
+        condition is not None
+        and condition.status == "True"
+        and (condition.observed_generation or 0) == generation
+    )
+
+
+def _upstream_policy(podgroup: UpstreamPodGroup) -> tuple[str, float | None]:
+    annotations = podgroup.metadata.annotations
+    policy = annotations.get(SATISFACTION_POLICY_ANNOTATION, ONCE_SATISFIED)
+    if policy not in SATISFACTION_POLICIES:
+        raise InvalidAnnotationError(
+            f"PodGroup {podgroup.key}: metadata.annotations[{SATISFACTION_POLICY_ANNOTATION}]: "
+            f"{policy!r} is not one of {', '.join(SATISFACTION_POLICIES)}"
+        )
+    raw = annotations.get(STALE_GRACE_PERIOD_ANNOTATION)
+    if raw is None:
+        return policy, None
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_STALE_GRACE_PERIOD_SECONDS:
+        raise InvalidAnnotationError(
+            f"PodGroup {podgroup.key}: metadata.annotations[{STALE_GRACE_PERIOD_ANNOTATION}]: {raw!r} "
+            f"is not a whole number of seconds from 1 to {MAX_STALE_GRACE_PERIOD_SECONDS}"
+        )
+    return policy, float(raw)
 
 
 def _priority(
@@ -49,6 +95,13 @@ def from_lockstep(podgroup: PodGroup, priority_classes: Mapping[str, int]) -> Po
         topology_keys=spec.topology_keys,
         disruption_mode=spec.disruption_mode,
         preemption_policy=spec.preemption_policy,
+        satisfaction_policy=spec.satisfaction_policy,
+        stale_grace_seconds=(
+            float(spec.stale_grace_period_seconds) if spec.stale_grace_period_seconds is not None else None
+        ),
+        once_satisfied=_scheduled_at_generation(
+            podgroup.status.conditions, CONDITION_SCHEDULED, podgroup.metadata.generation
+        ),
     )
 
 
@@ -57,6 +110,7 @@ def from_upstream(
 ) -> PodGroupInfo:
     """Upstream has no per-group Permit timeout: kube-scheduler's is a fixed 5 minutes."""
     spec = podgroup.spec
+    policy, stale_grace_seconds = _upstream_policy(podgroup)
     return PodGroupInfo(
         namespace=podgroup.metadata.namespace or "default",
         name=podgroup.metadata.name,
@@ -65,6 +119,11 @@ def from_upstream(
         min_count=spec.min_count,
         is_gang=spec.is_gang,
         schedule_timeout_seconds=schedule_timeout_seconds,
+        satisfaction_policy=policy,
+        stale_grace_seconds=stale_grace_seconds,
+        once_satisfied=_scheduled_at_generation(
+            podgroup.status.conditions, podgroup.condition_type, podgroup.metadata.generation
+        ),
         claims=tuple(
             PodClaimRef(claim.name, claim.resource_claim_name, claim.resource_claim_template_name)
             for claim in spec.resource_claims

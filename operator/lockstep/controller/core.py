@@ -19,7 +19,12 @@ from pydantic import ValidationError
 
 from lockstep import GROUP, POD_GROUP_LABEL
 from lockstep.api.disruption_budget import parse_disruption_budget
-from lockstep.api.groups import UnknownPriorityClassError, from_lockstep, from_upstream
+from lockstep.api.groups import (
+    InvalidAnnotationError,
+    UnknownPriorityClassError,
+    from_lockstep,
+    from_upstream,
+)
 from lockstep.api.node import parse_node
 from lockstep.api.pod import InvalidObjectError, parse_pod
 from lockstep.api.podgroup import PodGroup
@@ -299,7 +304,7 @@ class SchedulerCore:
         self._uses_priority_class(key, raw, podgroup.spec.priority_class_name)
         try:
             info = from_upstream(podgroup, self._priority_classes)
-        except UnknownPriorityClassError as exc:
+        except (UnknownPriorityClassError, InvalidAnnotationError) as exc:
             self._report_invalid(raw, str(exc), kind="PodGroup")
             return
         if (namespace, name) not in self._upstream_podgroups:

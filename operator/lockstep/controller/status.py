@@ -272,8 +272,13 @@ def _scheduled_condition(
     existing = next((c for c in current if c.get("type") == CONDITION_SCHEDULED), None)
     if existing is not None and existing.get("status") == "True":
         # Once True it stays True, as upstream (also when minCount is raised above the bound
-        # members); its message follows the counts, which change in the same writes.
-        return {**existing, "message": _bound_message(min_count, counts, beyond)}
+        # members); its message follows the counts, which change in the same writes. Its
+        # observedGeneration moves on only once the current spec's minCount is met: the
+        # OnceSatisfied policy reads "True at this generation" as "satisfied at this minCount".
+        kept = {**existing, "message": _bound_message(min_count, counts, beyond)}
+        if counts.scheduled >= min_count:
+            kept["observedGeneration"] = generation
+        return kept
     if attempt is None and existing is not None and counts.scheduled < min_count:
         return dict(existing)  # not attempted by this process yet: keep what the last leader wrote
     if counts.scheduled >= min_count:

@@ -123,6 +123,9 @@ class GroupCycle:
         order = sorted(domains, key=lambda value: (-free[value], value))
         if placed_in:
             order = [value for value in order if value in placed_in]
+            survivors = self._survivors_domain(group, pods, key, order)
+            if survivors is not None:
+                return survivors
         tried: list[str] = []
         first: CycleOutcome | None = None
         try:
@@ -142,21 +145,59 @@ class GroupCycle:
         else:
             message = f"no single domain fits: {len(tried)} domains tried: " + "; ".join(tried)
         status = Status.unschedulable(PLACEMENT_PLUGIN, "NoSingleDomainFits", message)
-        scheduled = self.cache.scheduled_count(group.key)
-        total = self.cache.live_member_count(group.key)
+        scheduled = self.cache.satisfying_count(group.key)
+        total = self.cache.live_member_count(group.key) + self.cache.succeeded_count(group.key)
         diagnoses = first.diagnoses if first is not None else []
         return CycleOutcome(status, [], diagnoses, scheduled, total, group.min_count, len(pods))
+
+    def _survivors_domain(
+        self, group: PodGroupInfo, pods: Sequence[PodInfo], key: str, order: list[str]
+    ) -> CycleOutcome | None:
+        """Members placed already pin the group to their domain: new members (replacements of lost
+        ones, members beyond minCount) go there or nowhere. When that one domain cannot hold them,
+        the verdict says so in those terms (None: the domain is tried as any other)."""
+        if len(order) != 1:
+            return None  # placed members in several domains (the constraint was added later)
+        try:
+            self._domain = frozenset(
+                node.name for node in self.cache.nodes.values() if node.labels.get(key) == order[0]
+            )
+            outcome = self._run(group, pods)
+        finally:
+            self._domain = None
+        if outcome.status.ok or outcome.status.code in (Code.ERROR, Code.WAIT):
+            return outcome
+        if outcome.status.cause == "TooFewPods":
+            return outcome
+        message = (
+            f"the surviving members are in {key}={order[0]}, which cannot hold the "
+            f"{len(pods)} new members: {outcome.status.message}"
+        )
+        status = Status.unschedulable(PLACEMENT_PLUGIN, "SurvivorsDomainFull", message)
+        return CycleOutcome(
+            status, [], outcome.diagnoses, outcome.scheduled, outcome.total_pods, outcome.min_count, len(pods)
+        )
 
     def _run(self, group: PodGroupInfo | None, pods: Sequence[PodInfo]) -> CycleOutcome:
         key = pods[0].group_key if pods else (group.key if group is not None else None)
         is_gang = group is not None and group.is_gang
         min_count = group.min_count if is_gang and group is not None else 1
-        scheduled = self.cache.scheduled_count(key) if key is not None else 0
-        total = self.cache.live_member_count(key) if key is not None else len(pods)
+        scheduled = self.cache.satisfying_count(key) if key is not None else 0
+        total = (
+            self.cache.live_member_count(key) + self.cache.succeeded_count(key)
+            if key is not None
+            else len(pods)
+        )
+        # OnceSatisfied after the gang reached minCount: no barrier, each member placed as it fits
+        floor = min_count if key is not None and is_gang and self.cache.once_satisfied(key) else 0
         remaining = len(pods)
         placements: list[Placement] = []
         diagnoses: list[PodDiagnosis] = []
-        status = placement_feasible(PlacementProgress(scheduled, remaining, min_count, total), is_gang)
+
+        def progress() -> PlacementProgress:
+            return PlacementProgress(max(scheduled, floor), remaining, min_count, max(total, floor))
+
+        status = placement_feasible(progress(), is_gang)
         if status.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
             return CycleOutcome(status, [], [], scheduled, total, min_count, len(pods))
         group_data: dict[str, object] = {CYCLE_PODS: tuple(pods)}
@@ -177,7 +218,7 @@ class GroupCycle:
                 if diagnosis.code is Code.ERROR:
                     status = Status.error(PLACEMENT_PLUGIN, f"pod {pod.key}: {diagnosis.message}")
                     break
-            status = placement_feasible(PlacementProgress(scheduled, remaining, min_count, total), is_gang)
+            status = placement_feasible(progress(), is_gang)
             if status.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
                 break
         waiting = next((d for d in diagnoses if d.code is Code.WAIT), None)
