@@ -8,9 +8,7 @@ A group's priority is ``spec.priority`` when set, else the value of ``spec.prior
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from lockstep.api.podgroup import (
     CONDITION_SCHEDULED,

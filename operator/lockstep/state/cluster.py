@@ -78,13 +78,13 @@ class _Group:
     that PreEnqueue and PlacementFeasible never walk a large gang."""
 
     __slots__ = (
+        "bound",
         "deleted",
         "info",
         "live",
         "members",
         "priority",
         "priority_stale",
-        "bound",
         "satisfied_at",
         "scheduled",
         "succeeded",

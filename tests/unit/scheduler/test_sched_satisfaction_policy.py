@@ -92,7 +92,7 @@ async def test_succeeded_members_count_toward_min_count_so_a_retried_member_is_p
     not wait for a minCount that only finished members could make up."""
     for policy in ("OnceSatisfied", KEEP_MIN_COUNT):
         group = dataclasses.replace(gang("g", 2), satisfaction_policy=policy)
-        scheduler, api, cache, clock = _cluster(group, 2, {"n0": "a"})
+        scheduler, api, _cache, clock = _cluster(group, 2, {"n0": "a"})
         await settle(scheduler)
         done = api.pods["default/p0"]
         api.add(dataclasses.replace(done, phase="Succeeded"))
