@@ -36,7 +36,8 @@ def test_apply_crd_and_podgroup(kubectl: Kubectl) -> None:
 
 def test_get_shows_the_printer_columns(kubectl: Kubectl) -> None:
     lines = kubectl.run("get", "lpg").stdout.splitlines()
-    assert lines[0].split() == ["NAME", "POLICY", "MINCOUNT", "SCHEDULED", "RUNNING", "PHASE", "AGE"]
+    header = ["NAME", "POLICY", "MINCOUNT", "SCHEDULED", "RUNNING", "SATISFIED", "PHASE", "AGE"]
+    assert lines[0].split() == header
     row = lines[1].split()
     assert row[0] == "train"
     assert row[1] == "4", "MinCount column (policy/status columns are empty until lockstep writes status)"

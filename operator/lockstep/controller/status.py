@@ -19,7 +19,13 @@ from typing import Any
 import aiohttp
 
 from lockstep import POD_GROUP_LABEL
-from lockstep.api.podgroup import CONDITION_SCHEDULED, PodGroupPhase
+from lockstep.api.podgroup import (
+    CONDITION_SATISFIED,
+    CONDITION_SCHEDULED,
+    REASON_BELOW_MIN_COUNT,
+    REASON_MIN_COUNT_SATISFIED,
+    PodGroupPhase,
+)
 from lockstep.kube.client import POD_GROUPS, ApiError, KubeClient
 from lockstep.kube.patching import strict_merge_patch
 from lockstep.logging import get_logger
@@ -68,12 +74,24 @@ class MemberCounts:
     running: int = 0
     succeeded: int = 0
     failed: int = 0
+    pending: int = 0
+    ready: int = 0
+
+    @property
+    def satisfying(self) -> int:
+        """Members that satisfy the group: running, or finished with success."""
+        return self.running + self.succeeded
 
 
 @dataclass(slots=True)
 class _Member:
     node_name: str
     phase: str
+    ready: bool = False
+
+
+def _ready(status: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ())
 
 
 @dataclass(slots=True)
@@ -106,7 +124,8 @@ class GroupMembers:
         # spec.nodeName never goes back to empty: an event older than a binding seen already (the
         # scheduler's own 201, or a later watch event) must not take the binding back.
         node_name = str(spec.get("nodeName") or "") or (known.node_name if known is not None else "")
-        member = _Member(node_name, str(status.get("phase") or "Pending"))
+        phase = str(status.get("phase") or "Pending")
+        member = _Member(node_name, phase, phase == "Running" and _ready(status))
         if known != member:
             members[uid] = member
             changed.append(key)
@@ -122,7 +141,7 @@ class GroupMembers:
         member = members[uid]
         if member.node_name == node_name:
             return None
-        members[uid] = _Member(node_name, member.phase)
+        members[uid] = _Member(node_name, member.phase, member.ready)
         return key
 
     def _forget(self, uid: str, key: tuple[str, str]) -> None:
@@ -141,6 +160,9 @@ class GroupMembers:
                 counts.scheduled += 1
             if member.phase == "Running":
                 counts.running += 1
+                counts.ready += member.ready
+            elif member.phase == "Pending":
+                counts.pending += 1
             elif member.phase == "Succeeded":
                 counts.succeeded += 1
             elif member.phase == "Failed":
@@ -159,7 +181,7 @@ PASSING_PHASES = frozenset({PodGroupPhase.PENDING.value, PodGroupPhase.SCHEDULIN
 SCHEDULED_SETTLE_SECONDS = 0.2
 # Counts that follow the containers, not the scheduler: when nothing else changed they are held for
 # ``settle_seconds`` too, so members starting one by one make one write.
-CONTAINER_COUNTS = frozenset({"running", "succeeded", "failed"})
+CONTAINER_COUNTS = frozenset({"running", "succeeded", "failed", "pending", "ready"})
 # Waiting only for its own members, or the claims generated for them, to be created: a gang's pods
 # arrive one by one, and kube-controller-manager makes their template claims a moment later.
 MEMBERS_ARRIVING = "TooFewPods"
@@ -193,11 +215,52 @@ def hold_for(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Hold | N
     """How the writer may hold ``desired`` back given the ``current`` status (None: write it now)."""
     if passing(desired):
         return Hold.PASSING
-    if set(status_changes(current, desired)) <= CONTAINER_COUNTS:
+    changes = set(status_changes(current, desired))
+    if "conditions" in changes and _only_satisfied_message(current, desired):
+        changes.discard("conditions")  # its message follows the container counts
+    if changes <= CONTAINER_COUNTS:
         return Hold.CONTAINERS
     if desired["phase"] == PodGroupPhase.SCHEDULED.value:
         return Hold.SCHEDULED
     return None
+
+
+def _only_satisfied_message(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    """Whether the conditions differ only in the message of PodGroupSatisfied (same status)."""
+
+    def shown(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        return [
+            {k: v for k, v in c.items() if k != "message"} if c.get("type") == CONDITION_SATISFIED else c
+            for c in status.get("conditions") or ()
+        ]
+
+    return shown(current) == shown(desired)
+
+
+def satisfied_condition(
+    existing: Mapping[str, Any] | None, generation: int, min_count: int, counts: MemberCounts, now: datetime
+) -> dict[str, Any]:
+    """PodGroupSatisfied (KEP-6413's names): True while at least minCount members are running or
+    have succeeded (a group whose members are finishing is not broken), False with the count below."""
+    satisfied = counts.satisfying >= min_count
+    status = "True" if satisfied else "False"
+    message = (
+        f"{counts.satisfying} of minCount {min_count} members running or succeeded "
+        f"({counts.running} running, {counts.succeeded} succeeded, {counts.failed} failed)"
+    )
+    transition = (
+        existing.get("lastTransitionTime")
+        if existing is not None and existing.get("status") == status and existing.get("lastTransitionTime")
+        else rfc3339(now)
+    )
+    return {
+        "type": CONDITION_SATISFIED,
+        "status": status,
+        "reason": REASON_MIN_COUNT_SATISFIED if satisfied else REASON_BELOW_MIN_COUNT,
+        "message": message,
+        "observedGeneration": generation,
+        "lastTransitionTime": transition,
+    }
 
 
 def _version(meta: Mapping[str, Any]) -> int | None:
@@ -329,7 +392,15 @@ def desired_status(
     condition = _scheduled_condition(
         list(current.get("conditions") or []), generation, min_count, counts, attempt, now, beyond
     )
-    others = [c for c in current.get("conditions") or [] if c.get("type") != CONDITION_SCHEDULED]
+    mine = (CONDITION_SCHEDULED, CONDITION_SATISFIED)
+    others = [c for c in current.get("conditions") or [] if c.get("type") not in mine]
+    satisfied = satisfied_condition(
+        next((c for c in current.get("conditions") or [] if c.get("type") == CONDITION_SATISFIED), None),
+        generation,
+        min_count,
+        counts,
+        now,
+    )
     placed = counts.scheduled >= min_count
     reasons = [] if placed or attempt is None else list(attempt.reasons)[:MAX_REASONS]
     status: dict[str, Any] = {
@@ -337,12 +408,14 @@ def desired_status(
         "policy": "Gang" if isinstance(gang, Mapping) else "Basic",
         "observedGeneration": generation,
         "total": counts.total,
+        "pending": counts.pending,
         "scheduled": counts.scheduled,
         "running": counts.running,
+        "ready": counts.ready,
         "succeeded": counts.succeeded,
         "failed": counts.failed,
         "waitingBeyondMinCount": beyond if isinstance(gang, Mapping) else None,
-        "conditions": [*others, condition],
+        "conditions": [*others, satisfied, condition],
         "lastAttemptTime": rfc3339(attempt.attempted_at) if attempt is not None else None,
         "nextRetryTime": (
             rfc3339(attempt.next_retry_at)
