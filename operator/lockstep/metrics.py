@@ -103,6 +103,19 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.stale_gang_recoveries = Counter(
+            "lockstep_stale_gang_recoveries",
+            "Groups below minCount for longer than their staleGracePeriodSeconds whose unfinished "
+            "members lockstep evicted.",
+            registry=r,
+        )
+        self.stale_gang_evictions = Counter(
+            "lockstep_stale_gang_evictions",
+            "Evictions of members of stale groups, by result (evicted, refused: a PodDisruptionBudget "
+            "said 429 and it is retried, gone, error).",
+            ["result"],
+            registry=r,
+        )
         self.is_leader = Gauge("lockstep_leader", "1 while this process holds the leader lease.", registry=r)
         self.last_cycle = Gauge(
             "lockstep_last_cycle_timestamp_seconds",

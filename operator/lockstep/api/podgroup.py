@@ -178,7 +178,7 @@ class PodGroupSpec(GroupSpec):
     schedule_timeout_seconds: Annotated[Int32, Field(ge=1, le=MAX_SCHEDULE_TIMEOUT_SECONDS)] = Field(
         DEFAULT_SCHEDULE_TIMEOUT_SECONDS, alias="scheduleTimeoutSeconds"
     )
-    satisfaction_policy: SatisfactionPolicy = Field(ONCE_SATISFIED, alias="satisfactionPolicy")
+    satisfaction_policy: SatisfactionPolicy = Field("OnceSatisfied", alias="satisfactionPolicy")
     stale_grace_period_seconds: StaleGracePeriod | None = Field(None, alias="staleGracePeriodSeconds")
 
     @model_validator(mode="after")

@@ -46,6 +46,7 @@ from lockstep.api.volume import (
     parse_storage_class,
 )
 from lockstep.config import Settings
+from lockstep.controller.recovery import StaleGangs
 from lockstep.controller.status import (
     ARRIVING_CAUSES,
     SETTLE_SECONDS,
@@ -61,7 +62,7 @@ from lockstep.dra.features import allocator_features
 from lockstep.dra.store import ResourceStore
 from lockstep.kube.client import KubeClient
 from lockstep.kube.events import NORMAL, WARNING, EventRecorder, ObjectReference
-from lockstep.kube.ports import KubeClaimAPI, KubePodAPI, KubePreemptionAPI, KubeVolumeAPI
+from lockstep.kube.ports import KubeClaimAPI, KubeEvictionAPI, KubePodAPI, KubePreemptionAPI, KubeVolumeAPI
 from lockstep.logging import get_logger
 from lockstep.metrics import Metrics
 from lockstep.scheduler.framework import Code, GroupKey, PodInfo, Status
@@ -149,6 +150,7 @@ class SchedulerCore:
         self._leading = False
         self._last_event_reason: dict[GroupKey, str] = {}
         self.waiting_event_delay = SETTLE_SECONDS
+        self.recovery = StaleGangs(self.cache, KubeEvictionAPI(client), events, metrics, self._reference)
 
     # --- watch feed -------------------------------------------------------------------------------------
 
@@ -524,6 +526,15 @@ class SchedulerCore:
     async def run(self) -> None:
         """Run group cycles until :meth:`stop_accepting`; binding cycles are left to :meth:`drain`."""
         scheduler = self.scheduler
+        recovery = asyncio.get_running_loop().create_task(self.recovery.run(), name="stale-gangs")
+        try:
+            await self._schedule_until_stopped(scheduler)
+        finally:
+            recovery.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await recovery
+
+    async def _schedule_until_stopped(self, scheduler: Scheduler) -> None:
         while self._accepting:
             self._wake.clear()
             started = time.perf_counter()

@@ -606,6 +606,21 @@ class ClusterCache:
         group = self._groups.get(key)
         return group.info if group is not None else None
 
+    def podgroups(self) -> list[PodGroupInfo]:
+        """Every PodGroup (either shape) the cache knows."""
+        return [group.info for group in self._groups.values() if group.info is not None]
+
+    def bound_count(self, key: GroupKey) -> int:
+        """Members the API shows bound, not being deleted."""
+        group = self._groups.get(key)
+        return group.bound if group is not None else 0
+
+    def reached_min_count(self, key: GroupKey) -> bool:
+        """Whether the gang has reached a minCount and a member of it survives (a gang still forming,
+        or one with nothing left of it, has not: it cannot be stale)."""
+        group = self._groups.get(key)
+        return group is not None and group.satisfied_at > 0
+
     def podgroup_deleted(self, key: GroupKey) -> bool:
         """Whether the group's PodGroup was seen and then deleted (not merely not created yet)."""
         group = self._groups.get(key)
