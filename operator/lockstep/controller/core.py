@@ -162,8 +162,13 @@ class SchedulerCore:
             self._last_event_reason.pop(
                 GroupKey(str(meta.get("namespace")), str(meta.get("name")), False), None
             )
-            if self.cache.delete_pod(uid) is None:
-                self.cache.delete_pod_by_name(str(meta.get("namespace") or "default"), str(meta.get("name")))
+            gone = self.cache.delete_pod(uid)
+            if gone is None:
+                gone = self.cache.delete_pod_by_name(
+                    str(meta.get("namespace") or "default"), str(meta.get("name"))
+                )
+            if gone is not None and gone.scheduling_group:
+                self._upstream_members_changed(gone.group_key)
             group = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
             if group:
                 self.template_gangs.on_pod(event_type, raw, str(group), gated=False)
@@ -182,6 +187,16 @@ class SchedulerCore:
                 self._report_invalid(raw, f"Pod {pod.key}: {problem}")
         if pod.preempted_by is not None and not pod.deleting:
             self.scheduler.finish_preemption(pod)
+        if pod.scheduling_group:
+            self._upstream_members_changed(pod.group_key)
+
+    def _upstream_members_changed(self, key: GroupKey) -> None:
+        """PodGroupSatisfied of an upstream PodGroup follows its members (written on transitions)."""
+        if not key.upstream:
+            return
+        running = sum(1 for m in self.cache.members(key) if m.phase == "Running" and not m.deleting)
+        succeeded = self.cache.succeeded_count(key)
+        self.upstream_status.on_members(key, running + succeeded, running, succeeded)
 
     def on_pdb(self, event_type: str, raw: dict[str, Any]) -> None:
         meta = _meta(raw)
