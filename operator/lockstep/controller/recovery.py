@@ -61,6 +61,7 @@ class StaleGangs:
         self._below_since: dict[GroupKey, float] = {}
         self._refused: dict[str, str] = {}  # uid of a member whose eviction is retried -> message
         self._evicting: set[str] = set()
+        self._recovered: set[GroupKey] = set()  # below minCount and recovered once: no new event
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def run(self) -> None:
@@ -85,6 +86,7 @@ class StaleGangs:
             satisfying = self.cache.bound_count(key) + self.cache.succeeded_count(key)
             if satisfying >= info.min_count or not self.cache.reached_min_count(key):
                 self._below_since.pop(key, None)
+                self._recovered.discard(key)
                 continue
             since = self._below_since.setdefault(key, now)
             if now - since < info.stale_grace_seconds:
@@ -92,7 +94,10 @@ class StaleGangs:
             victims = [
                 m
                 for m in self.cache.members(key)
-                if not m.deleting and not m.terminal and m.uid not in self._evicting
+                if not m.deleting
+                and not m.terminal
+                and m.uid not in self._evicting
+                and m.uid not in self._refused  # retried below, once a check
             ]
             self._below_since[key] = now  # a new grace period for what its controller makes next
             if not victims:
@@ -104,12 +109,15 @@ class StaleGangs:
                 f"{len(victims)} unfinished members so that their controller can restart the gang"
             )
             log.warning("stale gang", podgroup=str(key), evicting=len(victims), satisfying=satisfying)
-            self.metrics.stale_gang_recoveries.inc()
-            self.events.record(self.reference(key), WARNING, REASON_STALE_GANG, message)
+            if key not in self._recovered:  # members its controller made since are evicted quietly
+                self._recovered.add(key)
+                self.metrics.stale_gang_recoveries.inc()
+                self.events.record(self.reference(key), WARNING, REASON_STALE_GANG, message)
             for victim in victims:
                 self._evict(victim, message)
         for key in set(self._below_since) - watched:
             del self._below_since[key]
+        self._recovered &= watched
         for uid, message in list(self._refused.items()):
             current = self.cache.get_pod(uid)
             del self._refused[uid]
@@ -128,6 +136,9 @@ class StaleGangs:
         finally:
             self._evicting.discard(member.uid)
         self.metrics.stale_gang_evictions.labels(RESULTS[outcome.result]).inc()
+        log.info(
+            "stale gang eviction", pod=member.key, result=RESULTS[outcome.result], detail=outcome.message
+        )
         if outcome.result is PatchResult.TOO_MANY_REQUESTS:
             self._refused[member.uid] = message
         elif outcome.result not in (PatchResult.OK, PatchResult.NOT_FOUND):

@@ -88,6 +88,7 @@ class _Member:
     node_name: str
     phase: str
     ready: bool = False
+    deleting: bool = False  # lost: being deleted (taint eviction of a lost node's pods, an eviction)
 
 
 def _ready(status: Mapping[str, Any]) -> bool:
@@ -125,7 +126,9 @@ class GroupMembers:
         # scheduler's own 201, or a later watch event) must not take the binding back.
         node_name = str(spec.get("nodeName") or "") or (known.node_name if known is not None else "")
         phase = str(status.get("phase") or "Pending")
-        member = _Member(node_name, phase, phase == "Running" and _ready(status))
+        member = _Member(
+            node_name, phase, phase == "Running" and _ready(status), bool(meta.get("deletionTimestamp"))
+        )
         if known != member:
             members[uid] = member
             changed.append(key)
@@ -141,7 +144,7 @@ class GroupMembers:
         member = members[uid]
         if member.node_name == node_name:
             return None
-        members[uid] = _Member(node_name, member.phase, member.ready)
+        members[uid] = _Member(node_name, member.phase, member.ready, member.deleting)
         return key
 
     def _forget(self, uid: str, key: tuple[str, str]) -> None:
@@ -158,6 +161,8 @@ class GroupMembers:
             counts.total += 1
             if member.node_name:
                 counts.scheduled += 1
+            if member.deleting and member.phase not in ("Succeeded", "Failed"):
+                continue  # lost: neither running nor pending (a lost node's pods look Running)
             if member.phase == "Running":
                 counts.running += 1
                 counts.ready += member.ready
