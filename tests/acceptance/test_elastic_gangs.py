@@ -149,7 +149,7 @@ async def test_a_lowered_min_count_lets_a_backed_off_gang_proceed_at_once() -> N
 async def _upstream_condition(env: Env, name: str, wanted: str) -> dict[str, Any] | None:
     group = await env.client.get(UPSTREAM_POD_GROUPS, NAMESPACE, name)
     for condition in (group.get("status") or {}).get("conditions") or []:
-        if condition["type"] == "PodGroupScheduled" and wanted in condition["message"]:
+        if condition["type"] == "PodGroupInitiallyScheduled" and wanted in condition["message"]:
             return group
     return None
 
@@ -157,7 +157,7 @@ async def _upstream_condition(env: Env, name: str, wanted: str) -> dict[str, Any
 async def test_an_upstream_gang_names_members_beyond_min_count_in_its_condition_not_per_retry() -> None:
     async with simulated_cluster(nodes=1, devices_per_node=0) as env:
         group = {
-            "apiVersion": "scheduling.k8s.io/v1alpha2",
+            "apiVersion": UPSTREAM_POD_GROUPS.api_version,
             "kind": "PodGroup",
             "metadata": {"name": "upstream", "namespace": NAMESPACE},
             "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
@@ -173,9 +173,10 @@ async def test_an_upstream_gang_names_members_beyond_min_count_in_its_condition_
             lambda: _upstream_condition(
                 env, "upstream", "met with 2 scheduled; 1 members beyond minCount wait"
             ),
-            what="PodGroupScheduled naming the member beyond minCount",
+            what="PodGroupInitiallyScheduled naming the member beyond minCount",
         )
-        condition = next(c for c in written["status"]["conditions"] if c["type"] == "PodGroupScheduled")
+        conditions = written["status"]["conditions"]
+        condition = next(c for c in conditions if c["type"] == "PodGroupInitiallyScheduled")
         assert (condition["status"], condition["reason"]) == ("True", "Scheduled")
         await asyncio.sleep(1.5)  # further retries of the third member (backoff 0.2 s to 1 s) write nothing
         again = await env.client.get(UPSTREAM_POD_GROUPS, NAMESPACE, "upstream")

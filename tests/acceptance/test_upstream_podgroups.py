@@ -1,11 +1,14 @@
-"""lockstep as a drop-in scheduler for upstream's scheduling.k8s.io/v1alpha2 PodGroups, against the
-emulator (which serves them like a 1.36 cluster with GenericWorkload) with the operator running."""
+"""lockstep as a drop-in scheduler for upstream's scheduling.k8s.io PodGroups, against the emulator
+with the operator running: each upstream case runs on a 1.37 cluster (v1beta1) and on a 1.36 cluster
+(v1alpha2, GenericWorkload), the same behaviour under each version's names."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from acceptance_harness import DEVICE_CLASS, NAMESPACE, Env, eventually, pod, simulated_cluster
 
 from lockstep import POD_GROUP_LABEL
@@ -17,24 +20,43 @@ from lockstep.kube.client import (
     PODS,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
+    UPSTREAM_POD_GROUPS,
+    UPSTREAM_POD_GROUPS_V1ALPHA2,
     ApiError,
     PatchType,
     ResourceKind,
-)
-from lockstep.kube.client import (
-    UPSTREAM_POD_GROUPS_V1ALPHA2 as UPSTREAM_POD_GROUPS,
 )
 
 ZONE = "topology.kubernetes.io/zone"
 
 
-def upstream_podgroup(name: str, min_count: int, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.k8s.io/v1alpha2",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}, **spec},
-    }
+@dataclass(frozen=True)
+class Shape:
+    """One Kubernetes version's Workload API: the emulator's version, the PodGroup kind it serves and
+    the condition kube-scheduler of that version writes."""
+
+    kube_version: str
+    kind: ResourceKind
+    condition_type: str
+
+    def podgroup(self, name: str, min_count: int, **spec: Any) -> dict[str, Any]:
+        return {
+            "apiVersion": self.kind.api_version,
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}, **spec},
+        }
+
+
+SHAPES = (
+    Shape("1.37", UPSTREAM_POD_GROUPS, "PodGroupInitiallyScheduled"),
+    Shape("1.36", UPSTREAM_POD_GROUPS_V1ALPHA2, "PodGroupScheduled"),
+)
+
+
+@pytest.fixture(params=SHAPES, ids=lambda shape: shape.kind.api_version)
+def shape(request: pytest.FixtureRequest) -> Shape:
+    return request.param  # type: ignore[no-any-return]
 
 
 def member(name: str, group: str, cpu: str = "500m") -> dict[str, Any]:
@@ -50,8 +72,10 @@ def member(name: str, group: str, cpu: str = "500m") -> dict[str, Any]:
     }
 
 
-async def create_gang(env: Env, name: str, min_count: int, pods: int, cpu: str = "500m", **spec: Any) -> None:
-    await env.client.create(UPSTREAM_POD_GROUPS, NAMESPACE, upstream_podgroup(name, min_count, **spec))
+async def create_gang(
+    env: Env, shape: Shape, name: str, min_count: int, pods: int, cpu: str = "500m", **spec: Any
+) -> None:
+    await env.client.create(shape.kind, NAMESPACE, shape.podgroup(name, min_count, **spec))
     for i in range(pods):
         await env.client.create(PODS, NAMESPACE, member(f"{name}-{i}", name, cpu))
 
@@ -63,17 +87,19 @@ async def bound(env: Env, prefix: str) -> int:
     )
 
 
-async def scheduled_condition(env: Env, name: str) -> dict[str, Any] | None:
-    group = await env.client.get(UPSTREAM_POD_GROUPS, NAMESPACE, name)
+async def scheduled_condition(env: Env, shape: Shape, name: str) -> dict[str, Any] | None:
+    group = await env.client.get(shape.kind, NAMESPACE, name)
     conditions = (group.get("status") or {}).get("conditions") or []
-    return next((c for c in conditions if c["type"] == "PodGroupScheduled"), None)
+    return next((c for c in conditions if c["type"] == shape.condition_type), None)
 
 
-async def test_an_upstream_gang_that_fits_is_bound_and_its_condition_is_scheduled() -> None:
-    async with simulated_cluster() as env:
-        await create_gang(env, "trainer", 3, 3)
+async def test_an_upstream_gang_that_fits_is_bound_and_its_condition_is_scheduled(shape: Shape) -> None:
+    async with simulated_cluster(kube_version=shape.kube_version) as env:
+        await create_gang(env, shape, "trainer", 3, 3)
         await eventually(lambda: _equals(bound(env, "trainer"), 3), what="3 members bound")
-        condition = await eventually(lambda: scheduled_condition(env, "trainer"), what="PodGroupScheduled")
+        condition = await eventually(
+            lambda: scheduled_condition(env, shape, "trainer"), what=shape.condition_type
+        )
         assert (condition["status"], condition["reason"]) == ("True", "Scheduled")
 
 
@@ -81,24 +107,24 @@ async def _equals(value: Any, expected: Any) -> bool:
     return await value == expected
 
 
-async def test_an_upstream_gang_short_of_pods_waits_naming_the_missing_count() -> None:
-    async with simulated_cluster() as env:
-        await create_gang(env, "short", 4, 3)
+async def test_an_upstream_gang_short_of_pods_waits_naming_the_missing_count(shape: Shape) -> None:
+    async with simulated_cluster(kube_version=shape.kube_version) as env:
+        await create_gang(env, shape, "short", 4, 3)
 
         async def waiting() -> dict[str, Any] | None:
-            condition = await scheduled_condition(env, "short")
+            condition = await scheduled_condition(env, shape, "short")
             return condition if condition and "1 missing" in condition["message"] else None
 
-        condition = await eventually(waiting, what="PodGroupScheduled=False naming the missing pod")
+        condition = await eventually(waiting, what="the condition False naming the missing pod")
         assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
         assert condition["message"] == "waiting for pods: 3 of minCount 4 present, 1 missing"
         assert await bound(env, "short") == 0
 
 
-async def test_an_upstream_podgroup_template_claim_is_generated_allocated_and_reserved_for_the_group() -> (
-    None
-):
-    async with simulated_cluster() as env:
+async def test_an_upstream_podgroup_template_claim_is_generated_allocated_and_reserved_for_the_group(
+    shape: Shape,
+) -> None:
+    async with simulated_cluster(kube_version=shape.kube_version) as env:
         template = {
             "apiVersion": "resource.k8s.io/v1",
             "kind": "ResourceClaimTemplate",
@@ -111,9 +137,9 @@ async def test_an_upstream_podgroup_template_claim_is_generated_allocated_and_re
         }
         await env.client.create(RESOURCE_CLAIM_TEMPLATES, NAMESPACE, template)
         entry = [{"name": "shared", "resourceClaimTemplateName": "one-gpu"}]
-        await create_gang(env, "dra", 2, 2, resourceClaims=entry)
+        await create_gang(env, shape, "dra", 2, 2, resourceClaims=entry)
         await eventually(lambda: _equals(bound(env, "dra"), 2), what="both members bound")
-        group = await env.client.get(UPSTREAM_POD_GROUPS, NAMESPACE, "dra")
+        group = await env.client.get(shape.kind, NAMESPACE, "dra")
         (status,) = group["status"]["resourceClaimStatuses"]
         claim = await env.client.get(RESOURCE_CLAIMS, NAMESPACE, status["resourceClaimName"])
         # made by the cluster's resourceclaim controller (owned by the PodGroup), not by lockstep
@@ -132,14 +158,14 @@ async def test_an_upstream_podgroup_template_claim_is_generated_allocated_and_re
         assert len(claims) == 1
 
 
-async def test_required_topology_fits_in_one_zone_and_is_refused_across_zones() -> None:
+async def test_required_topology_fits_in_one_zone_and_is_refused_across_zones(shape: Shape) -> None:
     # 4 nodes in 2 zones, each member takes most of a node: 3 members fit only across zones
-    async with simulated_cluster(nodes=4, zones=2, rack_size=1) as env:
+    async with simulated_cluster(nodes=4, zones=2, rack_size=1, kube_version=shape.kube_version) as env:
         topology = {"topology": [{"key": ZONE}]}
-        await create_gang(env, "wide", 3, 3, cpu="20", schedulingConstraints=topology)
+        await create_gang(env, shape, "wide", 3, 3, cpu="20", schedulingConstraints=topology)
 
         async def refused() -> dict[str, Any] | None:
-            condition = await scheduled_condition(env, "wide")
+            condition = await scheduled_condition(env, shape, "wide")
             return condition if condition and "no single domain fits" in condition["message"] else None
 
         condition = await eventually(refused, what="no single domain fits")
@@ -147,7 +173,7 @@ async def test_required_topology_fits_in_one_zone_and_is_refused_across_zones() 
         assert condition["message"].count(f"{ZONE}=") == 2  # both domains tried, each named
         assert await bound(env, "wide") == 0
 
-        await create_gang(env, "fits", 2, 2, cpu="20", schedulingConstraints=topology)
+        await create_gang(env, shape, "fits", 2, 2, cpu="20", schedulingConstraints=topology)
         await eventually(lambda: _equals(bound(env, "fits"), 2), what="the gang bound")
         pods = (await env.client.list(PODS, NAMESPACE)).get("items") or []
         nodes = [p["spec"]["nodeName"] for p in pods if p["metadata"]["name"].startswith("fits-")]

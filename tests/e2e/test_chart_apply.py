@@ -398,7 +398,7 @@ def test_operator_configured_by_the_chart_brings_every_example_to_its_expected_p
         waits = (
             ("lpg/trainer", "PodGroupScheduled"),
             ("lpg/misplaced", "PodGroupScheduled=False"),
-            ("podgroups.scheduling.k8s.io/upstream-gang", "PodGroupScheduled"),
+            ("podgroups.scheduling.k8s.io/upstream-gang", "PodGroupInitiallyScheduled"),
         )
         for name, condition in waits:
             waited = subprocess.run(

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from lockstep.api.podgroup import (
     CONDITION_SCHEDULED,
     MAX_STALE_GRACE_PERIOD_SECONDS,
+    PROTECTION_FINALIZER,
     SATISFACTION_POLICIES,
     Condition,
     PodGroup,
@@ -100,6 +101,8 @@ def from_lockstep(podgroup: PodGroup, priority_classes: Mapping[str, int]) -> Po
         once_satisfied=_scheduled_at_generation(
             podgroup.status.conditions, CONDITION_SCHEDULED, podgroup.metadata.generation
         ),
+        terminating=podgroup.metadata.deletion_timestamp is not None,
+        protected=PROTECTION_FINALIZER in podgroup.metadata.finalizers,
     )
 
 
@@ -131,4 +134,5 @@ def from_upstream(
         disruption_mode=spec.disruption_mode,
         preemption_policy=spec.preemption_policy,
         upstream=True,
+        terminating=podgroup.metadata.deletion_timestamp is not None,
     )

@@ -178,6 +178,7 @@ POD_SPEC_FIELDS: dict[str, Support] = {
             "dnsPolicy",
             "enableServiceLinks",
             "ephemeralContainers",
+            "evictionResponders",  # 1.37: who handles the pod's EvictionRequests, after placement
             "hostAliases",
             "hostIPC",
             "hostPID",

@@ -17,6 +17,10 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 API_VERSION: Literal["scheduling.lockstep.dev/v1alpha1"] = "scheduling.lockstep.dev/v1alpha1"
 KIND: Literal["PodGroup"] = "PodGroup"
 PLURAL = "podgroups"
+# Put on a PodGroup before the first of its members is bound (or its group claim allocated), removed
+# once no bound member is left running: a deleted PodGroup stays Terminating while its members hold
+# its claims. Upstream's PodGroups get scheduling.k8s.io/podgroup-protection from the API server.
+PROTECTION_FINALIZER = "scheduling.lockstep.dev/podgroup-protection"
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -283,6 +287,7 @@ class ObjectMeta(_Model):
     generation: int = 0
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
+    finalizers: list[str] = Field(default_factory=list)
     deletion_timestamp: DateTime | None = Field(None, alias="deletionTimestamp")
     creation_timestamp: DateTime | None = Field(None, alias="creationTimestamp")
 

@@ -56,17 +56,26 @@ from lockstep.controller.status import (
     ReasonCount,
 )
 from lockstep.controller.template_gangs import CREATED_FROM_PODS_ANNOTATION, TemplateGangs
+from lockstep.controller.terminating import TerminatingPodGroups
 from lockstep.controller.upstream_status import UpstreamStatusWriter
 from lockstep.dra.claims import ensure_group_claims
 from lockstep.dra.features import allocator_features
 from lockstep.dra.store import ResourceStore
 from lockstep.kube.client import KubeClient
 from lockstep.kube.events import NORMAL, WARNING, EventRecorder, ObjectReference
-from lockstep.kube.ports import KubeClaimAPI, KubeEvictionAPI, KubePodAPI, KubePreemptionAPI, KubeVolumeAPI
+from lockstep.kube.ports import (
+    KubeClaimAPI,
+    KubeEvictionAPI,
+    KubePodAPI,
+    KubePodGroupAPI,
+    KubePreemptionAPI,
+    KubeVolumeAPI,
+)
 from lockstep.logging import get_logger
 from lockstep.metrics import Metrics
 from lockstep.scheduler.framework import Code, GroupKey, PodInfo, Status
 from lockstep.scheduler.plugins.dynamic_resources import CLAIM_API_SERVICE, STORE_SERVICE, DynamicResources
+from lockstep.scheduler.plugins.podgroup_protection import DELETING_CAUSE, PODGROUP_API_SERVICE
 from lockstep.scheduler.plugins.volume_binding import STORE_SERVICE as VOLUME_STORE_SERVICE
 from lockstep.scheduler.plugins.volume_binding import VOLUME_API_SERVICE
 from lockstep.scheduler.preemption import REASON_POD, PlanVerdict, PreemptionPlan
@@ -112,6 +121,12 @@ class SchedulerCore:
             allocator_features(settings.feature_gates), self._resources_changed, self._claim_added
         )
         self.claim_api = KubeClaimAPI(client)
+        self._podgroups: dict[GroupRef, PodGroup] = {}
+        self.podgroup_api = KubePodGroupAPI(
+            client, lambda namespace, name: self._podgroups.get((namespace, name)), self._podgroup_written
+        )
+        # Also told of the PodGroups lockstep's own writes answered with (the status writer's copy).
+        self.on_podgroup_written: Callable[[dict[str, Any]], None] | None = None
         self.volumes = VolumeStore(self._volumes_changed)
         self.scheduler = Scheduler(
             settings,
@@ -121,6 +136,7 @@ class SchedulerCore:
                 CLAIM_API_SERVICE: self.claim_api,
                 VOLUME_STORE_SERVICE: self.volumes,
                 VOLUME_API_SERVICE: KubeVolumeAPI(client),
+                PODGROUP_API_SERVICE: self.podgroup_api,
             },
             preemption_api=KubePreemptionAPI(client),
         )
@@ -137,13 +153,19 @@ class SchedulerCore:
         self._wake = asyncio.Event()
         self._pending_since: dict[str, float] = {}  # pod uid -> when it was first seen unscheduled
         self._invalid: dict[str, str] = {}  # object key -> resourceVersion already reported invalid
-        self._podgroups: dict[GroupRef, PodGroup] = {}
         self._upstream_podgroups: dict[GroupRef, UpstreamPodGroup] = {}
         self._priority_classes: dict[str, int] = {}  # PriorityClass name -> value
         # PodGroups (either shape) naming a priorityClassName, as last seen: parsed again when it changes
         self._class_users: dict[GroupKey, dict[str, Any]] = {}
         self.upstream_status = UpstreamStatusWriter(client)
         self.template_gangs = TemplateGangs(client, events, self._lockstep_min_count)
+        dra = self.scheduler.profile.get(DRA_PLUGIN)
+        self.terminating = TerminatingPodGroups(
+            self.podgroup_api,
+            self.cache,
+            self._podgroups,
+            dra.release_podgroup_now if isinstance(dra, DynamicResources) else None,
+        )
         self._claim_tasks: dict[GroupRef, asyncio.Task[None]] = {}
         self._attempt_count = 0
         self._last_attempt: GroupAttempt | None = None
@@ -172,6 +194,7 @@ class SchedulerCore:
             group = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
             if group:
                 self.template_gangs.on_pod(event_type, raw, str(group), gated=False)
+                self.terminating.check((str(meta.get("namespace") or "default"), str(group)))
             return
         try:
             pod = parse_pod(raw)
@@ -187,6 +210,8 @@ class SchedulerCore:
                 self._report_invalid(raw, f"Pod {pod.key}: {problem}")
         if pod.preempted_by is not None and not pod.deleting:
             self.scheduler.finish_preemption(pod)
+        if pod.group_name:
+            self.terminating.check((pod.namespace, pod.group_name))
         if pod.scheduling_group:
             self._upstream_members_changed(pod.group_key)
 
@@ -368,6 +393,20 @@ class SchedulerCore:
         self._podgroups[(namespace, name)] = podgroup
         self._ensure_group_claims(podgroup)
         self.template_gangs.reconcile((namespace, name))
+        self.terminating.check((namespace, name))
+
+    def _podgroup_written(self, raw: dict[str, Any]) -> None:
+        """A lockstep PodGroup as a write of ours answered: taken like its watch event, unless the
+        watch showed a newer version already."""
+        meta = _meta(raw)
+        known = self._podgroups.get((str(meta.get("namespace") or "default"), str(meta.get("name"))))
+        if known is not None and _version(known.metadata.resource_version) >= _version(
+            str(meta.get("resourceVersion") or "")
+        ):
+            return
+        if self.on_podgroup_written is not None:
+            self.on_podgroup_written(raw)
+        self.on_podgroup("MODIFIED", raw)
 
     def _lockstep_min_count(self, namespace: str, name: str) -> tuple[int, bool] | None:
         """(minCount, whether lockstep created it from pod template lines) of a lockstep PodGroup."""
@@ -383,6 +422,8 @@ class SchedulerCore:
         recorded = {s.name for s in podgroup.status.resource_claim_statuses if s.resource_claim_name}
         wanted = [e for e in podgroup.spec.resource_claims if e.resource_claim_template_name]
         if not self._leading or all(e.name in recorded for e in wanted) or key in self._claim_tasks:
+            return
+        if podgroup.metadata.deletion_timestamp is not None:
             return
         task = asyncio.get_running_loop().create_task(self._create_group_claims(podgroup))
         self._claim_tasks[key] = task
@@ -572,12 +613,17 @@ class SchedulerCore:
         for podgroup in list(self._podgroups.values()):
             self._ensure_group_claims(podgroup)
         self._release_claims_of_deleted_podgroups()
+        self.terminating.leading = True
+        for key in list(self._podgroups):
+            self.terminating.check(key)  # deleted while no lockstep led, its members gone meanwhile
         self.template_gangs.leading = True
         self.template_gangs.reconcile_all()
 
     def _release_claims_of_deleted_podgroups(self) -> None:
         """Claims still reserved for a PodGroup that was deleted while no lockstep led: release them.
-        Safe here: the informers' initial lists are complete before leadership is taken."""
+        Safe here: the informers' initial lists are complete before leadership is taken. A PodGroup
+        still there with a deletionTimestamp is not deleted yet: its claims are released when it
+        is finalized (lockstep's) or gone (upstream's)."""
         dra = self.scheduler.profile.get(DRA_PLUGIN)
         if not isinstance(dra, DynamicResources):
             return
@@ -594,6 +640,7 @@ class SchedulerCore:
     def stop_accepting(self) -> None:
         self._accepting = False
         self._leading = False
+        self.terminating.leading = False
         self.template_gangs.leading = False
         self._wake.set()
 
@@ -669,6 +716,8 @@ class SchedulerCore:
                 **fields,
             )
         self._record_event(attempt)
+        if key.pod_group and not key.upstream:
+            self.terminating.check((key.namespace, key.name))  # a member's binding failed meanwhile
         if key.upstream:
             self.upstream_status.on_attempt(attempt)
         elif key.pod_group and self.on_attempt is not None:
@@ -796,7 +845,13 @@ DRA_CAUSES = frozenset(
 )
 
 
+def _version(resource_version: str) -> int:
+    return int(resource_version) if resource_version.isdigit() else -1
+
+
 def _cause_message(cause: str, count: int, attempt: GroupAttempt) -> str:
+    if cause == DELETING_CAUSE:
+        return f"the PodGroup is being deleted: {count} pods not scheduled"
     if cause == "TooFewPods":
         return f"{attempt.total_pods} of minCount {attempt.min_count} pods exist"
     if cause == "Timeout":

@@ -347,6 +347,8 @@ class Operator:
         )
         self.core.on_attempt = self.status.mark
         self.core.on_bound = self._on_bound
+        status = self.status
+        self.core.on_podgroup_written = lambda podgroup: status.observe_podgroup("MODIFIED", podgroup)
 
     async def _start_informers(self) -> dict[ResourceKind, TrackedSink]:
         """Prime the Kopf-watched kinds and start the raw watches; return the Kopf-watched sinks."""

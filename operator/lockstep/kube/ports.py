@@ -3,13 +3,14 @@ implemented over the shared HTTP session."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
+from pydantic import ValidationError
 
 from lockstep.api.pod import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER, InvalidObjectError, parse_pod
-from lockstep.api.podgroup import PodGroup
+from lockstep.api.podgroup import PROTECTION_FINALIZER, PodGroup
 from lockstep.api.resource import ResourceClaim, ResourceModelError, parse_resource
 from lockstep.api.volume import (
     SELECTED_NODE_ANNOTATION,
@@ -31,12 +32,13 @@ from lockstep.kube.client import (
 )
 from lockstep.kube.patching import now_rfc3339, patch_pod_scheduled_false, post_binding, strict_merge_patch
 from lockstep.logging import get_logger
-from lockstep.scheduler.framework import PodInfo
+from lockstep.scheduler.framework import PodGroupInfo, PodInfo
 from lockstep.scheduler.ports import BindOutcome, BindResult, PatchOutcome, PatchResult, VolumeWriteOutcome
 
 log = get_logger("lockstep.kube.ports")
 
 TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
+PODGROUP_WRITE_ATTEMPTS = 3
 
 
 class KubePodAPI:
@@ -363,3 +365,87 @@ class KubeVolumeAPI:
             return VolumeWriteOutcome(
                 PatchResult.ERROR, None, f"PATCH persistentvolumeclaims {claim.key}: {exc!r}"
             )
+
+
+class KubePodGroupAPI:
+    """``PodGroupAPI``, and the removal of the finalizer it adds: strict patches of a lockstep
+    PodGroup's ``metadata.finalizers`` (the whole list, guarded by the resourceVersion, so no other
+    controller's finalizer is lost), re-read and retried after a conflict.
+
+    ``latest`` is the PodGroup as the watch last showed it; ``written`` is told of every PodGroup a
+    write answered with, so that the next strict write (a status write, too) starts from it."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        latest: Callable[[str, str], PodGroup | None],
+        written: Callable[[dict[str, Any]], None],
+    ) -> None:
+        self.client = client
+        self.latest = latest
+        self.written = written
+
+    async def protect(self, group: PodGroupInfo) -> PatchOutcome:
+        return await self._write_finalizers(group.namespace, group.name, group.uid, add=True)
+
+    async def unprotect(self, podgroup: PodGroup) -> PatchOutcome:
+        """Remove lockstep's finalizer (the PodGroup then goes, unless other finalizers hold it)."""
+        meta = podgroup.metadata
+        return await self._write_finalizers(meta.namespace, meta.name, meta.uid, add=False)
+
+    async def _write_finalizers(self, namespace: str, name: str, uid: str, *, add: bool) -> PatchOutcome:
+        what = f"PATCH podgroups {namespace}/{name} metadata.finalizers"
+        podgroup = self.latest(namespace, name)
+        outcome = PatchOutcome(PatchResult.CONFLICT, f"{what}: no attempt made")
+        for _ in range(PODGROUP_WRITE_ATTEMPTS):
+            if podgroup is None or podgroup.metadata.uid != uid:
+                return PatchOutcome(PatchResult.NOT_FOUND, f"PodGroup {namespace}/{name} (uid {uid}) is gone")
+            finalizers = podgroup.metadata.finalizers
+            if (PROTECTION_FINALIZER in finalizers) is add:
+                return PatchOutcome(PatchResult.OK)
+            if add and podgroup.metadata.deletion_timestamp is not None:
+                # The API refuses new finalizers on an object being deleted.
+                return PatchOutcome(PatchResult.ERROR, f"PodGroup {namespace}/{name} is being deleted")
+            wanted = (
+                [*finalizers, PROTECTION_FINALIZER]
+                if add
+                else [f for f in finalizers if f != PROTECTION_FINALIZER]
+            )
+            try:
+                raw = await strict_merge_patch(
+                    self.client,
+                    POD_GROUPS,
+                    namespace,
+                    name,
+                    podgroup.metadata.resource_version,
+                    {"metadata": {"finalizers": wanted or None}},
+                )
+            except ApiError as exc:
+                if exc.not_found:
+                    return PatchOutcome(PatchResult.NOT_FOUND, str(exc))
+                if not exc.conflict:
+                    return PatchOutcome(PatchResult.ERROR, str(exc))
+                outcome = PatchOutcome(PatchResult.CONFLICT, str(exc))
+            except TRANSPORT_ERRORS as exc:
+                return PatchOutcome(PatchResult.ERROR, f"{what}: {exc!r}")
+            else:
+                if add or (raw.get("metadata") or {}).get("finalizers"):
+                    # Removing the last finalizer deletes the PodGroup: the watch says so, not this answer.
+                    self.written(raw)
+                return PatchOutcome(PatchResult.OK)
+            try:
+                podgroup = await self._reread(namespace, name)
+            except (ApiError, ValidationError, *TRANSPORT_ERRORS) as exc:
+                return PatchOutcome(
+                    PatchResult.ERROR, f"GET podgroups {namespace}/{name} after a conflict: {exc}"
+                )
+        return outcome
+
+    async def _reread(self, namespace: str, name: str) -> PodGroup | None:
+        try:
+            raw = await self.client.get(POD_GROUPS, namespace, name)
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+        return PodGroup.model_validate(raw)

@@ -165,6 +165,11 @@ class PodGroupInfo:
     # The API shows the group reached minCount at its current spec: its scheduling condition turned
     # True at this generation (a raised minCount bumps the generation and must be reached again).
     once_satisfied: bool = False
+    # metadata.deletionTimestamp is set: nothing more of the group is scheduled.
+    terminating: bool = False
+    # A lockstep PodGroup carries lockstep's protection finalizer. Not compared: its arrival is no
+    # reason to run the group's cycle again.
+    protected: bool = field(default=False, compare=False)
 
     @property
     def key(self) -> GroupKey:
@@ -228,12 +233,14 @@ class PodInfo:
 
     @property
     def group_key(self) -> GroupKey:
-        if self.conflicting_groups is not None:
-            return GroupKey(self.namespace, self.name, pod_group=False)  # refused on its own
+        """lockstep's label decides when it names another group than ``spec.schedulingGroup``: the
+        scheduler then admits the pod only if that upstream group asks for nothing of its own
+        (``Scheduler._second_group``), as the Basic PodGroup the 1.37 Job controller makes for every
+        Job without ``spec.scheduling``."""
+        if self.group_name and self.scheduling_group != self.group_name:
+            return GroupKey(self.namespace, self.group_name)
         if self.scheduling_group:
             return GroupKey(self.namespace, self.scheduling_group, upstream=True)
-        if self.group_name:
-            return GroupKey(self.namespace, self.group_name)
         return GroupKey(self.namespace, self.name, pod_group=False)
 
     @property
@@ -242,12 +249,12 @@ class PodInfo:
 
     @property
     def conflicting_groups(self) -> str | None:
-        """Why the pod cannot be scheduled when its label and spec.schedulingGroup name two groups."""
+        """What is said of the pod when its label and spec.schedulingGroup name two groups."""
         if self.scheduling_group and self.group_name and self.scheduling_group != self.group_name:
             return (
                 f"pod {self.key} names two groups: the label scheduling.lockstep.dev/pod-group names "
                 f"PodGroup {self.group_name!r} (scheduling.lockstep.dev) and spec.schedulingGroup "
-                f"names PodGroup {self.scheduling_group!r} (scheduling.k8s.io); a pod joins one group"
+                f"names PodGroup {self.scheduling_group!r} (scheduling.k8s.io)"
             )
         return None
 

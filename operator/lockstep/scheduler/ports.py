@@ -8,7 +8,7 @@ from enum import Enum
 from typing import Protocol, runtime_checkable
 
 from lockstep.api.volume import PersistentVolume, PersistentVolumeClaim
-from lockstep.scheduler.framework import PodInfo
+from lockstep.scheduler.framework import PodGroupInfo, PodInfo
 
 
 class BindResult(Enum):
@@ -107,4 +107,16 @@ class EvictionAPI(Protocol):
     async def evict(self, pod: PodInfo, reason: str, message: str) -> PatchOutcome:
         """Mark ``pod`` DisruptionTarget=True (``reason``, ``message``), then POST its pods/eviction
         (PodDisruptionBudgets respected: TOO_MANY_REQUESTS when one refuses it for now)."""
+        ...
+
+
+@runtime_checkable
+class PodGroupAPI(Protocol):
+    """The PodGroup writes of the binding cycle. Without one, no finalizer is written (a scheduler
+    run in memory, as the unit tests do)."""
+
+    async def protect(self, group: PodGroupInfo) -> PatchOutcome:
+        """Put lockstep's protection finalizer on the group's PodGroup (the one with ``group.uid``):
+        no write when it is there already, else a patch carrying the PodGroup's resourceVersion,
+        re-read and retried after a conflict. NOT_FOUND when the PodGroup is gone or was replaced."""
         ...

@@ -40,6 +40,7 @@ from lockstep.scheduler.plugins.node_resources import (
 )
 from lockstep.scheduler.plugins.node_volume_limits import NodeVolumeLimits
 from lockstep.scheduler.plugins.pod_topology_spread import PodTopologySpread
+from lockstep.scheduler.plugins.podgroup_protection import PodGroupProtection
 from lockstep.scheduler.plugins.unsupported import UnsupportedPodSpec
 from lockstep.scheduler.plugins.volume_binding import VolumeBinding, volume_store
 from lockstep.scheduler.plugins.volume_restrictions import VolumeRestrictions
@@ -73,6 +74,7 @@ PluginFactory = Callable[[PluginContext], Plugin]
 
 
 REGISTRY: dict[str, PluginFactory] = {
+    PodGroupProtection.name: PodGroupProtection.from_context,
     UnsupportedPodSpec.name: lambda ctx: UnsupportedPodSpec(),
     NodeUnschedulable.name: lambda ctx: NodeUnschedulable(),
     NodeName.name: lambda ctx: NodeName(),
@@ -98,6 +100,7 @@ REGISTRY: dict[str, PluginFactory] = {
 
 # Cheap, selective filters first: a node is rejected by the first filter that fails.
 DEFAULT_PLUGINS: tuple[str, ...] = (
+    PodGroupProtection.name,  # PreBind only, and the first: nothing is written for a group it refuses
     UnsupportedPodSpec.name,
     NodeUnschedulable.name,
     NodeName.name,

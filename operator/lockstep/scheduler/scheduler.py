@@ -39,6 +39,7 @@ from lockstep.scheduler.framework import (
 )
 from lockstep.scheduler.plugins.dynamic_resources import STORE_SERVICE
 from lockstep.scheduler.plugins.gang import GangPermit
+from lockstep.scheduler.plugins.podgroup_protection import DELETING_CAUSE, being_deleted
 from lockstep.scheduler.plugins.unsupported import UNSUPPORTED_POD_SPEC
 from lockstep.scheduler.ports import BindResult, PatchResult, PodAPI, PreemptionAPI
 from lockstep.scheduler.preemption import (
@@ -250,6 +251,9 @@ class Scheduler:
     def on_cluster_event(self, event: ClusterEvent, group: GroupKey | None) -> None:
         now = self.clock()
         if group is not None and event in _GROUP_EVENTS:
+            info = self.cache.podgroup(group)
+            if info is not None and info.terminating:
+                self.waiting.reject_group(group, being_deleted(BINDING_PLUGIN, group))
             lowered = event is ClusterEvent.GROUP_MIN_COUNT_LOWERED
             self.queue.add(group, self._priority(group), now, event, at_once=lowered)
             if lowered:
@@ -335,6 +339,34 @@ class Scheduler:
 
     # ------------------------------------------------------------------ group cycle
 
+    def _second_group(self, pods: Sequence[PodInfo]) -> tuple[Code, str] | None:
+        """A member whose ``spec.schedulingGroup`` names an upstream PodGroup other than its lockstep
+        group: admitted when that group asks for nothing (basic, no claims, no topology), refused
+        when it does, waited for while it is not known yet."""
+        for pod in pods:
+            why = pod.conflicting_groups
+            if why is None:
+                continue
+            other = GroupKey(pod.namespace, pod.scheduling_group, upstream=True)
+            info = self.cache.podgroup(other)
+            if info is None:
+                return Code.WAIT, f"{why}; waiting for PodGroup {other} to exist to tell if the pod may join"
+            asks = [
+                what
+                for what, asked in (
+                    ("is a gang", info.is_gang),
+                    ("has resourceClaims", bool(info.claims)),
+                    ("has a topology constraint", bool(info.topology_keys)),
+                )
+                if asked
+            ]
+            if asks:
+                return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (
+                    f"{why}, and PodGroup {other} {' and '.join(asks)}: a pod joins one group (the "
+                    "label's, beside a basic upstream PodGroup without claims or topology)"
+                )
+        return None
+
     def _schedule_group(self, key: GroupKey) -> None:
         group = self.cache.podgroup(key) if key.pod_group else None
         if not self._pending(key):
@@ -353,6 +385,21 @@ class Scheduler:
                 for pod in self.cache.unscheduled_members(key):
                     self._spawn(self.report_unschedulable(pod, reason_for(Code.WAIT), message))
             return
+        if group is not None and group.terminating:
+            # Nothing more of a group being deleted is scheduled; a member created later is told too.
+            self.queue.gate(key, frozenset({ClusterEvent.MEMBER_ADDED}))
+            message = f"PodGroup {key} is being deleted: no more of its pods are scheduled"
+            self._record(
+                key,
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                message,
+                min_count=min_count,
+                total=total,
+                causes={DELETING_CAUSE: self._pending(key)},
+            )
+            for pod in self.cache.unscheduled_members(key):
+                self._spawn(self.report_unschedulable(pod, reason_for(Code.UNSCHEDULABLE), message))
+            return
         if total < min_count and not self.cache.once_satisfied(key):
             self.queue.gate(key, _TOO_FEW_PODS_LIFTED_BY)
             missing = min_count - total
@@ -366,19 +413,19 @@ class Scheduler:
             )
             return
         pods = self.cache.unscheduled_members(key)
-        conflict = pods[0].conflicting_groups if not key.pod_group and pods else None
-        if conflict is not None:
-            # Refused, not retried: only a change of the pod's label can resolve it.
-            self.queue.gate(key, _POD_CHANGED)
+        second = self._second_group(pods)
+        if second is not None:
+            code, message = second
+            if code is Code.WAIT:
+                self.queue.park(key, now=self.clock(), hints=_POD_CHANGED)
+            else:  # refused, not retried: only a change of the pods resolves it
+                self.queue.gate(key, _POD_CHANGED)
             self._record(
-                key,
-                Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                conflict,
-                min_count=1,
-                total=1,
-                causes={"ConflictingGroups": 1},
+                key, code, message, min_count=min_count, total=total, causes={"ConflictingGroups": 1}
             )
-            self._spawn(self.report_unschedulable(pods[0], reason_for(Code.UNSCHEDULABLE), conflict))
+            for pod in pods:
+                if pod.conflicting_groups is not None:
+                    self._spawn(self.report_unschedulable(pod, reason_for(Code.UNSCHEDULABLE), message))
             return
         pods.sort(key=lambda p: -p.priority)  # stable: equal priorities keep first-seen order
         priority = self._priority(key)
@@ -767,8 +814,9 @@ class Scheduler:
         """Queue the group again before the pod's capacity is reported free; returns when it is due."""
         now = self.clock()
         next_retry: float | None
-        if status.cause == "PodGroupDeleted":
-            self.queue.add(key, self._priority(key), now)  # PreEnqueue will hold it until it returns
+        if status.cause in ("PodGroupDeleted", DELETING_CAUSE):
+            # PreEnqueue holds it until the PodGroup returns; a terminating one is gated by its cycle
+            self.queue.add(key, self._priority(key), now)
             next_retry = None
         elif status.cause == "PodDeleted":
             next_retry = self.queue.ready_at(key)

@@ -307,7 +307,6 @@ class SimCluster:
             "nodes": nodes,
         }
         self._controllers = [
-            JobController(http, pods),
             EphemeralVolumeController(http, pods, pvcs),
             NodeLifecycleController(
                 http,
@@ -337,6 +336,7 @@ class SimCluster:
                 PodGroupProtectionController(http, pods, pod_groups, group_version),
                 PodGroupClaimController(http, pod_groups, claims, group_version),
             ]
+        self._controllers.append(self._job_controller(http, pods, informers))
         components = (
             self._kubelets,
             self._claim_controller,
@@ -361,6 +361,31 @@ class SimCluster:
                 attach_seconds=self.attach_seconds,
             )
             await self._dra_driver.start()
+
+    def _job_controller(
+        self, http: KubeHttp, pods: Informer, informers: dict[str, Informer]
+    ) -> JobController:
+        """The Job controller; with ``WorkloadWithJob`` (1.37) it also makes the Jobs' Workloads and
+        PodGroups, in the served scheduling.k8s.io version."""
+        workloads_type = next(
+            (
+                rt
+                for (group, _, plural), rt in self.server.types.items()
+                if (group, plural) == (GROUP, "workloads")
+            ),
+            None,
+        )
+        if (
+            workloads_type is None
+            or "podgroups" not in informers
+            or not self.server.feature_gates.get("WorkloadWithJob", False)
+        ):
+            return JobController(http, pods)
+        version = workloads_type.api_version
+        workloads = informers["workloads"] = Informer(http, f"/apis/{version}/workloads")
+        return JobController(
+            http, pods, scheduling_version=version, workloads=workloads, pod_groups=informers["podgroups"]
+        )
 
     async def lose_node(self, name: str) -> None:
         """Lose node ``name``: its kubelet stops reporting and acting on its pods (they stay as the API

@@ -56,7 +56,9 @@ GATES_1_37: Mapping[str, bool] = {
     # PodGroup (and template) preemptionPolicy (alpha, off upstream, off here: forbidden).
     "PodGroupPreemptionPolicy": False,
     # Job spec.scheduling and the Job controller's Workload and PodGroup (alpha, KEP-5547, off
-    # upstream). Off here too: the batch registry and the Job controller do not emulate it yet.
+    # upstream, off here): on, every root Job gets an upstream PodGroup and its pods name it, which
+    # conflicts with a Job that joins lockstep's PodGroup through the pod template lines (lockstep
+    # refuses a pod naming two groups; tests/acceptance/test_upstream_podgroups.py on the default 1.37).
     "WorkloadWithJob": False,
     # DRA: GA in 1.37 (DRADeviceTaints, DRAResourceClaimDeviceStatus, DRAExtendedResource) or
     # beta and on (DRAPartitionableDevices, DRADeviceBindingConditions, DRAConsumableCapacity).

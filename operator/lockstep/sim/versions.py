@@ -13,9 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-# The version the emulator is when none is named. It moves to "1.37" once the operator reads the
-# scheduling.k8s.io/v1beta1 Workload API.
-DEFAULT_KUBE_VERSION = "1.36"
+# The version the emulator is when none is named; lockstep reads the Workload API of both.
+DEFAULT_KUBE_VERSION = "1.37"
 
 
 @dataclass(frozen=True)

@@ -269,7 +269,7 @@ def test_claims_say_where_their_binding_conditions_stand() -> None:
 async def test_explains_an_upstream_podgroup_and_its_members(cluster: tuple[SimCluster, Path]) -> None:
     sim, kubeconfig = cluster
     await sim.http.create(
-        f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{NAMESPACE}/podgroups",
+        f"/apis/scheduling.k8s.io/v1beta1/namespaces/{NAMESPACE}/podgroups",
         {"metadata": {"name": "up"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}},
     )
     for i in range(2):
@@ -280,7 +280,7 @@ async def test_explains_an_upstream_podgroup_and_its_members(cluster: tuple[SimC
     text = await explain(
         "podgroups.scheduling.k8s.io/up", load_settings(kubeconfig=str(kubeconfig)), NAMESPACE
     )
-    assert text.startswith(f"PodGroup {NAMESPACE}/up (scheduling.k8s.io/v1alpha2, gang, minCount 2)")
+    assert text.startswith(f"PodGroup {NAMESPACE}/up (scheduling.k8s.io/v1beta1, gang, minCount 2)")
     assert "0 of 2 member pods bound" in text
     assert "up-0" in text and "up-1" in text
     assert "NodeAffinity rejected 4 nodes" in text

@@ -199,7 +199,7 @@ async def _shared_group_claim_scenario(logs: list[dict[str, Any]]) -> None:
         assert {line["podgroup"] for line in bound_lines} == {f"{NAMESPACE}/team"}
 
 
-async def test_deleting_a_podgroup_releases_its_named_claim() -> None:
+async def test_deleting_a_podgroup_releases_its_named_claim_once_its_pods_are_gone() -> None:
     async with simulated_cluster(nodes=1, devices_per_node=1) as env:
         await env.create(claim("fabric"))
         await env.create(podgroup("team", 2, claims=[{"name": "fabric", "resourceClaimName": "fabric"}]))
@@ -210,12 +210,17 @@ async def test_deleting_a_podgroup_releases_its_named_claim() -> None:
         assert [r["name"] for r in held["status"]["reservedFor"]] == ["team"]
 
         await env.client.delete(POD_GROUPS, NAMESPACE, "team")
+        await asyncio.sleep(0.5)
+        held = await env.claim("fabric")
+        assert [r["name"] for r in held["status"]["reservedFor"]] == ["team"], "released under running pods"
+        for i in range(2):
+            await env.client.delete(PODS, NAMESPACE, f"team-{i}")
 
         async def released() -> bool:
             status = (await env.claim("fabric")).get("status") or {}
             return not status.get("reservedFor") and not status.get("allocation")
 
-        await eventually(released, what="the claim released when its PodGroup was deleted")
+        await eventually(released, what="the claim released once the deleted PodGroup's pods were gone")
 
 
 async def test_a_single_pod_that_fits_nowhere_says_why_on_the_pod() -> None:

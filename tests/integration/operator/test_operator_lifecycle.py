@@ -28,7 +28,7 @@ from acceptance_harness import (
 )
 
 from lockstep.controller.runtime import OperatorThread
-from lockstep.kube.client import EVENTS, LEASES, NODES, POD_GROUPS, PODS, RESOURCE_CLAIM_TEMPLATES
+from lockstep.kube.client import EVENTS, LEASES, NODES, POD_GROUPS, PODS, RESOURCE_CLAIM_TEMPLATES, ApiError
 from lockstep.kube.watch import RawWatch
 from lockstep.sim.faults import FaultRule
 
@@ -282,7 +282,12 @@ async def test_a_podgroup_deleted_while_no_operator_ran_has_its_claim_released_a
         assert [ref["name"] for ref in reserved] == ["team"]
         await asyncio.to_thread(first.kill)
 
+        # The PodGroup's finalizer keeps it while no lockstep runs; its pods go meanwhile.
         await env.client.delete(POD_GROUPS, NAMESPACE, "team")
+        for i in range(2):
+            await env.client.delete(PODS, NAMESPACE, f"team-{i}")
+        await eventually(lambda: _no_pods(env), what="the pods gone")
+        assert (await env.client.get(POD_GROUPS, NAMESPACE, "team"))["metadata"]["deletionTimestamp"]
         await env.start_operator()
 
         async def released() -> bool:
@@ -290,6 +295,20 @@ async def test_a_podgroup_deleted_while_no_operator_ran_has_its_claim_released_a
             return not status.get("reservedFor") and not status.get("allocation")
 
         await eventually(released, what="the claim of the PodGroup deleted meanwhile released")
+
+        async def podgroup_gone() -> bool:
+            try:
+                await env.client.get(POD_GROUPS, NAMESPACE, "team")
+            except ApiError as exc:
+                return exc.not_found
+            return False
+
+        await eventually(podgroup_gone, what="the PodGroup finalized by the new operator")
+        assert (await env.claim("fabric")).get("metadata", {}).get("finalizers") is None
+
+
+async def _no_pods(env: Env) -> bool:
+    return await env.pods() == []
 
 
 async def test_sigterm_right_after_the_last_bind_leaves_every_podgroup_saying_scheduled(

@@ -14,7 +14,7 @@ from sched_helpers import gang, make_node, make_pod, make_scheduler, settle
 from lockstep.api.groups import UnknownPriorityClassError, from_lockstep, from_upstream
 from lockstep.api.podgroup import PodGroup
 from lockstep.api.upstream_podgroup import UpstreamPodGroup
-from lockstep.scheduler.framework import Code, GroupKey
+from lockstep.scheduler.framework import Code, GroupKey, PodClaimRef
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -197,3 +197,54 @@ async def test_a_pod_naming_two_groups_is_refused_naming_both_and_nothing_is_bou
     assert condition is not None and condition.status == "False" and condition.reason == "Unschedulable"
     assert "'ours' (scheduling.lockstep.dev)" in condition.message
     assert "'theirs' (scheduling.k8s.io)" in condition.message
+    assert "PodGroup default/theirs is a gang" in condition.message
+
+
+async def test_the_label_gang_wins_beside_the_basic_podgroup_the_137_job_controller_makes() -> None:
+    scheduler, api, cache = make_scheduler()
+    cache.upsert_node(make_node("n0", cpu="4"))
+    basic = dataclasses.replace(gang("job-abc-job-pgt-0-xyz", 1), is_gang=False, upstream=True)
+    cache.upsert_podgroup(basic)
+    cache.upsert_podgroup(gang("trainer", 2))
+    for i in range(2):
+        api.add(make_pod(f"t{i}", cpu="1", group="trainer", schedulingGroup={"podGroupName": basic.name}))
+    await settle(scheduler)
+    assert len(api.bind_calls) == 2
+    assert scheduler.attempts[GroupKey("default", "trainer")].code is Code.SUCCESS
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        ({"claims": (PodClaimRef("gpu", "shared", None),)}, "has resourceClaims"),
+        ({"topology_keys": (ZONE,)}, "has a topology constraint"),
+    ],
+)
+async def test_a_basic_upstream_podgroup_that_asks_for_something_keeps_the_pod_out(
+    extra: dict[str, Any], said: str
+) -> None:
+    scheduler, api, cache = make_scheduler()
+    cache.upsert_node(make_node("n0", cpu="4"))
+    theirs = dataclasses.replace(gang("theirs", 1), is_gang=False, upstream=True, **extra)
+    cache.upsert_podgroup(theirs)
+    cache.upsert_podgroup(gang("ours", 1))
+    api.add(make_pod("torn", cpu="1", group="ours", schedulingGroup={"podGroupName": "theirs"}))
+    await settle(scheduler)
+    assert api.bind_calls == []
+    condition = api.pods["default/torn"].scheduled_condition
+    assert condition is not None and f"PodGroup default/theirs {said}" in condition.message
+
+
+async def test_a_second_group_not_seen_yet_is_waited_for_then_joined() -> None:
+    scheduler, api, cache = make_scheduler()
+    cache.upsert_node(make_node("n0", cpu="4"))
+    cache.upsert_podgroup(gang("ours", 1))
+    api.add(make_pod("early", cpu="1", group="ours", schedulingGroup={"podGroupName": "later"}))
+    await settle(scheduler)
+    assert api.bind_calls == []
+    condition = api.pods["default/early"].scheduled_condition
+    assert condition is not None and "waiting for PodGroup default/later to exist" in condition.message
+    cache.upsert_podgroup(dataclasses.replace(gang("later", 1), is_gang=False, upstream=True))
+    scheduler.clock.advance(120)  # type: ignore[attr-defined]
+    await settle(scheduler)
+    assert len(api.bind_calls) == 1

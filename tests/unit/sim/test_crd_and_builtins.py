@@ -7,6 +7,7 @@ from sim_helpers import GROUP_PATH, NS, PODGROUP_CRD, Client, pod, podgroup
 
 from lockstep.sim.apiserver import ApiServer
 from lockstep.sim.crd import SchemaValidator
+from lockstep.sim.versions import DEFAULT_KUBE_VERSION, kube_version
 
 MERGE = "application/merge-patch+json"
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
@@ -265,7 +266,8 @@ async def test_resource_claim_status_rules(client: Client) -> None:
 
 async def test_discovery_and_version(client: Client) -> None:
     _, version, _ = await client.call("GET", "/version")
-    assert version["gitVersion"] == "v1.36.2" and int(version["minor"]) >= 34
+    assert version["gitVersion"] == kube_version(DEFAULT_KUBE_VERSION).git_version
+    assert int(version["minor"]) == kube_version(DEFAULT_KUBE_VERSION).minor
     _, core, _ = await client.call("GET", "/api/v1")
     names = {r["name"]: r for r in core["resources"]}
     assert names["pods/binding"]["verbs"] == ["create"]

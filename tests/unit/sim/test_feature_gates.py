@@ -31,7 +31,7 @@ def numa_slice(name: str, **numa: object) -> dict[str, object]:
 
 @pytest.fixture
 async def gates_off() -> AsyncIterator[Client]:
-    async with gated_client("DRAListTypeAttributes=false,GenericWorkload=false") as client:
+    async with gated_client("DRAListTypeAttributes=false,GenericWorkload=false", "1.36") as client:
         yield client
 
 
@@ -45,13 +45,13 @@ def test_unknown_gate_or_value_is_an_error_naming_it() -> None:
 
 
 def test_defaults_and_flag_syntax() -> None:
-    gates = FeatureGates("GenericWorkload=false")
+    gates = FeatureGates("GenericWorkload=false", "1.36")
     assert dict(gates) == {**GATES_1_36, "GenericWorkload": False}
     assert str(gates).endswith(
         ",DRAListTypeAttributes=true,DRAPartitionableDevices=true,"
         "DRAResourceClaimDeviceStatus=true,GenericWorkload=false,PodLevelResources=true"
     )
-    assert FeatureGates(str(gates)) == gates
+    assert FeatureGates(str(gates), "1.36") == gates
 
 
 async def test_list_attribute_without_the_gate_is_dropped_then_refused(gates_off: Client) -> None:
@@ -90,7 +90,7 @@ async def test_generic_workload_gates_the_alpha_api_not_priority_classes(gates_o
     assert [v["version"] for v in body["versions"]] == ["v1"]
     status, _, _ = await gates_off.call("GET", "/apis/scheduling.k8s.io/v1/priorityclasses")
     assert status == 200
-    async with gated_client("GenericWorkload=true") as client:
+    async with gated_client("GenericWorkload=true", "1.36") as client:
         status, body, _ = await client.call("GET", PODGROUPS)
         assert status == 200, body
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lockstep.sim.controllers.dra_driver import DRIVER_NAME
-from lockstep.sim.controllers.kubelet import running_status, succeeded_status, unprepared_claim
+from lockstep.sim.controllers.kubelet import running_status, terminated_status, unprepared_claim
 
 POD = {
     "metadata": {"name": "w", "namespace": "ns", "uid": "u1"},
@@ -34,8 +34,8 @@ def test_running_status_leaves_pod_scheduled_to_the_merge_and_reports_every_cont
     ]
 
 
-def test_succeeded_status_terminates_containers_with_exit_zero() -> None:
-    status = succeeded_status(POD, "2026-01-01T00:01:00Z")["status"]
+def test_a_zero_exit_terminates_containers_and_the_pod_succeeds() -> None:
+    status = terminated_status(POD, 0, "2026-01-01T00:01:00Z")["status"]
     assert status["phase"] == "Succeeded"
     terminated = [c["state"]["terminated"] for c in status["containerStatuses"]]
     assert [t["exitCode"] for t in terminated] == [0, 0]

@@ -838,14 +838,25 @@ class DynamicResources:
             if latest is not None and latest.is_reserved_for(pod.uid):
                 self._in_background(self._remove_reservation(claim.key, pod.uid, f"pod {pod.key}"))
 
+    def _reserved_for_podgroup(self, namespace: str, uid: str) -> list[str]:
+        claims = self.store.claims.values()
+        return [c.key for c in claims if c.metadata.namespace == namespace and c.is_reserved_for(uid)]
+
     def release_podgroup(self, namespace: str, name: str, uid: str) -> None:
         """The PodGroup is gone: take it out of the ``reservedFor`` of the claims reserved for it (the
         resourceclaim controller only knows pods), deallocating a claim nobody else holds."""
         if not uid:
             return
-        for claim in self.store.claims.values():
-            if claim.metadata.namespace == namespace and claim.is_reserved_for(uid):
-                self.release_reservation(claim.key, uid, f"PodGroup {namespace}/{name}")
+        for key in self._reserved_for_podgroup(namespace, uid):
+            self.release_reservation(key, uid, f"PodGroup {namespace}/{name}")
+
+    async def release_podgroup_now(self, namespace: str, name: str, uid: str) -> list[str]:
+        """:meth:`release_podgroup`, awaited (a terminating PodGroup keeps its finalizer until its
+        claims are released); returns the keys of the claims still reserved for it."""
+        keys = self._reserved_for_podgroup(namespace, uid)
+        who = f"PodGroup {namespace}/{name}"
+        await asyncio.gather(*(self._remove_reservation(key, uid, who) for key in keys))
+        return self._reserved_for_podgroup(namespace, uid)
 
     def release_reservation(self, claim_key: str, consumer_uid: str, consumer: str) -> None:
         """Take ``consumer`` out of the claim's ``reservedFor`` in the background."""

@@ -9,13 +9,19 @@ from lockstep.sim.watching import JsonObject
 def object_event(
     involved: JsonObject, event_type: str, reason: str, message: str, source: JsonObject, when: str
 ) -> JsonObject:
-    """A core/v1 Event about ``involved`` (a Pod or a Node), as a controller or the kubelet records one.
+    """A core/v1 Event about ``involved`` (a Pod, a Node or a Job), as a controller or the kubelet
+    records one.
 
     Post it to the involved object's namespace (``default`` for a Node, as upstream's recorder does)."""
     meta = involved["metadata"]
     kind = str(involved.get("kind") or "Pod")
-    reference: JsonObject = {"kind": kind, "apiVersion": "v1", "name": meta["name"], "uid": meta.get("uid")}
-    if kind == "Pod":
+    reference: JsonObject = {
+        "kind": kind,
+        "apiVersion": str(involved.get("apiVersion") or "v1"),
+        "name": meta["name"],
+        "uid": meta.get("uid"),
+    }
+    if kind != "Node":
         reference["namespace"] = meta.get("namespace")
     return {
         "apiVersion": "v1",

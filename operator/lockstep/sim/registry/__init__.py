@@ -36,7 +36,7 @@ def served_types(gates: FeatureGates) -> list[ResourceType]:
         *dra_types(gates),
         *scheduling_types(),
         *policy_types(),
-        *batch_types(),
+        *batch_types(gates),
         crd.crd_type(),
     ]
     if gates.kube_version.minor >= 37:

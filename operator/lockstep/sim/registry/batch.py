@@ -1,5 +1,20 @@
 """batch: Jobs (v1), as ``pkg/registry/batch/job`` defaults and validates them. Completions and failure
-policies are stored and validated but drive nothing: the simulated Job controller only creates pods."""
+policies are stored and validated but drive nothing: the simulated Job controller only creates pods.
+
+From 1.37, ``spec.scheduling`` (KEP-5547, gate ``WorkloadWithJob``; the field and its
+``JobSchedulingConfiguration`` are staging/src/k8s.io/api/batch/v1/types.go, on disk as the
+kubernetes-validate 1.37 schema ``jobschedulingconfiguration-batch-v1.json``):
+
+- gate off, the field is dropped on create and update unless the stored Job has it
+  (pkg/api/job/util.go ``DropDisabledFields``, called by pkg/registry/batch/job/strategy.go);
+- its v1alpha3 building blocks are validated declaratively (``workload_building_block_errors``), and
+  as ``workloadbuilder.Validate`` does (staging/src/k8s.io/component-helpers/scheduling/schedulingv1/
+  workloadbuilder/validate.go): ``disruptionMode: {all: {}}`` is refused with the Basic policy, which an
+  absent ``schedulingPolicy`` resolves to;
+- it is immutable, including whether it is set at all: only ``schedulingPolicy.gang.minCount`` may
+  change (pkg/apis/batch/validation/validation.go); the basic/gang variant is frozen by a hand-written
+  rule whose message was not found in the sources read (``POLICY_SWITCH``).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +22,10 @@ from typing import Any
 
 from lockstep.sim import errors as fe
 from lockstep.sim.errors import FieldError
+from lockstep.sim.features import FeatureGates
 from lockstep.sim.objectmeta import validate_name
 from lockstep.sim.registry.core import default_pod_template_spec
+from lockstep.sim.registry.scheduling.v1beta1 import workload_building_block_errors
 from lockstep.sim.resources import ResourceType, Strategy, WriteContext
 
 JsonObject = dict[str, Any]
@@ -22,13 +39,28 @@ COMPLETION_MODES = ("NonIndexed", "Indexed")
 JOB_RESTART_POLICIES = ("OnFailure", "Never")
 # the fields of a Job's spec that may change after creation
 MUTABLE_JOB_SPEC = ("parallelism", "completions", "activeDeadlineSeconds", "suspend", "backoffLimit")
+SCHEDULING_GATE = "WorkloadWithJob"
+POLICY_SWITCH = "may not change between basic and gang"
+ALL_WITH_BASIC = "the disruptionMode `all` is not supported with the Basic scheduling policy"
 
 
 class JobStrategy(Strategy):
+    def __init__(self, gates: FeatureGates) -> None:
+        self.gates = gates
+        # spec.scheduling exists from 1.37 (the 1.36 decoder prunes it as an unknown field)
+        self.scheduling = gates.kube_version.minor >= 37
+        self.scheduling_enabled = self.scheduling and gates[SCHEDULING_GATE]
+
     def default(self, rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> None:
         spec = obj.get("spec")
         if not isinstance(spec, dict):
             return
+        if (
+            self.scheduling
+            and not self.scheduling_enabled
+            and ((old or {}).get("spec") or {}).get("scheduling") is None
+        ):
+            spec.pop("scheduling", None)
         meta = obj["metadata"]
         template = spec.setdefault("template", {})
         if not isinstance(template, dict):
@@ -73,11 +105,17 @@ class JobStrategy(Strategy):
         spec = obj.get("spec") or {}
         errors = self._validate_spec(spec)
         if old is None:
+            if self.scheduling:
+                errors += self._validate_scheduling(spec.get("scheduling"), None, False)
             return validate_name(obj["metadata"].get("name")) + errors
         old_spec = old.get("spec") or {}
         for key in sorted(set(spec) | set(old_spec)):
+            if self.scheduling and key == "scheduling":
+                continue
             if key not in MUTABLE_JOB_SPEC and spec.get(key) != old_spec.get(key):
                 errors.append(fe.invalid(f"spec.{key}", spec.get(key), "field is immutable"))
+        if self.scheduling:
+            errors += self._validate_scheduling(spec.get("scheduling"), old_spec.get("scheduling"), True)
         indexed = spec.get("completionMode") == "Indexed"
         if (
             indexed
@@ -91,6 +129,29 @@ class JobStrategy(Strategy):
                     "can only be modified in tandem with spec.parallelism",
                 )
             )
+        return errors
+
+    def _validate_scheduling(self, new: Any, old: Any, updating: bool) -> list[FieldError]:
+        path = "spec.scheduling"
+        if updating and new != old:
+            if old is None:
+                return [fe.invalid(path, None, "field cannot be set once created")]
+            if new is None:
+                return [fe.invalid(path, None, "field cannot be cleared once set")]
+        if not isinstance(new, dict) or (updating and new == old):
+            return []
+        errors = workload_building_block_errors(self.gates, path, new, old if updating else None)
+        policy = new.get("schedulingPolicy")
+        old_policy = (old or {}).get("schedulingPolicy") if updating else None
+        if (
+            isinstance(policy, dict)
+            and isinstance(old_policy, dict)
+            and (policy.get("gang") is None) != (old_policy.get("gang") is None)
+        ):
+            errors.append(fe.forbidden(f"{path}.schedulingPolicy", POLICY_SWITCH))
+        basic = not isinstance(policy, dict) or policy.get("gang") is None
+        if basic and ((new.get("disruptionMode") or {}).get("all") is not None):
+            errors.append(fe.invalid(f"{path}.disruptionMode", "", ALL_WITH_BASIC))
         return errors
 
     @staticmethod
@@ -124,7 +185,7 @@ class JobStrategy(Strategy):
         return errors
 
 
-def batch_types() -> list[ResourceType]:
+def batch_types(gates: FeatureGates) -> list[ResourceType]:
     return [
         ResourceType(
             GROUP,
@@ -133,7 +194,7 @@ def batch_types() -> list[ResourceType]:
             "job",
             "Job",
             True,
-            JobStrategy(),
+            JobStrategy(gates),
             categories=("all",),
             subresources=("status",),
             has_generation=True,

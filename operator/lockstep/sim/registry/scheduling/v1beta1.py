@@ -19,6 +19,7 @@ not checked again (``old`` is None on create).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from lockstep.sim import errors as fe
@@ -44,7 +45,17 @@ MAX_TOPOLOGY = 1
 MAX_TEMPLATE_DEPTH = 4
 HIGHEST_USER_DEFINABLE_PRIORITY = 1_000_000_000
 PREEMPTION_POLICIES = ["Never", "PreemptLowerPriority"]
-CONDITION_STATUSES = ("True", "False", "Unknown")
+# metav1validation's validConditionStatuses.List(): sorted
+CONDITION_STATUSES = ("False", "True", "Unknown")
+CONDITION_REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+CONDITION_REASON_MESSAGE = (
+    "a condition reason must start with alphabetic character, optionally followed by a string of "
+    "alphanumeric characters or '_,:', and must end with an alphanumeric character or '_' (e.g. "
+    "'my_name',  or 'MY_NAME',  or 'MyName',  or 'ReasonA,ReasonB',  or 'ReasonA:ReasonB', regex used "
+    "for validation is '[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?')"
+)
+MAX_CONDITION_REASON = 1024
+MAX_CONDITION_MESSAGE = 32768
 
 _UNSET = object()
 
@@ -65,13 +76,17 @@ def _unchanged(new: Any, old: Any) -> bool:
 
 
 def _immutable(path: str, new: Any, old: Any) -> list[FieldError]:
+    """``validate.Immutable``: ``field.Invalid(path, nil, "field is immutable")`` once a change is seen."""
     if old is _UNSET or new == old:
         return []
-    return [fe.forbidden(path, "field is immutable")]
+    return [fe.invalid(path, None, "field is immutable")]
 
 
-def _union(path: str, new: Any, old: Any, members: tuple[str, ...]) -> list[FieldError]:
-    """``validate.Union``: exactly one member set; skipped on update when no member's set-ness changed."""
+def _union(
+    path: str, new: Any, old: Any, members: tuple[str, ...], listed: tuple[str, ...] | None = None
+) -> list[FieldError]:
+    """``validate.Union``: exactly one member set; skipped on update when no member's set-ness changed.
+    ``listed``: the members the messages name (a gated member is left out while its gate is off)."""
 
     def chosen(obj: Any) -> list[str]:
         # a pointer member is set when present and not null, a list member when it has items
@@ -85,7 +100,7 @@ def _union(path: str, new: Any, old: Any, members: tuple[str, ...]) -> list[Fiel
     specified = chosen(new)
     if old is not _UNSET and [m in specified for m in members] == [m in chosen(old) for m in members]:
         return []
-    names = ", ".join(f"`{m}`" for m in members)
+    names = ", ".join(f"`{m}`" for m in (members if listed is None else listed))
     if len(specified) > 1:
         return [fe.invalid(path, "{" + ", ".join(specified) + "}", f"must specify exactly one of: {names}")]
     if not specified:
@@ -166,7 +181,8 @@ class _Rules:
         if _unchanged(new, old):
             return []
         if gated and not self.topology:
-            return _gated(path, new, old, False)
+            # ifDisabled=forbidden and immutable both report a change (upstream's "... with TAS disabled")
+            return _gated(path, new, old, False) + _immutable(path, new, old)
         errors = _immutable(path, new, old)
         if errors or new is None:
             return errors
@@ -236,12 +252,10 @@ class _Rules:
         if not _unchanged(policy, old_policy):
             where = f"{path}.preemptionPolicy"
             gated = _gated(where, policy, old_policy, self.preemption)
-            errors += gated
-            if not gated:
-                immutable = _immutable(where, policy, old_policy)
-                errors += immutable
-                if not immutable and policy is not None and policy not in PREEMPTION_POLICIES:
-                    errors.append(fe.not_supported(where, policy, PREEMPTION_POLICIES))
+            immutable = _immutable(where, policy, old_policy)
+            errors += gated + immutable
+            if not gated and not immutable and policy is not None and policy not in PREEMPTION_POLICIES:
+                errors.append(fe.not_supported(where, policy, PREEMPTION_POLICIES))
         return errors
 
     def workload_ref(self, path: str, new: Any, old: Any) -> list[FieldError]:
@@ -277,35 +291,51 @@ class _Rules:
         if _unchanged(new, old):
             return errors
         gated = _gated(path, new, old, self.composite)
-        if gated:
-            return errors + gated
         immutable = _immutable(path, new, old)
+        if gated:
+            return errors + gated + immutable
         if immutable or new is None:
             return errors + immutable
         return errors + _long_name(path, new)
 
     def conditions(self, path: str, conditions: Any) -> list[FieldError]:
-        """``metav1validation.ValidateConditions`` as the 1.36 alpha API's strategy applies it."""
+        """``metav1validation.ValidateConditions``: types unique and qualified names, a known status, a
+        non-negative observedGeneration, lastTransitionTime and reason set, the reason's format and
+        length (1024) and the message's length (32768)."""
         errors: list[FieldError] = []
-        seen: set[str] = set()
+        seen: set[Any] = set()
         for i, condition in enumerate(conditions or []):
             where = f"{path}[{i}]"
             condition = condition if isinstance(condition, dict) else {}
             kind = condition.get("type")
-            if not kind:
-                errors.append(fe.required(f"{where}.type"))
-            elif kind in seen:
+            if kind in seen:
                 errors.append(fe.duplicate(f"{where}.type", kind))
             else:
                 seen.add(kind)
-            if condition.get("status") not in CONDITION_STATUSES:
+            errors += qualified_name_errors(f"{where}.type", kind if kind is not None else "")
+            status = condition.get("status")
+            if status not in CONDITION_STATUSES:
+                errors.append(fe.not_supported(f"{where}.status", status, list(CONDITION_STATUSES)))
+            generation = condition.get("observedGeneration")
+            if isinstance(generation, int) and not isinstance(generation, bool) and generation < 0:
                 errors.append(
-                    fe.not_supported(f"{where}.status", condition.get("status"), list(CONDITION_STATUSES))
+                    fe.invalid(
+                        f"{where}.observedGeneration", generation, "must be greater than or equal to zero"
+                    )
                 )
             if not condition.get("lastTransitionTime"):
                 errors.append(fe.required(f"{where}.lastTransitionTime", "must be set"))
-            if not condition.get("reason"):
+            reason = condition.get("reason")
+            if not reason:
                 errors.append(fe.required(f"{where}.reason", "must be set"))
+            elif isinstance(reason, str):
+                if not CONDITION_REASON.match(reason):
+                    errors.append(fe.invalid(f"{where}.reason", reason, CONDITION_REASON_MESSAGE))
+                if len(reason) > MAX_CONDITION_REASON:
+                    errors.append(fe.too_long(f"{where}.reason", MAX_CONDITION_REASON))
+            message = condition.get("message")
+            if isinstance(message, str) and len(message) > MAX_CONDITION_MESSAGE:
+                errors.append(fe.too_long(f"{where}.message", MAX_CONDITION_MESSAGE))
         return errors
 
     # -- PodGroup
@@ -344,10 +374,14 @@ class _Rules:
             return []
         if composite and not self.composite:
             return _gated(path, new, old, False)
-        if len(items) > MAX_TEMPLATES:
-            return [fe.too_many(path, len(items), MAX_TEMPLATES)]
+        # maxItems short-circuits the items' own rules, not the update's no-add/no-remove checks
+        # (workload/declarative_validation_test.go, "invalid update too many podGroupTemplates")
         errors: list[FieldError] = []
+        if len(items) > MAX_TEMPLATES:
+            errors.append(fe.too_many(path, len(items), MAX_TEMPLATES))
         olds = {} if old is _UNSET else {_get(t, "name"): t for t in old or []}
+        if errors and old is _UNSET:
+            return errors
         if old is not _UNSET:
             names = {_get(t, "name") for t in items}
             for i, template in enumerate(items):
@@ -411,7 +445,8 @@ class _Rules:
         return errors
 
     def workload_spec(self, spec: Any, old: Any) -> list[FieldError]:
-        errors = _union("spec", spec, old, ("podGroupTemplates", "compositePodGroupTemplates"))
+        members = ("podGroupTemplates", "compositePodGroupTemplates")
+        errors = _union("spec", spec, old, members, members if self.composite else members[:1])
         ref, old_ref = _get(spec, "controllerRef"), _sub(old, "controllerRef")
         if not _unchanged(ref, old_ref):
             immutable = _immutable("spec.controllerRef", ref, old_ref)
@@ -433,6 +468,47 @@ class _Rules:
             True,
         )
         return errors + _workload_hierarchy(spec if isinstance(spec, dict) else {})
+
+
+def workload_building_block_errors(
+    gates: FeatureGates, path: str, new: JsonObject, old: JsonObject | None
+) -> list[FieldError]:
+    """The declarative rules of the v1alpha3 building blocks a controller embeds in its own API (a Job's
+    ``spec.scheduling``), as ``workloadbuilder.Validate`` runs them and as the Job's API recommends
+    them (staging/src/k8s.io/api/scheduling/v1alpha3/types.go, ``WorkloadPodGroup*``):
+    ``schedulingPolicy`` one of ``basic``/``gang`` and never added or removed (``+k8s:update=NoSet``,
+    ``NoUnset``), ``gang.minCount`` optional and at least 1, ``schedulingConstraints``,
+    ``disruptionMode`` and ``resourceClaims`` immutable. ``old`` is None on create."""
+    prior: Any = _UNSET if old is None else old
+    rules = _Rules(gates)
+    errors: list[FieldError] = []
+    policy, old_policy = new.get("schedulingPolicy"), _sub(prior, "schedulingPolicy")
+    where = f"{path}.schedulingPolicy"
+    if not _unchanged(policy, old_policy):
+        if old_policy is not _UNSET and old_policy is None and policy is not None:
+            errors.append(fe.invalid(where, None, "field cannot be set once created"))
+        elif old_policy is not _UNSET and old_policy is not None and policy is None:
+            errors.append(fe.invalid(where, None, "field cannot be cleared once set"))
+        elif policy is not None:
+            errors += _union(where, policy, old_policy, ("basic", "gang"))
+            count = _get(_get(policy, "gang"), "minCount")
+            old_count = _get(_get(old_policy, "gang"), "minCount")
+            if count is not None and count != old_count and _ints(count) and count < 1:
+                detail = "must be greater than or equal to 1"
+                errors.append(fe.invalid(f"{where}.gang.minCount", count, detail))
+    errors += rules.constraints(
+        f"{path}.schedulingConstraints",
+        new.get("schedulingConstraints"),
+        _sub(prior, "schedulingConstraints"),
+        gated=False,
+    )
+    errors += rules.disruption_mode(
+        f"{path}.disruptionMode", new.get("disruptionMode"), _sub(prior, "disruptionMode"), False
+    )
+    errors += rules.resource_claims(
+        f"{path}.resourceClaims", new.get("resourceClaims"), _sub(prior, "resourceClaims")
+    )
+    return errors
 
 
 def _templates_of(obj: Any, key: str) -> list[JsonObject]:
@@ -643,9 +719,9 @@ class WorkloadStrategy(Strategy):
 class CompositePodGroupStrategy(Strategy):
     """pkg/registry/scheduling/compositepodgroup/strategy.go (v1alpha3): ``workloadRef`` and
     ``schedulingPolicy`` (basic or ``gang: {minGroupCount}``) required, ``disruptionMode``,
-    ``priorityClassName``, ``priority`` and ``preemptionPolicy`` as a PodGroup's, only ``minGroupCount``
-    mutable; the CompositePodGroup protection finalizer is stamped at create; ``/status`` holds
-    conditions."""
+    ``priorityClassName``, ``priority`` and ``preemptionPolicy`` as a PodGroup's, all immutable (the
+    whole ``schedulingPolicy`` too, ``minGroupCount`` included); the CompositePodGroup protection
+    finalizer is stamped at create; ``/status`` holds conditions."""
 
     def __init__(self, gates: FeatureGates) -> None:
         self.gates = gates
@@ -682,13 +758,16 @@ class CompositePodGroupStrategy(Strategy):
             errors.append(fe.required("spec.workloadRef"))
         else:
             errors += rules.workload_ref("spec.workloadRef", ref, old_ref)
-        policy = _get(spec, "schedulingPolicy")
-        if policy is None and not _unchanged(policy, _sub(old, "schedulingPolicy")):
+        policy, old_policy = _get(spec, "schedulingPolicy"), _sub(old, "schedulingPolicy")
+        if policy is None and not _unchanged(policy, old_policy):
             errors.append(fe.invalid("spec.schedulingPolicy", "", "must specify one of: `basic`, `gang`"))
+        elif old_policy is not _UNSET and policy != old_policy:
+            # compositepodgroup/strategy_test.go's TestStrategyUpdate: a changed minGroupCount, or gang
+            # turned basic, is one "field is immutable" error: the whole policy is immutable
+            errors += _union("spec.schedulingPolicy", policy, old_policy, ("basic", "gang"))
+            errors += _immutable("spec.schedulingPolicy", policy, old_policy)
         else:
-            errors += rules.policy(
-                "spec.schedulingPolicy", policy, _sub(old, "schedulingPolicy"), "minGroupCount"
-            )
+            errors += rules.policy("spec.schedulingPolicy", policy, old_policy, "minGroupCount")
         errors += rules.constraints(
             "spec.schedulingConstraints",
             _get(spec, "schedulingConstraints"),
