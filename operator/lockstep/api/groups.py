@@ -36,10 +36,11 @@ class InvalidAnnotationError(ValueError):
 
 def _scheduled_at_generation(conditions: Sequence[Condition], condition_type: str, generation: int) -> bool:
     """Whether the scheduling condition turned True at the current generation (its observedGeneration
-    is kept from that transition on)."""
+    is kept from that transition on). A server that keeps no generation (0) tells nothing."""
     condition = next((c for c in conditions if c.type == condition_type), None)
     return (
-        condition is not None
+        generation > 0
+        and condition is not None
         and condition.status == "True"
         and (condition.observed_generation or 0) == generation
     )

@@ -80,6 +80,7 @@ class UpstreamStatusWriter:
         self._tasks: set[asyncio.Task[None]] = set()
         self._wanted: dict[GroupKey, tuple[str, str, str]] = {}  # (status, reason, message)
         self._wanted_satisfied: dict[GroupKey, tuple[str, str, str]] = {}
+        self._attempted_at: dict[GroupKey, int] = {}  # generation of the PodGroup at the last attempt
         self._writing: set[GroupKey] = set()
 
     def observe(self, key: GroupKey, podgroup: UpstreamPodGroup | None) -> None:
@@ -87,6 +88,7 @@ class UpstreamStatusWriter:
             self._groups.pop(key, None)
             self._wanted.pop(key, None)
             self._wanted_satisfied.pop(key, None)
+            self._attempted_at.pop(key, None)
         else:
             self._groups[key] = podgroup
 
@@ -96,20 +98,30 @@ class UpstreamStatusWriter:
         if key not in self._groups:
             return
         self._wanted[key] = scheduled_condition(attempt.code, attempt.message[:MAX_MESSAGE])
+        # the generation the cycle saw: a spec change (a raised minCount) before the write must not
+        # be recorded as placed
+        self._attempted_at[key] = self._groups[key].metadata.generation
         self._start(key)
 
     def on_members(self, key: GroupKey, satisfying: int, running: int, succeeded: int) -> None:
         """The group's members changed: want PodGroupSatisfied as they are now (written only if its
         status differs from the one the PodGroup shows)."""
         podgroup = self._groups.get(key)
-        if podgroup is None or not podgroup.spec.is_gang:
-            return
+        if podgroup is None or not podgroup.spec.is_gang or not self._placed(podgroup, key):
+            return  # as KEP-6413: absent until the group is first placed
         wanted = satisfied_condition(satisfying, running, succeeded, podgroup.spec.min_count)
         current = next((c for c in podgroup.status.conditions if c.type == CONDITION_SATISFIED), None)
         if current is not None and current.status == wanted[0] and key not in self._wanted_satisfied:
             return
         self._wanted_satisfied[key] = wanted
         self._start(key)
+
+    def _placed(self, podgroup: UpstreamPodGroup, key: GroupKey) -> bool:
+        condition = next((c for c in podgroup.status.conditions if c.type == podgroup.condition_type), None)
+        wanted = self._wanted.get(key)
+        return (condition is not None and condition.status == "True") or (
+            wanted is not None and wanted[0] == "True"
+        )
 
     def _start(self, key: GroupKey) -> None:
         if key in self._writing:
@@ -137,7 +149,7 @@ class UpstreamStatusWriter:
         }
 
     def _condition_to_write(
-        self, podgroup: UpstreamPodGroup, wanted: tuple[str, str, str] | None
+        self, podgroup: UpstreamPodGroup, wanted: tuple[str, str, str] | None, attempted_at: int | None = None
     ) -> dict[str, Any] | None:
         """The condition to write for ``wanted`` on ``podgroup`` as last seen; None: nothing to write
         (the same already, or it would take a True condition back to False)."""
@@ -156,10 +168,19 @@ class UpstreamStatusWriter:
             if current is not None and current.status == status
             else datetime.now(UTC)
         )
+        # A True condition keeps the generation it turned True at: lockstep's OnceSatisfied policy reads
+        # "True at this generation" as "reached the current minCount" (a raise bumps the generation).
+        generation = (
+            current.observed_generation
+            if current is not None and current.status == "True" and current.observed_generation is not None
+            else attempted_at
+            if attempted_at is not None
+            else podgroup.metadata.generation
+        )
         return {
             "type": condition_type,
             "status": status,
-            "observedGeneration": podgroup.metadata.generation,
+            "observedGeneration": generation,
             "lastTransitionTime": moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "reason": reason,
             "message": message,
@@ -181,7 +202,7 @@ class UpstreamStatusWriter:
             written_now = [
                 c
                 for c in (
-                    self._condition_to_write(podgroup, self._wanted.get(key)),
+                    self._condition_to_write(podgroup, self._wanted.get(key), self._attempted_at.get(key)),
                     self._satisfied_to_write(podgroup, key),
                 )
                 if c is not None
