@@ -11,9 +11,10 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/lockstep
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY operator ./operator
-RUN /opt/lockstep/bin/pip install .
+# The operator's dependencies only (not the emulator's [sim] extra), at the versions `make` pinned.
+RUN /opt/lockstep/bin/pip install -c constraints.txt .
 
 FROM python:3.11-slim
 LABEL org.opencontainers.image.title="lockstep" \

@@ -4,12 +4,22 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench soak docs clean
+.PHONY: demo test lint bench soak docs clean constraints
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+
+# The versions the image is built from (Dockerfile: pip install -c constraints.txt), pinned as .venv
+# resolved them: kept current whenever pyproject.toml changes. The pins are tried first, so a fresh
+# machine gets the versions tested; a changed requirement they contradict resolves anew.
+constraints.txt: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]' -c constraints.txt \
+	  || $(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip freeze --exclude-editable | grep -iv '^lockstep[= @]' > constraints.txt
+
+$(STAMP): constraints.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]' -c constraints.txt
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -34,6 +44,8 @@ bench: $(STAMP)
 # Chaos soak (a few minutes): ~2,000 pods under API faults and 10 operator SIGKILLs, then two replicas.
 soak: $(STAMP)
 	$(BIN)/python bench/soak.py
+
+constraints: constraints.txt
 
 docs: $(STAMP)
 	$(BIN)/python scripts/config_reference.py README.md

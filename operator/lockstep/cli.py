@@ -1,4 +1,4 @@
-"""``lockstep`` command line: run | sim | demo | bench | explain."""
+"""``lockstep`` command line: run | sim | demo | bench | explain | plan."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any, get_args, get_origin
 from lockstep import __version__
 from lockstep.config import Settings, load_settings
 from lockstep.sim.features import FeatureGates
+from lockstep.sim.registry import OPTIONAL_CRDS
 from lockstep.sim.versions import DEFAULT_KUBE_VERSION, KUBE_VERSIONS
 
 USAGE_EXIT = 2
@@ -24,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "demo": "lockstep.demo:demo_command",
     "bench": "lockstep.benchmarks:bench_command",
     "explain": "lockstep.explain:explain_command",
+    "plan": "lockstep.plan:plan_command",
 }
 # The operator and the emulator keep tens of thousands of long-lived objects (pods, claims, watch
 # windows); at CPython's default thresholds (700, 10, 10) full collections of that heap took about 40%
@@ -107,6 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
         f"v1alpha2; 1.37: v1beta1 and v1alpha3), OpenAPI and feature gates (default {DEFAULT_KUBE_VERSION})",
     )
 
+    sim.add_argument(
+        "--install-crds",
+        default="",
+        help="other schedulers' CRDs to install, comma-separated: "
+        f"{', '.join(OPTIONAL_CRDS)} (default: none; kubectl apply of a CRD works too)",
+    )
+
     demo = sub.add_parser("demo", help="start a simulated cluster and the operator, apply examples/")
     demo.add_argument("--keep", action="store_true", help="keep the cluster running after the demo")
     demo.add_argument("--examples", default=None, help="directory of example manifests (default: examples/)")
@@ -134,6 +143,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     explain.add_argument("--kubeconfig", default=None, help="kubeconfig to use (default: as lockstep run)")
     explain.add_argument(
+        "--feature-gates",
+        default=None,
+        help="the operator's feature gates, so the dry run allocates as it does (Name=true,...)",
+    )
+    plan = sub.add_parser(
+        "plan",
+        help="dry-run PodGroups, pods or Jobs from files against the cluster now: would they fit, where",
+        description="Lists the cluster once and runs lockstep's group cycle (and preemption planner) on "
+        "that snapshot with the objects of the files added; writes nothing. Exit status: 0 every group "
+        "fits now, 1 one does not, 2 bad input or an unreadable cluster.",
+    )
+    plan.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        required=True,
+        metavar="FILE",
+        help="YAML of PodGroups, pods and Jobs (repeatable; - reads standard input)",
+    )
+    plan.add_argument("-o", "--output", choices=["text", "json"], default="text", help="output format")
+    plan.add_argument(
+        "-n", "--namespace", default="default", help="namespace of objects that name none (default: default)"
+    )
+    plan.add_argument("--kubeconfig", default=None, help="kubeconfig to use (default: as lockstep run)")
+    plan.add_argument(
         "--feature-gates",
         default=None,
         help="the operator's feature gates, so the dry run allocates as it does (Name=true,...)",

@@ -23,10 +23,14 @@ from typing import Any, TextIO
 import yaml
 
 from lockstep import POD_GROUP_LABEL
+from lockstep.api.kueue import POD_GROUP_NAME_LABEL as KUEUE_GROUP_LABEL
+from lockstep.api.kueue import TOTAL_COUNT_ANNOTATION as KUEUE_TOTAL_COUNT
+from lockstep.api.pod import COSCHEDULING_POD_GROUP_LABEL, VOLCANO_GROUP_NAME_ANNOTATION
 from lockstep.api.upstream_podgroup import CONDITION_TYPES as UPSTREAM_CONDITION_TYPES
 from lockstep.config import load_settings
 from lockstep.controller.runtime import OperatorThread
 from lockstep.kube.client import (
+    COSCHEDULING_POD_GROUPS,
     DEVICE_CLASSES,
     JOBS,
     NAMESPACES,
@@ -35,6 +39,7 @@ from lockstep.kube.client import (
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
     UPSTREAM_POD_GROUP_KINDS,
+    VOLCANO_POD_GROUPS,
     ApiError,
     KubeClient,
     ResourceKind,
@@ -43,6 +48,7 @@ from lockstep.kube.credentials import load_connection_info
 from lockstep.logging import configure_logging
 from lockstep.sim.cluster import SimCluster
 from lockstep.sim.kubeconfig import write_kubeconfig
+from lockstep.sim.registry import OPTIONAL_CRDS
 
 HEADER = re.compile(r"^# lockstep-demo: expect=(?P<phase>[A-Za-z]+)(?: gates=(?P<gates>[A-Za-z,]+))?\s*$")
 APPLICABLE: dict[tuple[str, str], ResourceKind] = {
@@ -52,6 +58,8 @@ APPLICABLE: dict[tuple[str, str], ResourceKind] = {
         PODS,
         POD_GROUPS,
         *UPSTREAM_POD_GROUP_KINDS,
+        COSCHEDULING_POD_GROUPS,
+        VOLCANO_POD_GROUPS,
         JOBS,
         RESOURCE_CLAIMS,
         RESOURCE_CLAIM_TEMPLATES,
@@ -75,13 +83,18 @@ class Example:
 
     @property
     def podgroups(self) -> list[tuple[str, str]]:
-        """namespace/name of its groups: its PodGroups (either API) and those its Jobs' pod template
-        lines make (named by the template's pod-group label)."""
+        """namespace/name of its groups: its PodGroups (any API), those its Jobs' pod template
+        lines make (named by the template's pod-group label) and Kueue pod groups (named by their
+        pods' kueue.x-k8s.io/pod-group-name label)."""
         groups = []
         for doc in self.documents:
             namespace = doc["metadata"].get("namespace", "default")
             if doc.get("kind") == "PodGroup":
                 groups.append((namespace, doc["metadata"]["name"]))
+            elif doc.get("kind") == "Pod" and (doc["metadata"].get("labels") or {}).get(KUEUE_GROUP_LABEL):
+                group = (namespace, doc["metadata"]["labels"][KUEUE_GROUP_LABEL])
+                if group not in groups:
+                    groups.append(group)
             elif doc.get("kind") == "Job":
                 labels = ((doc.get("spec") or {}).get("template") or {}).get("metadata", {}).get(
                     "labels"
@@ -245,6 +258,60 @@ def upstream_view_from(item: Mapping[str, Any], expect: str, pods: list[dict[str
     )
 
 
+def dialect_view_from(item: Mapping[str, Any], expect: str, pods: list[dict[str, Any]]) -> GroupView:
+    """A coscheduling or Volcano PodGroup: its own phase (the shape's names: Running means minMember
+    members run); counts from its members (pods labelled, or annotated, with its name)."""
+    meta, spec, status = item["metadata"], item.get("spec") or {}, item.get("status") or {}
+    volcano = item.get("apiVersion", "").startswith("scheduling.volcano.sh/")
+    members = [p for p in pods if _named_group(p, volcano) == meta["name"]]
+    why = next(
+        (
+            f"{c.get('reason')}: {c.get('message', '')}"
+            for c in status.get("conditions") or []
+            if c.get("type") == "Unschedulable" and status.get("phase") != "Running"
+        ),
+        "",
+    )
+    return GroupView(
+        name=f"{meta['namespace']}/{meta['name']}",
+        expect=expect,
+        phase=str(status.get("phase") or ""),
+        scheduled=sum(1 for p in members if p["spec"].get("nodeName")),
+        min_count=int(spec.get("minMember") or 1),
+        total=len(members),
+        why=why,
+    )
+
+
+def _named_group(pod: Mapping[str, Any], volcano: bool) -> str | None:
+    meta = pod["metadata"]
+    if volcano:
+        return (meta.get("annotations") or {}).get(VOLCANO_GROUP_NAME_ANNOTATION)
+    return (meta.get("labels") or {}).get(COSCHEDULING_POD_GROUP_LABEL)
+
+
+def kueue_views(pods: list[dict[str, Any]], expected: Mapping[str, str]) -> dict[str, GroupView]:
+    """Kueue pod groups have no object: Running once pod-group-total-count members run."""
+    views: dict[str, GroupView] = {}
+    running: dict[str, int] = {}
+    for pod in pods:
+        meta = pod["metadata"]
+        group = (meta.get("labels") or {}).get(KUEUE_GROUP_LABEL)
+        name = f"{meta['namespace']}/{group}"
+        if not group or name not in expected:
+            continue
+        count = str((meta.get("annotations") or {}).get(KUEUE_TOTAL_COUNT, ""))
+        view = views.setdefault(
+            name, GroupView(name, expected[name], min_count=int(count) if count.isdigit() else 0)
+        )
+        view.total += 1
+        view.scheduled += bool(pod["spec"].get("nodeName"))
+        running[name] = running.get(name, 0) + ((pod.get("status") or {}).get("phase") == "Running")
+    for name, view in views.items():
+        view.phase = "Running" if view.min_count and running[name] >= view.min_count else "Pending"
+    return views
+
+
 async def collect(client: KubeClient, expected: Mapping[str, str]) -> list[GroupView]:
     namespaces = sorted({name.split("/", 1)[0] for name in expected})
     views = {}
@@ -260,6 +327,16 @@ async def collect(client: KubeClient, expected: Mapping[str, str]) -> list[Group
             name = f"{namespace}/{item['metadata']['name']}"
             if name in expected:
                 views[name] = upstream_view_from(item, expected[name], pods)
+        dialect_items = []
+        for kind in (COSCHEDULING_POD_GROUPS, VOLCANO_POD_GROUPS):
+            if await client.serves(kind):
+                dialect_items += (await client.list(kind, namespace)).get("items", [])
+        all_pods = (await client.list(PODS, namespace)).get("items", [])
+        for item in dialect_items:
+            name = f"{namespace}/{item['metadata']['name']}"
+            if name in expected:
+                views[name] = dialect_view_from(item, expected[name], all_pods)
+        views.update(kueue_views(all_pods, expected))
     # A group not created yet counts as Pending (a gated Job's, whose pods are not counted yet).
     return [
         views.get(name) or GroupView(name, expect, phase="Pending", why="no PodGroup yet")
@@ -276,18 +353,30 @@ async def run_demo(
     log_path = workdir / "operator.log"
     log_file = log_path.open("w")
     configure_logging("json", "info", stream=log_file)
-    cluster = SimCluster(nodes=DEMO_NODES, devices_per_node=DEMO_DEVICES_PER_NODE)
+    turned_on = ",".join(f"{gate}=true" for gate in gates)
+    cluster = SimCluster(
+        nodes=DEMO_NODES,
+        devices_per_node=DEMO_DEVICES_PER_NODE,
+        feature_gates=turned_on or None,
+        install_crds=tuple(OPTIONAL_CRDS),
+    )
     url = await cluster.start()
     kubeconfig = write_kubeconfig(url, workdir / "kubeconfig")
+    needing = {gate: [ex.path.name for ex in examples if gate in ex.gates] for gate in gates}
     out.write(
         f"simulated cluster: {DEMO_NODES} nodes, {DEMO_DEVICES_PER_NODE} devices each, at {url}\n"
         f"operator log: {log_path}\n"
-        f"feature gates: {', '.join(f'{g}=true' for g in gates) or 'defaults'}\n"
+        + "".join(
+            f"feature gate {gate}=true turned on (off by default in lockstep sim and lockstep run) for "
+            f"{', '.join(names)}, on the API server and the operator\n"
+            for gate, names in needing.items()
+        )
+        + ("" if gates else "feature gates: defaults\n")
     )
     settings = load_settings(
         kubeconfig=str(kubeconfig),
         leader_elect=False,
-        feature_gates=",".join(f"{gate}=true" for gate in gates),
+        feature_gates=turned_on,
         health_bind_address="127.0.0.1:0",
         metrics_bind_address="127.0.0.1:0",
         backoff_max_seconds=5.0,

@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -27,70 +26,18 @@ from lockstep.api.upstream_podgroup import CONDITION_TYPES
 from lockstep.api.upstream_podgroup import GROUP as UPSTREAM_GROUP
 from lockstep.api.upstream_podgroup import PLURAL as UPSTREAM_PLURAL
 from lockstep.config import ConfigError, Settings, load_settings
-from lockstep.controller.core import SchedulerCore
-from lockstep.kube.client import (
-    CSI_NODES,
-    DEVICE_CLASSES,
-    NAMESPACES,
-    NODES,
-    PERSISTENT_VOLUME_CLAIMS,
-    PERSISTENT_VOLUMES,
-    POD_DISRUPTION_BUDGETS,
-    POD_GROUPS,
-    PODS,
-    RESOURCE_CLAIM_TEMPLATES,
-    RESOURCE_CLAIMS,
-    RESOURCE_SLICES,
-    STORAGE_CLASSES,
-    UPSTREAM_POD_GROUP_KINDS,
-    ApiError,
-    KubeClient,
-)
+from lockstep.kube.client import POD_GROUPS, PODS, UPSTREAM_POD_GROUP_KINDS, ApiError, KubeClient
 from lockstep.kube.credentials import CredentialsError, load_connection_info
-from lockstep.kube.events import EventRecorder
 from lockstep.logging import configure_logging
-from lockstep.metrics import Metrics
 from lockstep.scheduler.cycle import CycleOutcome
-from lockstep.scheduler.framework import Code, GroupKey
-from lockstep.scheduler.preemption import PlanVerdict
+from lockstep.scheduler.framework import GroupKey
+from lockstep.snapshot import ClusterState, DryRun, build_core, dry_run, group_key, list_cluster
 
 INDENT = "  "
 
 
 class ExplainError(RuntimeError):
     """The group cannot be explained (bad reference, not found, API unreachable)."""
-
-
-@dataclass(slots=True)
-class ClusterState:
-    """The objects a group cycle reads, as listed from the API."""
-
-    podgroup: dict[str, Any]
-    nodes: list[dict[str, Any]]
-    pods: list[dict[str, Any]]
-    podgroups: list[dict[str, Any]]
-    claims: list[dict[str, Any]]
-    slices: list[dict[str, Any]]
-    device_classes: list[dict[str, Any]]
-    templates: list[dict[str, Any]]
-    namespaces: list[dict[str, Any]]
-    volumes: list[dict[str, Any]] = field(default_factory=list)
-    volume_claims: list[dict[str, Any]] = field(default_factory=list)
-    storage_classes: list[dict[str, Any]] = field(default_factory=list)
-    csinodes: list[dict[str, Any]] = field(default_factory=list)
-    budgets: list[dict[str, Any]] = field(default_factory=list)
-    upstream_podgroups: list[dict[str, Any]] = field(default_factory=list)
-
-    def members(self, namespace: str, name: str, upstream: bool = False) -> list[dict[str, Any]]:
-        def joins(pod: dict[str, Any]) -> bool:
-            if upstream:
-                return (pod.get("spec", {}).get("schedulingGroup") or {}).get("podGroupName") == name
-            return bool(pod["metadata"].get("labels", {}).get(POD_GROUP_LABEL) == name)
-
-        return sorted(
-            (p for p in self.pods if p["metadata"].get("namespace") == namespace and joins(p)),
-            key=lambda p: str(p["metadata"]["name"]),
-        )
 
 
 UPSTREAM_PREFIX = f"{UPSTREAM_PLURAL}.{UPSTREAM_GROUP}/"
@@ -110,7 +57,10 @@ def parse_reference(text: str, namespace: str = "default") -> tuple[str, str, bo
     return namespace, name, False
 
 
-async def fetch(client: KubeClient, namespace: str, name: str, upstream: bool = False) -> ClusterState:
+async def fetch(
+    client: KubeClient, namespace: str, name: str, upstream: bool = False
+) -> tuple[dict[str, Any], ClusterState]:
+    """The PodGroup and the cluster, listed once."""
     upstream_kind = await client.first_served(UPSTREAM_POD_GROUP_KINDS)
     if upstream and upstream_kind is None:
         versions = ", ".join(kind.api_version for kind in UPSTREAM_POD_GROUP_KINDS)
@@ -121,88 +71,28 @@ async def fetch(client: KubeClient, namespace: str, name: str, upstream: bool = 
     except ApiError as exc:
         if exc.not_found:
             shape = UPSTREAM_PREFIX if upstream else "PodGroup "
-            raise ExplainError(f"{shape}{namespace}/{name} not found") from None
+            naming = await pods_naming(client, namespace, name, upstream)
+            raise ExplainError(f"{shape}{namespace}/{name} not found{naming}") from None
         raise
-
-    async def items(kind: Any) -> list[dict[str, Any]]:
-        listed = await client.list(kind)
-        return list(listed.get("items", []))
-
-    upstream_groups = await items(upstream_kind) if upstream_kind is not None else []
-
-    listed = await asyncio.gather(
-        items(NODES),
-        items(PODS),
-        items(POD_GROUPS),
-        items(RESOURCE_CLAIMS),
-        items(RESOURCE_SLICES),
-        items(DEVICE_CLASSES),
-        items(RESOURCE_CLAIM_TEMPLATES),
-        items(NAMESPACES),
-        items(PERSISTENT_VOLUMES),
-        items(PERSISTENT_VOLUME_CLAIMS),
-        items(STORAGE_CLASSES),
-        items(CSI_NODES),
-        items(POD_DISRUPTION_BUDGETS),
-    )
-    state = ClusterState(podgroup, *listed)
-    state.upstream_podgroups = upstream_groups
-    return state
+    return podgroup, await list_cluster(client)
 
 
-@dataclass(frozen=True, slots=True)
-class DryRun:
-    outcome: CycleOutcome
-    preemption: PlanVerdict | None = None  # the planner's verdict when the group does not fit
-
-
-def dry_run(settings: Settings, client: KubeClient, state: ClusterState) -> DryRun | str:
-    """One group cycle on the listed state, then, if the group does not fit, the preemption planner;
-    a string when the group is not ready for a cycle."""
-    core = SchedulerCore(settings, client, EventRecorder(client, "lockstep-explain"), Metrics())
-    core.scheduler.preemption_api = None  # plan, never write: not even a marked victim's deletion
-    feeds = (
-        (core.on_device_class, state.device_classes),
-        (core.on_slice, state.slices),
-        (core.on_claim_template, state.templates),
-        (core.on_claim, state.claims),
-        (core.on_storage_class, state.storage_classes),
-        (core.on_csinode, state.csinodes),
-        (core.on_volume, state.volumes),
-        (core.on_volume_claim, state.volume_claims),
-        (core.on_node, state.nodes),
-        (core.on_namespace, state.namespaces),
-        (core.on_podgroup, state.podgroups),
-        (core.on_upstream_podgroup, state.upstream_podgroups),
-        (core.on_pdb, state.budgets),
-        (core.on_pod, state.pods),
-    )
-    for handler, objects in feeds:
-        for raw in objects:
-            handler("ADDED", raw)
-    meta = state.podgroup["metadata"]
-    upstream = str(state.podgroup.get("apiVersion", "")).startswith(f"{UPSTREAM_GROUP}/")
-    key = GroupKey(meta["namespace"], meta["name"], upstream=upstream)
-    group = core.cache.podgroup(key)
-    if group is None:
-        return "the PodGroup is not valid, so lockstep does not schedule it (see its status message)"
-    pods = core.cache.unscheduled_members(key)
-    total = core.cache.live_member_count(key)
-    if not pods:
-        return f"nothing to place: every one of the {total} members is bound or being deleted"
-    min_count = group.min_count if group.is_gang else 1
-    if total < min_count:
-        return f"waiting for pods: {total} of minCount {min_count} exist, {min_count - total} missing"
-    scheduler = core.scheduler
-    priority = core.cache.group_priority(key)
-    verdict = None
-    with core.cache.pods_held(scheduler.nominations_above(key, priority)):
-        outcome = scheduler.cycle.run(group, pods)
-        for placement in outcome.placements:
-            scheduler.cycle.release(placement)
-        if outcome.status.code is Code.UNSCHEDULABLE:
-            verdict = scheduler.planner.plan(key, group, pods, priority)
-    return DryRun(outcome, verdict)
+async def pods_naming(client: KubeClient, namespace: str, name: str, upstream: bool) -> str:
+    """The pods that name a missing group, and their PodScheduled conditions, for its not-found
+    message ("" when none does)."""
+    pods = (await client.list(PODS, namespace)).get("items", [])
+    field = "spec.schedulingGroup.podGroupName" if upstream else f"the label {POD_GROUP_LABEL}"
+    naming = ClusterState(pods=pods).members(namespace, name, upstream)
+    if not naming:
+        return f"; no pod in {namespace} names it through {field}"
+    lines = [f"; {len(naming)} pods name it through {field}:"]
+    for pod in naming:
+        scheduled = _condition(pod.get("status") or {}, "PodScheduled")
+        said = ""
+        if scheduled is not None and scheduled.get("status") == "False":
+            said = f"  PodScheduled=False {scheduled.get('reason')}: {scheduled.get('message', '')}"
+        lines.append(f"{INDENT}{pod['metadata']['name']}{said}")
+    return "\n".join(lines)
 
 
 def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
@@ -235,6 +125,11 @@ def describe_status(podgroup: Mapping[str, Any], members: Sequence[Mapping[str, 
     if status.get("lastAttemptTime"):
         retry = f", next retry {status['nextRetryTime']}" if status.get("nextRetryTime") else ""
         lines.append(f"{INDENT}last attempt {status['lastAttemptTime']}{retry}")
+    if status.get("queuePosition"):
+        lines.append(
+            f"{INDENT}queue position {status['queuePosition']} of {status.get('waitingGroups', '?')} waiting "
+            f"groups; expected start {status.get('expectedStart') or 'unknown'}"
+        )
     reasons = status.get("unschedulableReasons", [])
     if reasons:
         lines.append(f"{INDENT}why not scheduled at the last attempt:")
@@ -418,12 +313,13 @@ def _describe_outcome(result: CycleOutcome) -> list[str]:
 async def explain(reference: str, settings: Settings, namespace: str = "default") -> str:
     namespace, name, upstream = parse_reference(reference, namespace)
     async with KubeClient(await load_connection_info(settings.kubeconfig)) as client:
-        state = await fetch(client, namespace, name, upstream)
-        result = dry_run(settings, client, state)
+        podgroup, state = await fetch(client, namespace, name, upstream)
+        core = build_core(settings, client, state)
+        result = dry_run(core, group_key(podgroup))
     members = state.members(namespace, name, upstream)
-    lines = describe_status(state.podgroup, members)
-    lines += describe_claims(state.podgroup, state)
-    lines += describe_preemption(state.podgroup, state)
+    lines = describe_status(podgroup, members)
+    lines += describe_claims(podgroup, state)
+    lines += describe_preemption(podgroup, state)
     lines += describe_dry_run(result)
     return "\n".join(lines)
 

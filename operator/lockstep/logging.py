@@ -60,6 +60,9 @@ def _renderer(fmt: str) -> Processor:
     return structlog.processors.JSONRenderer(serializer=_orjson_dumps)
 
 
+KOPF_PROBE_LOGGER = "kopf.activities.probe"
+
+
 def configure_logging(fmt: str = "json", level: str = "info", stream: TextIO | None = None) -> None:
     """Route structlog and stdlib logging (Kopf included) into one stream. Safe to call again."""
     global _configured
@@ -94,6 +97,9 @@ def configure_logging(fmt: str = "json", level: str = "info", stream: TextIO | N
     # Kopf's per-object chatter (one line per handled event) is far too much at high throughput.
     logging.getLogger("kopf.objects").setLevel(max(numeric, logging.WARNING))
     logging.getLogger("aiohttp.access").setLevel(max(numeric, logging.WARNING))
+    # "Activity 'scheduler' succeeded." for every /healthz Kopf answers from its cache: a failing
+    # probe is still said at warning.
+    logging.getLogger(KOPF_PROBE_LOGGER).setLevel(max(numeric, logging.WARNING))
 
     structlog.configure(
         processors=[

@@ -223,7 +223,10 @@ LIST_CONSTRAINT = [{"requests": ["gpu"], "matchAttribute": "gpu.sim.lockstep.dev
 
 
 async def test_behaviour_5_list_type_matchattribute_follows_the_feature_gate() -> None:
-    async with simulated_cluster(nodes=1, devices_per_node=2, start_operator=False) as env:
+    gates = "DRAListTypeAttributes=true"  # the API server serves list attributes: numaNodes is published
+    async with simulated_cluster(
+        nodes=1, devices_per_node=2, start_operator=False, feature_gates=gates
+    ) as env:
         await env.create(claim("pair", count=2, constraints=LIST_CONSTRAINT))
         await env.create(podgroup("numa", 1))
         await env.create(pod("numa-0", "numa", claims=[{"name": "gpu", "resourceClaimName": "pair"}]))

@@ -158,10 +158,15 @@ async def test_a_job_with_spec_scheduling_is_a_gang_through_the_podgroup_the_job
         await env.client.create(JOBS, NAMESPACE, scheduled_job("toobig", 7, gang))
 
         async def refused() -> dict[str, Any] | None:
+            """Unschedulable for want of room, once all 7 pods exist (not while it waits for them)."""
             groups = (await env.client.list(UPSTREAM_POD_GROUPS, NAMESPACE)).get("items") or []
             for group in groups:
                 for condition in (group.get("status") or {}).get("conditions") or []:
-                    if condition["type"] == "PodGroupInitiallyScheduled" and condition["status"] == "False":
+                    if (
+                        condition["type"] == "PodGroupInitiallyScheduled"
+                        and condition["status"] == "False"
+                        and "InsufficientCPU" in condition["message"]
+                    ):
                         return group
             return None
 

@@ -47,6 +47,7 @@ KUBECTL_TIMEOUT = 30.0
 try:
     from lockstep.sim.apiserver import ApiServer
     from lockstep.sim.objectmeta import PlainStrategy
+    from lockstep.sim.registry import OPTIONAL_CRDS
     from lockstep.sim.registry.core import POD_SMP_LISTS
     from lockstep.sim.resources import ResourceType
 except (
@@ -245,6 +246,11 @@ def test_cluster_role_reads_back_as_rendered(emulator: Emulator) -> None:
 
 
 def test_examples_apply_and_show_up_as_podgroups(emulator: Emulator) -> None:
+    # the other schedulers' PodGroup CRDs the dialect examples need, applied as a user would
+    crds = [crd() for crd in OPTIONAL_CRDS.values()]
+    emulator.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(crds))
+    for crd in crds:
+        emulator.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}")
     result = emulator.kubectl("apply", "-f", str(EXAMPLES))
     actions = applied(result.stdout)
     assert set(actions.values()) == {"created"}, result.stdout
@@ -328,6 +334,10 @@ def sim_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     kubeconfig = tmp_path_factory.mktemp("sim") / "kubeconfig"
     command = [sys.executable, "-m", "lockstep", "sim", "--nodes", str(SIM_NODES)]
     command += ["--devices-per-node", str(SIM_DEVICES_PER_NODE), "--kubeconfig", str(kubeconfig)]
+    command += ["--install-crds", ",".join(OPTIONAL_CRDS)]
+    _, gates = expected_phases()  # the API server serves what the examples need, as the demo's does
+    if gates:
+        command += ["--feature-gates", ",".join(f"{gate}=true" for gate in sorted(gates))]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     assert process.stdout is not None
     line = process.stdout.readline()
@@ -399,6 +409,7 @@ def test_operator_configured_by_the_chart_brings_every_example_to_its_expected_p
             ("lpg/trainer", "PodGroupScheduled"),
             ("lpg/misplaced", "PodGroupScheduled=False"),
             ("podgroups.scheduling.k8s.io/upstream-gang", "PodGroupInitiallyScheduled"),
+            ("podgroups.scheduling.volcano.sh/volcano-mpi", "Scheduled"),
         )
         for name, condition in waits:
             waited = subprocess.run(
@@ -414,6 +425,20 @@ def test_operator_configured_by_the_chart_brings_every_example_to_its_expected_p
                 capture_output=True,
                 text=True,
                 timeout=30,
+            )
+            assert waited.returncode == 0, waited.stderr
+        # other schedulers' PodGroups reach the phase their shape calls Running
+        dialect_groups = (
+            "podgroups.scheduling.x-k8s.io/cosched-nginx",
+            "podgroups.scheduling.volcano.sh/volcano-mpi",
+        )
+        for name in dialect_groups:
+            running = "--for=jsonpath={.status.phase}=Running"
+            waited = subprocess.run(
+                [*kubectl, "wait", name, "-n", "demo", running, "--timeout=20s"],
+                capture_output=True,
+                text=True,
+                timeout=40,
             )
             assert waited.returncode == 0, waited.stderr
     finally:

@@ -1,6 +1,8 @@
-"""The two adapters into the core's one group model (``PodGroupInfo``): lockstep's own
+"""Adapters into the core's one group model (``PodGroupInfo``): lockstep's own
 ``scheduling.lockstep.dev/v1alpha1`` PodGroup and upstream's ``scheduling.k8s.io`` PodGroup (``v1beta1``
-on Kubernetes 1.37, ``v1alpha2`` on 1.36: one model parses both, ``lockstep.api.upstream_podgroup``).
+on Kubernetes 1.37, ``v1alpha2`` on 1.36: one model parses both, ``lockstep.api.upstream_podgroup``)
+here; the other schedulers' shapes each in their own module: ``lockstep.api.coscheduling``
+(scheduler-plugins), ``lockstep.api.volcano``, ``lockstep.api.kueue`` (plain pod groups).
 
 A group's priority is ``spec.priority`` when set, else the value of ``spec.priorityClassName``
 (looked up in ``priority_classes``, name -> value), else None: the highest priority of its members.
@@ -65,7 +67,7 @@ def _upstream_policy(podgroup: UpstreamPodGroup) -> tuple[str, float | None]:
     return policy, float(raw)
 
 
-def _priority(
+def group_priority(
     key: str, priority: int | None, class_name: str | None, priority_classes: Mapping[str, int]
 ) -> int | None:
     if priority is not None or not class_name:
@@ -91,7 +93,7 @@ def from_lockstep(podgroup: PodGroup, priority_classes: Mapping[str, int]) -> Po
             PodClaimRef(claim.name, claim.resource_claim_name, claim.resource_claim_template_name)
             for claim in spec.resource_claims
         ),
-        priority=_priority(podgroup.key, spec.priority, spec.priority_class_name, priority_classes),
+        priority=group_priority(podgroup.key, spec.priority, spec.priority_class_name, priority_classes),
         topology_keys=spec.topology_keys,
         disruption_mode=spec.disruption_mode,
         preemption_policy=spec.preemption_policy,
@@ -130,7 +132,7 @@ def from_upstream(
             PodClaimRef(claim.name, claim.resource_claim_name, claim.resource_claim_template_name)
             for claim in spec.resource_claims
         ),
-        priority=_priority(podgroup.key, spec.priority, spec.priority_class_name, priority_classes),
+        priority=group_priority(podgroup.key, spec.priority, spec.priority_class_name, priority_classes),
         topology_keys=spec.topology_keys,
         disruption_mode=spec.disruption_mode,
         preemption_policy=spec.preemption_policy,

@@ -17,7 +17,57 @@ from lockstep import POD_GROUP_LABEL
 from lockstep.api.placement import PlacementFieldError, parse_placement
 from lockstep.api.quantity import QuantityError, parse_quantity, to_resource_amount
 from lockstep.dra.extended import is_dra_extended_resource_name
-from lockstep.scheduler.framework import ContainerRequests, GroupKey, PodClaimRef, PodCondition, PodInfo
+from lockstep.scheduler.framework import (
+    DIALECT_COSCHEDULING,
+    DIALECT_KUEUE,
+    DIALECT_VOLCANO,
+    ContainerRequests,
+    GroupClaim,
+    GroupKey,
+    PodClaimRef,
+    PodCondition,
+    PodInfo,
+)
+
+# Where other schedulers' shapes put a pod in a group, in precedence order (see DIALECTS); the
+# adapters (lockstep.api.coscheduling, .volcano, .kueue) import these names from here.
+COSCHEDULING_POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+VOLCANO_GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
+VOLCANO_TASK_SPEC_KEY = "volcano.sh/task-spec"
+KUEUE_POD_GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
+
+
+def _dialect_groups(labels: Mapping[str, Any], annotations: Mapping[str, Any]) -> tuple[GroupClaim, ...]:
+    claims = []
+    if labels.get(COSCHEDULING_POD_GROUP_LABEL):
+        claims.append(
+            GroupClaim(
+                DIALECT_COSCHEDULING,
+                str(labels[COSCHEDULING_POD_GROUP_LABEL]),
+                f"the label {COSCHEDULING_POD_GROUP_LABEL}",
+                "scheduling.x-k8s.io",
+            )
+        )
+    if annotations.get(VOLCANO_GROUP_NAME_ANNOTATION):
+        claims.append(
+            GroupClaim(
+                DIALECT_VOLCANO,
+                str(annotations[VOLCANO_GROUP_NAME_ANNOTATION]),
+                f"the annotation {VOLCANO_GROUP_NAME_ANNOTATION}",
+                "scheduling.volcano.sh",
+            )
+        )
+    if labels.get(KUEUE_POD_GROUP_NAME_LABEL):
+        claims.append(
+            GroupClaim(
+                DIALECT_KUEUE,
+                str(labels[KUEUE_POD_GROUP_NAME_LABEL]),
+                f"the label {KUEUE_POD_GROUP_NAME_LABEL}",
+                "kueue.x-k8s.io",
+            )
+        )
+    return tuple(claims)
+
 
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
@@ -250,6 +300,8 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
     spec = _mapping(obj.get("spec"), "Pod", key, "spec")
     status = _mapping(obj.get("status"), "Pod", key, "status")
     labels = dict(_mapping(metadata.get("labels"), "Pod", key, "metadata.labels"))
+    annotations = _mapping(metadata.get("annotations"), "Pod", key, "metadata.annotations")
+    dialect_groups = _dialect_groups(labels, annotations) if labels or annotations else ()
     priority = spec.get("priority") or 0
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise InvalidObjectError("Pod", key, "spec.priority", f"must be an integer, got {priority!r}")
@@ -286,6 +338,10 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
             _mapping(spec.get("schedulingGroup"), "Pod", key, "spec.schedulingGroup").get("podGroupName")
             or ""
         ),
+        dialect_groups=dialect_groups,
+        task=str(annotations.get(VOLCANO_TASK_SPEC_KEY) or labels.get(VOLCANO_TASK_SPEC_KEY) or "")
+        if dialect_groups
+        else "",
         priority=priority,
         requests=requests,
         node_selector=dict(_mapping(spec.get("nodeSelector"), "Pod", key, "spec.nodeSelector")),

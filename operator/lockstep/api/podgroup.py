@@ -258,6 +258,11 @@ class PodGroupStatus(_Model):
     waiting_beyond_min_count: Count | None = Field(None, alias="waitingBeyondMinCount")
     last_attempt_time: DateTime | None = Field(None, alias="lastAttemptTime")
     next_retry_time: DateTime | None = Field(None, alias="nextRetryTime")
+    # while waiting to be placed: its place among the waiting groups (1: next), how many wait, and
+    # when it is expected to start (RFC 3339, from a reservation's deadlines) or "unknown"
+    queue_position: Annotated[Int32, Field(ge=1)] | None = Field(None, alias="queuePosition")
+    waiting_groups: Annotated[Int32, Field(ge=1)] | None = Field(None, alias="waitingGroups")
+    expected_start: Annotated[str, Field(max_length=64)] | None = Field(None, alias="expectedStart")
     conditions: list[Condition] = Field(default_factory=list, max_length=8)
     resource_claim_statuses: list[ResourceClaimStatus] = Field(
         default_factory=list, alias="resourceClaimStatuses", max_length=4

@@ -46,6 +46,7 @@ from lockstep.api.volume import (
     parse_storage_class,
 )
 from lockstep.config import Settings
+from lockstep.controller.dialects import Dialects
 from lockstep.controller.recovery import StaleGangs
 from lockstep.controller.status import (
     ARRIVING_CAUSES,
@@ -80,7 +81,7 @@ from lockstep.scheduler.plugins.volume_binding import STORE_SERVICE as VOLUME_ST
 from lockstep.scheduler.plugins.volume_binding import VOLUME_API_SERVICE
 from lockstep.scheduler.preemption import REASON_POD, PlanVerdict, PreemptionPlan
 from lockstep.scheduler.records import GroupAttempt
-from lockstep.scheduler.scheduler import Scheduler
+from lockstep.scheduler.scheduler import INVALID_MIN_COUNT, INVALID_POD_GROUP, Scheduler
 from lockstep.state.cluster import ClusterEvent
 from lockstep.state.volumes import VolumeStore
 
@@ -151,6 +152,7 @@ class SchedulerCore:
         self.last_cycle_at = 0.0
         self._accepting = True
         self._wake = asyncio.Event()
+        self.scheduler.on_wake = self._wake.set
         self._pending_since: dict[str, float] = {}  # pod uid -> when it was first seen unscheduled
         self._invalid: dict[str, str] = {}  # object key -> resourceVersion already reported invalid
         self._upstream_podgroups: dict[GroupRef, UpstreamPodGroup] = {}
@@ -159,6 +161,13 @@ class SchedulerCore:
         self._class_users: dict[GroupKey, dict[str, Any]] = {}
         self.upstream_status = UpstreamStatusWriter(client)
         self.template_gangs = TemplateGangs(client, events, self._lockstep_min_count)
+        self.dialects = Dialects(
+            client,
+            events,
+            self.cache,
+            self._priority_classes,
+            lambda raw, problem: self._report_invalid(raw, problem, kind="PodGroup"),
+        )
         dra = self.scheduler.profile.get(DRA_PLUGIN)
         self.terminating = TerminatingPodGroups(
             self.podgroup_api,
@@ -191,6 +200,7 @@ class SchedulerCore:
                 )
             if gone is not None and gone.scheduling_group:
                 self._upstream_members_changed(gone.group_key)
+            self.dialects.on_pod(event_type, raw, None)
             group = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
             if group:
                 self.template_gangs.on_pod(event_type, raw, str(group), gated=False)
@@ -204,10 +214,26 @@ class SchedulerCore:
         if not pod.node_name and pod.scheduler_name == self.settings.scheduler_name:
             self._pending_since.setdefault(pod.uid, time.monotonic())
         self.cache.upsert_pod(pod)
+        if pod.in_pod_group or uid in self.dialects.counted:
+            self.dialects.on_pod(
+                event_type, raw, pod if pod.scheduler_name == self.settings.scheduler_name else None
+            )
         if pod.group_name and pod.scheduler_name == self.settings.scheduler_name and not pod.terminal:
             problem = self.template_gangs.on_pod(event_type, raw, pod.group_name, pod.scheduling_gated)
             if problem is not None:
                 self._report_invalid(raw, f"Pod {pod.key}: {problem}")
+                joined = pod.group_key
+                if (
+                    joined.pod_group
+                    and not joined.upstream
+                    and (pod.namespace, pod.group_name) not in self._podgroups
+                ):
+                    self.scheduler.set_group_problem(
+                        pod.group_key,
+                        INVALID_MIN_COUNT,
+                        f"pod {pod.key}: {problem}, so no PodGroup {pod.namespace}/{pod.group_name} is "
+                        "created from it",
+                    )
         if pod.preempted_by is not None and not pod.deleting:
             self.scheduler.finish_preemption(pod)
         if pod.group_name:
@@ -288,6 +314,7 @@ class SchedulerCore:
         self.cache.upsert_namespace(name, {str(k): str(v) for k, v in labels.items()})
 
     def _podgroup_deleted(self, key: GroupKey, uid: str) -> None:
+        self.scheduler.set_group_problem(key, None)
         self._last_event_reason.pop(key, None)
         self._class_users.pop(key, None)
         self.cache.delete_podgroup(key.namespace, key.name, upstream=key.upstream)
@@ -306,8 +333,14 @@ class SchedulerCore:
                 f"{'.'.join(str(p) for p in err['loc'])}: {str(err['msg']).removeprefix('Value error, ')}"
                 for err in exc.errors()
             )
-            self._report_invalid(raw, f"PodGroup {key.namespace}/{key.name}: {problems}", kind="PodGroup")
+            self._refuse_podgroup(raw, key, f"PodGroup {key.namespace}/{key.name}: {problems}")
             return None
+
+    def _refuse_podgroup(self, raw: dict[str, Any], key: GroupKey, problem: str) -> None:
+        """A PodGroup lockstep cannot use: logged and an Event on it, and its pods are refused with
+        the problem (not left waiting for it to exist)."""
+        self._report_invalid(raw, problem, kind="PodGroup")
+        self.scheduler.set_group_problem(key, INVALID_POD_GROUP, problem)
 
     def _uses_priority_class(self, key: GroupKey, raw: dict[str, Any], class_name: str | None) -> None:
         if class_name:
@@ -323,6 +356,7 @@ class SchedulerCore:
         else:
             value = raw.get("value")
             self._priority_classes[name] = int(value) if isinstance(value, int | float) else 0
+        self.dialects.on_priority_class(name)
         for key, group_raw in list(self._class_users.items()):
             if (group_raw.get("spec") or {}).get("priorityClassName") == name:
                 if key.upstream:
@@ -344,11 +378,13 @@ class SchedulerCore:
         if podgroup is None:
             return
         self._uses_priority_class(key, raw, podgroup.spec.priority_class_name)
+        self.upstream_status.observe(key, podgroup)  # so its condition can say what is wrong
         try:
             info = from_upstream(podgroup, self._priority_classes)
         except (UnknownPriorityClassError, InvalidAnnotationError) as exc:
-            self._report_invalid(raw, str(exc), kind="PodGroup")
+            self._refuse_podgroup(raw, key, str(exc))
             return
+        self.scheduler.set_group_problem(key, None)
         if (namespace, name) not in self._upstream_podgroups:
             log.info(
                 "admitted",
@@ -378,8 +414,9 @@ class SchedulerCore:
         try:
             info = from_lockstep(podgroup, self._priority_classes)
         except UnknownPriorityClassError as exc:
-            self._report_invalid(raw, str(exc), kind="PodGroup")
+            self._refuse_podgroup(raw, key, str(exc))
             return
+        self.scheduler.set_group_problem(key, None)
         if (namespace, name) not in self._podgroups:
             log.info(
                 "admitted",
@@ -618,6 +655,7 @@ class SchedulerCore:
             self.terminating.check(key)  # deleted while no lockstep led, its members gone meanwhile
         self.template_gangs.leading = True
         self.template_gangs.reconcile_all()
+        self.dialects.start_leading()
 
     def _release_claims_of_deleted_podgroups(self) -> None:
         """Claims still reserved for a PodGroup that was deleted while no lockstep led: release them.
@@ -642,6 +680,7 @@ class SchedulerCore:
         self._leading = False
         self.terminating.leading = False
         self.template_gangs.leading = False
+        self.dialects.stop_leading()
         self._wake.set()
 
     async def drain(self, grace: float) -> None:
@@ -685,7 +724,15 @@ class SchedulerCore:
                 else None
             ),
             reasons=reasons,
+            queue_position=self.scheduler.queue.position(GroupKey(key[0], key[1])),
+            expected_start=self.expected_start(GroupKey(key[0], key[1])),
         )
+
+    def expected_start(self, key: GroupKey) -> str | None:
+        """When a waiting group is expected to start (RFC 3339), known only from a reservation with
+        known deadlines: the extension point for reservations (issue 24), not built yet. None says
+        "unknown"."""
+        return None
 
     def on_group_attempt(self, attempt: GroupAttempt) -> None:
         self._attempt_count += 1
@@ -716,16 +763,20 @@ class SchedulerCore:
                 **fields,
             )
         self._record_event(attempt)
-        if key.pod_group and not key.upstream:
+        if key.pod_group and not key.upstream and not key.dialect:
             self.terminating.check((key.namespace, key.name))  # a member's binding failed meanwhile
         if key.upstream:
             self.upstream_status.on_attempt(attempt)
+        elif key.dialect:
+            self.dialects.on_attempt(attempt)
         elif key.pod_group and self.on_attempt is not None:
             self.on_attempt((key.namespace, key.name))
         self._wake.set()
 
     def _reference(self, key: GroupKey) -> ObjectReference:
         """The object a group's events are about: its PodGroup, or the lone pod."""
+        if key.dialect:
+            return self.dialects.reference(key)
         if key.pod_group:
             known: PodGroup | UpstreamPodGroup | None = (
                 self._upstream_podgroups if key.upstream else self._podgroups
@@ -781,6 +832,10 @@ class SchedulerCore:
                 self.events.record(reference, NORMAL, "Waiting", attempt.message)
 
         asyncio.get_running_loop().call_later(self.waiting_event_delay, due)
+
+    def on_pod_problem(self, pod: PodInfo, reason: str, message: str) -> None:
+        reference = ObjectReference("Pod", pod.namespace, pod.name, pod.uid, "v1")
+        self.events.record(reference, WARNING, "FailedScheduling", f"{reason}: {message}")
 
     def on_pod_bound(self, pod: PodInfo, node_name: str) -> None:
         self.metrics.bindings.labels("bound").inc()

@@ -33,6 +33,7 @@ from lockstep.config import Settings
 from lockstep.controller.core import SchedulerCore
 from lockstep.controller.status import AttemptSummary, GroupMembers, GroupRef, StatusWriter
 from lockstep.kube.client import (
+    COSCHEDULING_POD_GROUPS,
     CSI_NODES,
     DEVICE_CLASSES,
     NAMESPACES,
@@ -48,6 +49,7 @@ from lockstep.kube.client import (
     RESOURCE_SLICES,
     STORAGE_CLASSES,
     UPSTREAM_POD_GROUP_KINDS,
+    VOLCANO_POD_GROUPS,
     ApiError,
     ConnectionInfo,
     KubeClient,
@@ -128,7 +130,8 @@ class RuntimeOptions:
     status_retry_seconds: float = 1.0
     watch_retry_delay: float = 0.5
     resync_delay_seconds: float = 2.0
-    # how often API discovery is asked again whether upstream's PodGroups are served (or still are)
+    # how often API discovery is asked again whether upstream's and other schedulers' PodGroups are
+    # served (or still are)
     discovery_interval_seconds: float = 30.0
 
 
@@ -188,7 +191,8 @@ class Operator:
         self._tasks: list[asyncio.Task[Any]] = []
         self._lead_task: asyncio.Task[Any] | None = None
         self._writers: list[asyncio.Task[Any]] = []
-        self._upstream_watch: asyncio.Task[Any] | None = None
+        # the watches of kinds followed while API discovery finds them served, by what they watch
+        self._discovered: dict[str, asyncio.Task[Any]] = {}
         self._metrics_runner: web.AppRunner | None = None
 
     # --- ingest: one synchronous call per watch event ------------------------------------------------
@@ -281,7 +285,7 @@ class Operator:
             if metrics_socket is not None:
                 self.metrics_port = metrics_socket.getsockname()[1]
             kopf_sinks = await self._start_informers()
-            await self._follow_upstream_podgroups()
+            await self._follow_served_kinds()
             self._spawn(self._rediscover(), "discovery")
             self.health_url = liveness_url(self.settings.health_bind_address)
             route_stop_signals(stop)
@@ -518,25 +522,39 @@ class Operator:
         for watch in informers:
             self._spawn(watch.run(), f"watch-{watch.kind.plural}")
 
-    async def _follow_upstream_podgroups(self) -> None:
-        """Watch upstream's scheduling.k8s.io PodGroups while the cluster serves them, in the newest
-        version it serves (v1beta1 on 1.37, v1alpha2 on 1.36). No flag: API discovery decides, at
-        start and every ``discovery_interval_seconds``; a watch whose version stops being served ends,
-        and the next discovery follows the version served then."""
-        assert self.client is not None and self.core is not None
-        watching = self._upstream_watch is not None and not self._upstream_watch.done()
-        if watching:
+    def _served_kinds(self) -> list[tuple[str, tuple[ResourceKind, ...], EventSink]]:
+        """What API discovery decides to watch: upstream's PodGroups in the newest version served
+        (v1beta1 on 1.37, v1alpha2 on 1.36), and each other scheduler's PodGroup whose CRD is
+        installed. A kind not served costs one discovery request per interval, nothing else."""
+        assert self.core is not None
+        dialects = self.core.dialects
+        return [
+            ("upstream PodGroups", UPSTREAM_POD_GROUP_KINDS, self.core.on_upstream_podgroup),
+            ("coscheduling PodGroups", (COSCHEDULING_POD_GROUPS,), TrackedSink(dialects.on_coscheduling)),
+            ("Volcano PodGroups", (VOLCANO_POD_GROUPS,), TrackedSink(dialects.on_volcano)),
+        ]
+
+    async def _follow_served_kinds(self) -> None:
+        for name, kinds, sink in self._served_kinds():
+            await self._follow_served(name, kinds, sink)
+
+    async def _follow_served(self, name: str, kinds: tuple[ResourceKind, ...], sink: EventSink) -> None:
+        """Watch the first of ``kinds`` the cluster serves, while it does. No flag: API discovery
+        decides, at start and every ``discovery_interval_seconds``; a watch whose kind stops being
+        served ends, and the next discovery follows what is served then."""
+        assert self.client is not None
+        running = self._discovered.get(name)
+        if running is not None and not running.done():
             return
-        kind = await self.client.first_served(UPSTREAM_POD_GROUP_KINDS)
+        kind = await self.client.first_served(kinds)
         if kind is None:
             return
-        core = self.core
         namespaces: list[str | None] = list(self.settings.namespaces) or [None]
         watches = [
             RawWatch(
                 self.client,
                 kind,
-                _with_kind(kind, core.on_upstream_podgroup),
+                _with_kind(kind, sink),
                 namespace=namespace,
                 retry_delay=self.options.watch_retry_delay,
             )
@@ -548,7 +566,7 @@ class Operator:
             if exc.not_found:  # gone again between discovery and the list
                 return
             raise
-        log.info("watching upstream PodGroups", api=kind.api_version)
+        log.info(f"watching {name}", api=kind.api_version)
 
         async def follow() -> None:
             try:
@@ -556,15 +574,15 @@ class Operator:
             except ApiError as exc:
                 if not exc.not_found:
                     raise
-                log.info("upstream PodGroups no longer served", api=kind.api_version)
+                log.info(f"{name} no longer served", api=kind.api_version)
 
-        self._upstream_watch = self._spawn(follow(), "watch-upstream-podgroups")
+        self._discovered[name] = self._spawn(follow(), f"watch-{name.replace(' ', '-').lower()}")
 
     async def _rediscover(self) -> None:
         while True:
             await asyncio.sleep(self.options.discovery_interval_seconds)
             try:
-                await self._follow_upstream_podgroups()
+                await self._follow_served_kinds()
             except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
                 log.warning("API discovery failed, retrying", error=str(exc))
 
@@ -618,6 +636,7 @@ class Operator:
         self.core.start_leading()
         self._writers = [
             self._spawn(self.status.run(), "status-writer"),
+            self._spawn(self.status.refresh_queue_positions(), "queue-positions"),
             self._spawn(self.events.run(), "event-recorder"),
         ]
         await self.core.run()

@@ -65,6 +65,10 @@ class AttemptSummary:
     attempted_at: datetime
     next_retry_at: datetime | None = None
     reasons: tuple[ReasonCount, ...] = ()
+    # (place, how many) among the groups waiting to be placed, and when it is expected to start
+    # (RFC 3339, from a reservation with known deadlines) or None: "unknown"
+    queue_position: tuple[int, int] | None = None
+    expected_start: str | None = None
 
 
 @dataclass(slots=True)
@@ -196,6 +200,13 @@ ARRIVING_CAUSES = frozenset({MEMBERS_ARRIVING, CLAIMS_BEING_MADE})
 SETTLE_SECONDS = 2.0
 
 
+# Where a waiting group stands in the queue: it moves whenever another group is tried, so a change of
+# these alone is written at most every QUEUE_SETTLE_SECONDS per group (with any other change at once).
+QUEUE_FIELDS = ("queuePosition", "waitingGroups", "expectedStart")
+QUEUE_SETTLE_SECONDS = 30.0
+UNKNOWN_START = "unknown"
+
+
 def passing(status: Mapping[str, Any]) -> bool:
     """Whether a desired status is one a gang usually passes through within a moment."""
     if status["phase"] in PASSING_PHASES:
@@ -214,6 +225,7 @@ class Hold(Enum):
     PASSING = "passing"  # a passing phase: settle_seconds from the first such status
     SCHEDULED = "scheduled"  # bound, containers starting: SCHEDULED_SETTLE_SECONDS from then
     CONTAINERS = "containers"  # only the container counts changed: settle_seconds from then
+    QUEUE = "queue"  # only the place in the queue changed: QUEUE_SETTLE_SECONDS from then
 
 
 def hold_for(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Hold | None:
@@ -225,6 +237,8 @@ def hold_for(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Hold | N
         changes.discard("conditions")  # its message follows the container counts
     if changes <= CONTAINER_COUNTS:
         return Hold.CONTAINERS
+    if changes <= set(QUEUE_FIELDS):
+        return Hold.QUEUE
     if desired["phase"] == PodGroupPhase.SCHEDULED.value:
         return Hold.SCHEDULED
     return None
@@ -431,9 +445,15 @@ def desired_status(
             {"reason": r.reason, "count": r.count, **({"message": r.message[:1024]} if r.message else {})}
             for r in reasons
         ],
+        "queuePosition": None,
+        "waitingGroups": None,
+        "expectedStart": None,
     }
+    if attempt is not None and attempt.queue_position is not None and not placed:
+        status["queuePosition"], status["waitingGroups"] = attempt.queue_position
+        status["expectedStart"] = attempt.expected_start or UNKNOWN_START
     if attempt is None and not placed:
-        for key in ("lastAttemptTime", "nextRetryTime", "unschedulableReasons"):
+        for key in ("lastAttemptTime", "nextRetryTime", "unschedulableReasons", *QUEUE_FIELDS):
             status.pop(key)  # the previous leader's last word stands until this process attempts
     return status
 
@@ -467,6 +487,7 @@ class StatusWriter:
         flush_interval: float = 0.05,
         retry_delay: float = 1.0,
         settle_seconds: float = SETTLE_SECONDS,
+        queue_settle_seconds: float = QUEUE_SETTLE_SECONDS,
         concurrency: int = 16,
         on_write: Callable[[str], None] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -477,6 +498,7 @@ class StatusWriter:
         self.flush_interval = flush_interval
         self.retry_delay = retry_delay
         self.settle_seconds = settle_seconds
+        self.queue_settle_seconds = queue_settle_seconds
         # Groups whose desired status is held back: why, since when (loop time), and the timer that
         # marks the group when the hold is up.
         self._held: dict[GroupRef, tuple[Hold, float, asyncio.TimerHandle]] = {}
@@ -522,6 +544,16 @@ class StatusWriter:
             await asyncio.gather(*(self._write(key) for key in batch))
             if not self._dirty:
                 self._idle.set()
+
+    async def refresh_queue_positions(self) -> None:
+        """Look again at every group that waits (or waited) in the queue every queue_settle_seconds:
+        others moving ahead of it change its place without an event of its own."""
+        while True:
+            await asyncio.sleep(self.queue_settle_seconds)
+            for key, body in list(self.podgroups.items()):
+                attempt = self.attempt_of(key)
+                if (body.get("status") or {}).get("queuePosition") or (attempt and attempt.queue_position):
+                    self.mark(key)
 
     async def idle(self) -> None:
         """Wait until every marked group is written (for tests; held statuses are not)."""
@@ -605,7 +637,9 @@ class StatusWriter:
         loop = asyncio.get_running_loop()
         held = self._held.get(key)
         since = held[1] if held is not None and held[0] is hold else loop.time()
-        seconds = SCHEDULED_SETTLE_SECONDS if hold is Hold.SCHEDULED else self.settle_seconds
+        seconds = {Hold.SCHEDULED: SCHEDULED_SETTLE_SECONDS, Hold.QUEUE: self.queue_settle_seconds}.get(
+            hold, self.settle_seconds
+        )
         remaining = since + seconds - loop.time()
         if remaining <= 0:
             return False  # held long enough; released once written

@@ -110,6 +110,10 @@ POD_DISRUPTION_BUDGETS = ResourceKind("policy", "v1", "poddisruptionbudgets", "P
 UPSTREAM_POD_GROUPS = ResourceKind(UPSTREAM_GROUP, UPSTREAM_V1BETA1, UPSTREAM_PLURAL, "PodGroup")
 UPSTREAM_POD_GROUPS_V1ALPHA2 = ResourceKind(UPSTREAM_GROUP, UPSTREAM_V1ALPHA2, UPSTREAM_PLURAL, "PodGroup")
 UPSTREAM_POD_GROUP_KINDS = (UPSTREAM_POD_GROUPS, UPSTREAM_POD_GROUPS_V1ALPHA2)
+# other schedulers' PodGroups, watched while their CRD is installed (API discovery, as upstream's)
+COSCHEDULING_POD_GROUPS = ResourceKind("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
+VOLCANO_POD_GROUPS = ResourceKind("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
+DIALECT_POD_GROUP_KINDS = (COSCHEDULING_POD_GROUPS, VOLCANO_POD_GROUPS)
 JOBS = ResourceKind("batch", "v1", "jobs", "Job")  # applied by the demo; the operator reads none
 PRIORITY_CLASSES = ResourceKind(
     "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False

@@ -29,6 +29,12 @@ from lockstep.scheduler.framework import (
     ReservePlugin,
     Status,
 )
+from lockstep.scheduler.group_checks import (
+    MIN_RESOURCES,
+    min_resources_status,
+    task_counts,
+    task_minimums_status,
+)
 from lockstep.scheduler.profile import Profile
 from lockstep.scheduler.records import SAMPLE_NODES, PluginRejections, PodDiagnosis
 from lockstep.state.cluster import ClusterCache
@@ -200,6 +206,10 @@ class GroupCycle:
         status = placement_feasible(progress(), is_gang)
         if status.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
             return CycleOutcome(status, [], [], scheduled, total, min_count, len(pods))
+        refused = min_resources_status(self.cache, group) if group is not None and pods else None
+        if refused is not None:
+            why = PodDiagnosis(pods[0].key, refused.code, refused.message, 0, _counter({MIN_RESOURCES: 1}))
+            return CycleOutcome(refused, [], [why], scheduled, total, min_count, len(pods))
         group_data: dict[str, object] = {CYCLE_PODS: tuple(pods)}
         for pod in pods:
             state = CycleState(group, group_data)
@@ -227,6 +237,13 @@ class GroupCycle:
             status = Status.wait(PLACEMENT_PLUGIN, f"{waiting.pod}: {waiting.message}")
         elif status.code is Code.WAIT:  # the last pod was evaluated and minCount is still not met
             status = Status.unschedulable(PLACEMENT_PLUGIN, "MinCountUnsatisfiable", *status.reasons)
+        if status.ok and group is not None and group.min_task_members and key is not None:
+            placed = task_counts(
+                m
+                for m in self.cache.members(key)
+                if not m.deleting and (m.node_name or self.cache.is_assumed(m.uid))
+            )
+            status = task_minimums_status(group, placed, "placed") or status
         if not status.ok:
             for placement in reversed(placements):
                 self.release(placement)

@@ -115,6 +115,9 @@ class GroupKey(NamedTuple):
     name: str
     pod_group: bool = True  # False: ``name`` is the name of a lone pod
     upstream: bool = False  # a scheduling.k8s.io PodGroup (pods join by spec.schedulingGroup)
+    # another scheduler's group shape (DIALECTS: a coscheduling or Volcano PodGroup, a Kueue pod
+    # group); "" for lockstep's and upstream's
+    dialect: str = ""
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}" if self.pod_group else f"pod {self.namespace}/{self.name}"
@@ -126,6 +129,24 @@ class PodCondition(NamedTuple):
     status: str
     reason: str
     message: str
+
+
+# The group shapes of other schedulers lockstep reads (``lockstep.api.coscheduling``, ``.volcano``,
+# ``.kueue``), in the precedence order after upstream's spec.schedulingGroup and lockstep's label: a
+# pod naming one group in several shapes joins the first shape's.
+DIALECT_COSCHEDULING = "coscheduling"
+DIALECT_VOLCANO = "volcano"
+DIALECT_KUEUE = "kueue"
+DIALECTS = (DIALECT_COSCHEDULING, DIALECT_VOLCANO, DIALECT_KUEUE)
+
+
+class GroupClaim(NamedTuple):
+    """One shape's claim of a pod for a group: the group's name and where the pod says it."""
+
+    dialect: str  # "upstream", "" (lockstep's label) or one of DIALECTS
+    name: str
+    field: str  # e.g. "label scheduling.x-k8s.io/pod-group"
+    api: str  # the API group of the group's object, e.g. "scheduling.x-k8s.io"
 
 
 # disruptionMode, as Kubernetes 1.37 names it (1.36's ``Pod`` and ``PodGroup`` map to these at the edge)
@@ -165,6 +186,14 @@ class PodGroupInfo:
     # The API shows the group reached minCount at its current spec: its scheduling condition turned
     # True at this generation (a raised minCount bumps the generation and must be reached again).
     once_satisfied: bool = False
+    dialect: str = ""  # one of DIALECTS, "" for lockstep's and upstream's PodGroups
+    # Group-level pre-checks of other shapes: minResources (resource -> amount in base units, the
+    # ``pods`` count included) the cluster must be able to free before members are placed, and
+    # per-task minimums (Volcano's minTaskMember, task name -> count) a placement must meet.
+    min_resources: tuple[tuple[str, int], ...] = ()
+    min_task_members: tuple[tuple[str, int], ...] = ()
+    # Why the group's object cannot be used (a field named); its members are refused, not placed.
+    refusal: str = ""
     # metadata.deletionTimestamp is set: nothing more of the group is scheduled.
     terminating: bool = False
     # A lockstep PodGroup carries lockstep's protection finalizer. Not compared: its arrival is no
@@ -173,7 +202,7 @@ class PodGroupInfo:
 
     @property
     def key(self) -> GroupKey:
-        return GroupKey(self.namespace, self.name, upstream=self.upstream)
+        return GroupKey(self.namespace, self.name, upstream=self.upstream, dialect=self.dialect)
 
 
 @dataclass(slots=True)
@@ -190,6 +219,9 @@ class PodInfo:
     group_name: str = ""  # value of the pod-group label; "" means a group of its own
     # spec.schedulingGroup.podGroupName: the upstream scheduling.k8s.io PodGroup the pod joins
     scheduling_group: str = ""
+    # the groups other schedulers' shapes name for the pod, in precedence order (see DIALECTS)
+    dialect_groups: tuple[GroupClaim, ...] = ()
+    task: str = ""  # Volcano's task name (annotation volcano.sh/task-spec), for minTaskMember
     priority: int = 0
     # requests: resource name -> amount in base units (cpu in millicores, memory/storage in bytes)
     requests: Mapping[str, int] = field(default_factory=dict)
@@ -232,20 +264,46 @@ class PodInfo:
         return self.volume_claims + tuple(n for n in self.ephemeral_claims if n not in self.volume_claims)
 
     @property
+    def group_claims(self) -> list[GroupClaim]:
+        """Every shape's claim of the pod for a group, in precedence order."""
+        claims = []
+        if self.scheduling_group:
+            claims.append(
+                GroupClaim("upstream", self.scheduling_group, "spec.schedulingGroup", "scheduling.k8s.io")
+            )
+        if self.group_name:
+            claims.append(
+                GroupClaim(
+                    "",
+                    self.group_name,
+                    "the label scheduling.lockstep.dev/pod-group",
+                    "scheduling.lockstep.dev",
+                )
+            )
+        claims.extend(self.dialect_groups)
+        return claims
+
+    @property
     def group_key(self) -> GroupKey:
         """lockstep's label decides when it names another group than ``spec.schedulingGroup``: the
         scheduler then admits the pod only if that upstream group asks for nothing of its own
         (``Scheduler._second_group``), as the Basic PodGroup the 1.37 Job controller makes for every
-        Job without ``spec.scheduling``."""
+        Job without ``spec.scheduling``. Other schedulers' shapes come after both (DIALECTS); a pod
+        they put in another group is refused on its own (``dialect_conflict``)."""
+        if self.dialect_conflict is not None:
+            return GroupKey(self.namespace, self.name, pod_group=False)
         if self.group_name and self.scheduling_group != self.group_name:
             return GroupKey(self.namespace, self.group_name)
         if self.scheduling_group:
             return GroupKey(self.namespace, self.scheduling_group, upstream=True)
+        if self.dialect_groups:
+            first = self.dialect_groups[0]
+            return GroupKey(self.namespace, first.name, dialect=first.dialect)
         return GroupKey(self.namespace, self.name, pod_group=False)
 
     @property
     def in_pod_group(self) -> bool:
-        return bool(self.scheduling_group or self.group_name)
+        return bool(self.scheduling_group or self.group_name or self.dialect_groups)
 
     @property
     def conflicting_groups(self) -> str | None:
@@ -257,6 +315,19 @@ class PodInfo:
                 f"names PodGroup {self.scheduling_group!r} (scheduling.k8s.io)"
             )
         return None
+
+    @property
+    def dialect_conflict(self) -> str | None:
+        """Why the pod is refused when another scheduler's shape names a different group than the one
+        it joins otherwise (lockstep's label, else spec.schedulingGroup, else the first shape's),
+        naming each claim."""
+        if not self.dialect_groups:
+            return None
+        claims = [c for c in self.group_claims if c.dialect != "upstream" or not self.group_name]
+        if len({claim.name for claim in claims}) < 2:
+            return None
+        named = " and ".join(f"{c.field} names PodGroup {c.name!r} ({c.api})" for c in claims)
+        return f"pod {self.key} names two groups: {named}; a pod joins one group"
 
     @property
     def terminal(self) -> bool:

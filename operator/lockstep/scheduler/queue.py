@@ -35,6 +35,9 @@ class GroupState(Enum):
     PARKED = "parked"
 
 
+_WAITING = frozenset({GroupState.ACTIVE, GroupState.BACKOFF, GroupState.PARKED})
+
+
 class _Entry:
     __slots__ = ("attempts", "hints", "key", "last_attempt", "priority", "ready_at", "seq", "state", "token")
 
@@ -214,6 +217,17 @@ class GroupQueue:
 
     def __len__(self) -> int:
         return sum(1 for e in self._entries.values() if e.state in (GroupState.ACTIVE, GroupState.BACKOFF))
+
+    def position(self, key: GroupKey) -> tuple[int, int] | None:
+        """(place, how many) of a group among the groups waiting to be placed (active, backing off
+        or parked), in the order the queue tries them: priority, then first seen; None when the group
+        does not wait (being scheduled, placed, or gated on its own pods or PodGroup)."""
+        entry = self._entries.get(key)
+        if entry is None or entry.state not in _WAITING:
+            return None
+        mine = (-entry.priority, entry.seq)
+        waiting = [e for e in self._entries.values() if e.state in _WAITING]
+        return 1 + sum(1 for e in waiting if (-e.priority, e.seq) < mine), len(waiting)
 
     def parked(self) -> int:
         """How many groups wait for an event, with no timed retry."""

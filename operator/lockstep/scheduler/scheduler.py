@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Protocol
 
+from lockstep import POD_GROUP_LABEL
 from lockstep.api.pod import preemption_message
 from lockstep.config import ScoreStrategy, Settings
 from lockstep.scheduler.bind_queue import BindQueue
@@ -37,6 +38,7 @@ from lockstep.scheduler.framework import (
     PodInfo,
     Status,
 )
+from lockstep.scheduler.group_checks import MIN_RESOURCES, task_counts, task_minimums_status
 from lockstep.scheduler.plugins.dynamic_resources import STORE_SERVICE
 from lockstep.scheduler.plugins.gang import GangPermit
 from lockstep.scheduler.plugins.podgroup_protection import DELETING_CAUSE, being_deleted
@@ -57,6 +59,11 @@ from lockstep.state.cluster import ClusterCache, ClusterEvent
 
 log = logging.getLogger(__name__)
 
+# PodScheduled reasons of a pod whose PodGroup cannot be used: the message names the field or object.
+POD_GROUP_NOT_FOUND = "PodGroupNotFound"  # the PodGroup the pod names does not exist
+INVALID_POD_GROUP = "InvalidPodGroup"  # the PodGroup exists but a field of it cannot be used
+INVALID_MIN_COUNT = "InvalidMinCount"  # the pod's min-count annotation cannot make a PodGroup
+
 BINDING_PLUGIN = "Binding"
 FINISH_ATTEMPTS = 5  # deletions of a marked victim before giving up until its next watch event
 # A wait for claims that kube-controller-manager (or lockstep, for PodGroup templates) is about to create.
@@ -75,6 +82,12 @@ _GROUP_EVENTS = (
 # more or a lower minCount. A member's other changes or a PodGroup update cannot.
 _PODGROUP_MISSING_LIFTED_BY = frozenset({ClusterEvent.GROUP_ADDED, ClusterEvent.MEMBER_ADDED})
 _POD_CHANGED = frozenset({ClusterEvent.MEMBER_CHANGED, ClusterEvent.MEMBER_ADDED})
+# a group whose object is refused: only a change of it (or of its members, for Kueue's annotations)
+_REFUSAL_LIFTED_BY = _POD_CHANGED | {
+    ClusterEvent.GROUP_ADDED,
+    ClusterEvent.GROUP_UPDATED,
+    ClusterEvent.GROUP_MIN_COUNT_LOWERED,
+}
 _TOO_FEW_PODS_LIFTED_BY = frozenset(
     {ClusterEvent.MEMBER_ADDED, ClusterEvent.GROUP_ADDED, ClusterEvent.GROUP_MIN_COUNT_LOWERED}
 )
@@ -100,6 +113,8 @@ _CAUSE_HINTS: dict[str, frozenset[ClusterEvent]] = {
     # required pod affinity waits for a matching pod to be bound (or a node to carry the topology key)
     "PodAffinityRulesNotMatch": _NODE_EVENTS | {ClusterEvent.ASSIGNED_POD_ADDED},
     "TooFewPods": frozenset(),
+    # coscheduling's and Volcano's minResources: capacity freed or added
+    MIN_RESOURCES: _NODE_EVENTS | {ClusterEvent.ASSIGNED_POD_REMOVED},
 }
 _RESOURCE_HINTS = _NODE_EVENTS | {ClusterEvent.ASSIGNED_POD_REMOVED}
 # Causes whose unresolvable form no cluster-wide event cures (only the group's own pods or PodGroup).
@@ -162,6 +177,9 @@ class SchedulerOptions:
     # Concurrent pods/binding requests, and how many bindings may wait before the next cycle runs.
     bind_workers: int = 32
     bind_backlog_limit: int = 256
+    # How long pods may name a lockstep PodGroup that does not exist before they are told so: the
+    # PodGroup is usually created a moment after its pods (or by lockstep from their template lines).
+    missing_podgroup_grace_seconds: float = 5.0
 
 
 class SchedulerListener(Protocol):
@@ -171,6 +189,11 @@ class SchedulerListener(Protocol):
 
     def on_group_note(self, attempt: GroupAttempt) -> None:
         """The message of a group's last attempt changed without a new attempt (a binding wait)."""
+        ...
+
+    def on_pod_problem(self, pod: PodInfo, reason: str, message: str) -> None:
+        """A pod names a PodGroup lockstep cannot use (missing, invalid, or a bad min-count): told once
+        per problem, alongside its PodScheduled=False condition (an Event on the pod)."""
         ...
 
 
@@ -230,6 +253,16 @@ class Scheduler:
         self._wakeup = asyncio.Event()
         self._releasing: GroupKey | None = None
         self._reporting: dict[str, PodCondition] = {}  # pod uid -> the False condition being written
+        # Groups whose PodGroup exists but cannot be used, or whose pods name it wrongly: (reason,
+        # message naming the field), set by the operator; such a group is refused, not waited for.
+        self._group_problems: dict[GroupKey, tuple[str, str]] = {}
+        # Groups whose lockstep PodGroup is missing: when first seen so (clock) and the timer that
+        # looks again once the grace is up.
+        self._missing: dict[GroupKey, tuple[float, asyncio.TimerHandle | None]] = {}
+        # group -> pod uid -> the problem the pod was last told (its Event), until the group is usable
+        self._told: dict[GroupKey, dict[str, str]] = {}
+        # Told when a group became due outside a cache event (the operator runs its own loop).
+        self.on_wake: Callable[[], None] | None = None
         self.cache.add_listener(self)
 
     # ------------------------------------------------------------------ outside view
@@ -245,6 +278,24 @@ class Scheduler:
     @property
     def busy_tasks(self) -> int:
         return len(self._tasks)
+
+    def group_problem(self, key: GroupKey) -> tuple[str, str] | None:
+        """(reason, message) of a group lockstep refuses because of how its PodGroup or pods say it."""
+        return self._group_problems.get(key)
+
+    def set_group_problem(self, key: GroupKey, reason: str | None, message: str = "") -> None:
+        """Record (``reason`` None: clear) why a group's PodGroup or pods cannot be used, and look at
+        the group again."""
+        if reason is None:
+            if self._group_problems.pop(key, None) is None:
+                return
+        elif self._group_problems.get(key) == (reason, message):
+            return
+        else:
+            self._group_problems[key] = (reason, message)
+        if self.cache.members(key):
+            self.queue.add(key, self._priority(key), self.clock())
+            self._wake()
 
     # ------------------------------------------------------------------ cache events
 
@@ -293,10 +344,57 @@ class Scheduler:
             return False
         self.queue.remove(key)
         self._attempts.pop(key, None)
+        self._forget_missing(key)
         return True
 
     def _priority(self, key: GroupKey) -> int:
         return self.cache.group_priority(key)
+
+    def _missing_long(self, key: GroupKey) -> bool:
+        """Whether the group's lockstep PodGroup has been missing for the grace; if not, look again
+        when it is up."""
+        now = self.clock()
+        since, timer = self._missing.get(key, (now, None))
+        grace = self.options.missing_podgroup_grace_seconds
+        if now - since >= grace:
+            return True
+        if timer is None:
+            timer = asyncio.get_running_loop().call_later(grace - (now - since), self._look_again, key)
+        self._missing[key] = (since, timer)
+        return False
+
+    def _look_again(self, key: GroupKey) -> None:
+        since, _ = self._missing.get(key, (self.clock(), None))
+        self._missing[key] = (since, None)
+        if self.cache.members(key) and self.cache.podgroup(key) is None:
+            self.queue.add(key, self._priority(key), self.clock())
+            self._wake()
+
+    def _wake(self) -> None:
+        self._wakeup.set()
+        if self.on_wake is not None:
+            self.on_wake()
+
+    def _forget_missing(self, key: GroupKey) -> None:
+        self._told.pop(key, None)
+        _, timer = self._missing.pop(key, (0.0, None))
+        if timer is not None:
+            timer.cancel()
+
+    def _tell(self, pod: PodInfo, reason: str, message: str) -> None:
+        """PodScheduled=False and, once per problem, the listeners' Event on the pod."""
+        self._spawn(self.report_unschedulable(pod, reason, message))
+        told = self._told.setdefault(pod.group_key, {})
+        if told.get(pod.uid) == message:
+            return
+        told[pod.uid] = message
+        for listener in self._listeners:
+            try:
+                tell = getattr(listener, "on_pod_problem", None)
+                if tell is not None:
+                    tell(pod, reason, message)
+            except Exception:
+                log.exception("listener %r failed on a problem of pod %s", listener, pod.key)
 
     # ------------------------------------------------------------------ main loop
 
@@ -318,6 +416,10 @@ class Scheduler:
 
     async def close(self) -> None:
         """Cancel binding tasks (each unreserves its pod) and wait for them."""
+        for _, timer in self._missing.values():
+            if timer is not None:
+                timer.cancel()
+        self._missing.clear()
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
@@ -374,17 +476,36 @@ class Scheduler:
             return
         min_count = group.min_count if group is not None and group.is_gang else 1
         total = self.cache.live_member_count(key) + self.cache.succeeded_count(key)
+        problem = self._group_problems.get(key) if key.pod_group else None
+        if problem is not None and (group is None or problem[0] == INVALID_POD_GROUP):
+            # Refused, not waited for: only a change of the PodGroup or of the pods can resolve it.
+            self.queue.gate(key, _PODGROUP_MISSING_LIFTED_BY | _POD_CHANGED)
+            reason, message = problem
+            pending = self._pending(key)
+            self._record(
+                key,
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                message,
+                min_count=min_count,
+                total=total,
+                causes={reason: pending},
+            )
+            for pod in self.cache.unscheduled_members(key):
+                self._tell(pod, reason, message)
+            return
         if key.pod_group and group is None:
             self.queue.gate(key, _PODGROUP_MISSING_LIFTED_BY)
-            message = f"waiting for PodGroup {key} to exist ({total} member pods present)"
+            joined = "spec.schedulingGroup.podGroupName" if key.upstream else f"label {POD_GROUP_LABEL}"
+            message = f"waiting for PodGroup {key} to exist ({total} member pods present, {joined})"
             self._record(key, Code.WAIT, message, min_count=min_count, total=total)
-            if self.cache.podgroup_deleted(key) or key.upstream:
+            if self.cache.podgroup_deleted(key) or key.upstream or key.dialect or self._missing_long(key):
                 # No PodGroup status can say why (any more, or: the pods name an upstream PodGroup
-                # that is not there to write to). A lockstep PodGroup created after its pods is the
-                # usual order, and needs no pod write.
+                # that is not there to write to, or a lockstep one missing past the grace). A
+                # lockstep PodGroup created after its pods is the usual order, and needs no pod write.
                 for pod in self.cache.unscheduled_members(key):
-                    self._spawn(self.report_unschedulable(pod, reason_for(Code.WAIT), message))
+                    self._tell(pod, POD_GROUP_NOT_FOUND, message)
             return
+        self._forget_missing(key)
         if group is not None and group.terminating:
             # Nothing more of a group being deleted is scheduled; a member created later is told too.
             self.queue.gate(key, frozenset({ClusterEvent.MEMBER_ADDED}))
@@ -400,6 +521,34 @@ class Scheduler:
             for pod in self.cache.unscheduled_members(key):
                 self._spawn(self.report_unschedulable(pod, reason_for(Code.UNSCHEDULABLE), message))
             return
+        if group is not None and group.refusal:
+            self.queue.gate(key, _REFUSAL_LIFTED_BY)
+            self._record(
+                key,
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                group.refusal,
+                min_count=min_count,
+                total=total,
+                causes={"InvalidPodGroup": 1},
+            )
+            for pod in self.cache.unscheduled_members(key):
+                self._spawn(self.report_unschedulable(pod, reason_for(Code.UNSCHEDULABLE), group.refusal))
+            return
+        if group is not None and group.min_task_members and total >= min_count:
+            present = task_counts(self.cache.members(key))
+            short_tasks = task_minimums_status(group, present, "present")
+            if short_tasks is not None:
+                self.queue.gate(key, _TOO_FEW_PODS_LIFTED_BY)
+                missing = sum(max(n - present.get(task, 0), 0) for task, n in group.min_task_members)
+                self._record(
+                    key,
+                    Code.WAIT,
+                    f"waiting for pods: {short_tasks.message.partition(': ')[2]}",
+                    min_count=min_count,
+                    total=total,
+                    causes={"TooFewPods": missing},
+                )
+                return
         if total < min_count and not self.cache.once_satisfied(key):
             self.queue.gate(key, _TOO_FEW_PODS_LIFTED_BY)
             missing = min_count - total
@@ -413,6 +562,20 @@ class Scheduler:
             )
             return
         pods = self.cache.unscheduled_members(key)
+        refused = pods[0].dialect_conflict if not key.pod_group and pods else None
+        if refused is not None:
+            # Refused, not retried: only a change of the pod's labels or annotations can resolve it.
+            self.queue.gate(key, _POD_CHANGED)
+            self._record(
+                key,
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                refused,
+                min_count=1,
+                total=1,
+                causes={"ConflictingGroups": 1},
+            )
+            self._spawn(self.report_unschedulable(pods[0], reason_for(Code.UNSCHEDULABLE), refused))
+            return
         second = self._second_group(pods)
         if second is not None:
             code, message = second

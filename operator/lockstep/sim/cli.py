@@ -16,6 +16,7 @@ from lockstep.logging import configure_logging
 from lockstep.sim.cluster import SimCluster
 from lockstep.sim.controllers.dra_driver import DRIVER_NAME
 from lockstep.sim.features import FeatureGates
+from lockstep.sim.registry import OPTIONAL_CRDS
 from lockstep.sim.versions import kube_version
 
 CONTEXT_NAME = "lockstep-sim"
@@ -108,8 +109,17 @@ def sim_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"lockstep sim: --feature-gates: {exc} (kube version {kube.name})", file=sys.stderr)
         return USAGE_EXIT
+    crds = tuple(name for name in str(getattr(args, "install_crds", "") or "").split(",") if name)
+    unknown = [name for name in crds if name not in OPTIONAL_CRDS]
+    if unknown:
+        print(
+            f"lockstep sim: --install-crds: unknown {', '.join(unknown)} (known: {', '.join(OPTIONAL_CRDS)})",
+            file=sys.stderr,
+        )
+        return USAGE_EXIT
     configure_logging(fmt="console", level="warning", stream=sys.stderr)
     cluster = SimCluster(
+        install_crds=crds,
         nodes=args.nodes,
         devices_per_node=args.devices_per_node,
         port=args.port,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -36,6 +36,7 @@ from lockstep.sim.controllers.provisioner import Provisioner
 from lockstep.sim.controllers.resourceclaim import ClaimController
 from lockstep.sim.controllers.resourceclaim_podgroups import PodGroupClaimController
 from lockstep.sim.controllers.taint_eviction import TaintEvictionController
+from lockstep.sim.registry import OPTIONAL_CRDS
 from lockstep.sim.registry.scheduling import GROUP
 from lockstep.sim.versions import KubeVersion
 from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, new_session
@@ -197,6 +198,7 @@ class SimCluster:
         kubelet_delete_delay: float | None = 0.1,
         pod_run_seconds: float | None = None,
         install_crd: bool = True,
+        install_crds: Sequence[str] = (),
         start_timeout: float = 60.0,
         feature_gates: str | Mapping[str, bool] | None = None,
         kube_version: str | KubeVersion | None = None,
@@ -220,6 +222,7 @@ class SimCluster:
         self.kubelet_delete_delay = kubelet_delete_delay
         self.pod_run_seconds = pod_run_seconds
         self.install_crd = install_crd
+        self.optional_crds = tuple(install_crds)
         self.attach_seconds = attach_seconds  # the DRA driver's time to meet a device's binding conditions
         self.start_timeout = start_timeout
         # kube-controller-manager's --node-monitor-grace-period and --node-monitor-period, and the pod
@@ -272,6 +275,8 @@ class SimCluster:
         http = self.http
         if self.install_crd:
             await self._install_crd(http)
+        if self.optional_crds:
+            await self.install_crds(*self.optional_crds)
         await self._create_nodes(http)
 
         pods = Informer(http, "/api/v1/pods")
@@ -429,8 +434,14 @@ class SimCluster:
 
         await asyncio.gather(*(create(node) for node in nodes))
 
-    async def _install_crd(self, http: KubeHttp) -> None:
-        crd = load_crd()
+    async def install_crds(self, *names: str) -> None:
+        """Install other schedulers' CRDs (``lockstep.sim.registry.OPTIONAL_CRDS``), as an admin
+        applying them would, and wait until they are served."""
+        for name in names:
+            await self._install_crd(self.http, OPTIONAL_CRDS[name]())
+
+    async def _install_crd(self, http: KubeHttp, crd: JsonObject | None = None) -> None:
+        crd = crd or load_crd()
         name = crd["metadata"]["name"]
         try:
             await http.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)

@@ -8,7 +8,10 @@ strategy reads ``utilfeature.DefaultFeatureGate``.
 
 To add a gate, add one line to the version's table: its name as kube-apiserver spells it and the
 emulator's default. The defaults are those of a cluster of that version run with what the demo and
-the examples need (upstream's default is said where the emulator differs).
+the examples need (upstream's default is said where the emulator differs). A gate lockstep run also
+has (``lockstep.config.KNOWN_FEATURE_GATES``) defaults the same on both sides, kube's default, so
+``lockstep sim`` and ``lockstep run`` agree with no flag; the demo turns on what its examples need
+on both.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from lockstep.sim.versions import KubeVersion, kube_version
 
 GATES_1_36: Mapping[str, bool] = {
     # ResourceSlice attributes of list type (ints, bools, strings, versions), KEP-5491. Alpha and off
-    # upstream; on here because the simulated DRA driver publishes the list attribute numaNodes.
-    "DRAListTypeAttributes": True,
+    # upstream, and here: lockstep run's default too (kube-scheduler's). With it on (the demo turns it
+    # on for both) the simulated DRA driver publishes the list attribute numaNodes.
+    "DRAListTypeAttributes": False,
     # scheduling.k8s.io/v1alpha2 Workloads and PodGroups (and the pod's spec.schedulingGroup).
     "GenericWorkload": True,
     # The DRA betas on in 1.36: the ResourceSlice, ResourceClaim and DeviceClass fields they serve.
@@ -39,8 +43,8 @@ GATES_1_36: Mapping[str, bool] = {
 # 1.37's defaults as pkg/features' versioned specs give them at 1.37. GangScheduling and
 # WorkloadAwarePreemption are gone (folded into GenericWorkload).
 GATES_1_37: Mapping[str, bool] = {
-    # Alpha and off upstream; on here for the simulated DRA driver's numaNodes, as in 1.36.
-    "DRAListTypeAttributes": True,
+    # Alpha and off upstream and here, as in 1.36.
+    "DRAListTypeAttributes": False,
     # scheduling.k8s.io/v1beta1 Workloads and PodGroups (beta, off upstream in 1.37: a beta API is
     # off by default); on here, as the alpha was in 1.36.
     "GenericWorkload": True,

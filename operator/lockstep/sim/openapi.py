@@ -159,7 +159,10 @@ def _schema_set(schema_set: str) -> dict[str, JsonObject]:
     # find_spec locates the package without importing it (its import pulls in jsonschema: seconds).
     spec = importlib.util.find_spec("kubernetes_validate")
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError("kubernetes-validate is not installed: the emulator serves its schemas")
+        raise ModuleNotFoundError(
+            "kubernetes-validate is not installed: the emulator serves its schemas "
+            "(pip install 'lockstep[sim]')"
+        )
     source = Path(
         spec.submodule_search_locations[0], "kubernetes-json-schema", schema_set, "_definitions.json"
     )

@@ -591,8 +591,8 @@ class ClusterCache:
         elif info != old:
             self._emit(ClusterEvent.GROUP_UPDATED, info.key)
 
-    def delete_podgroup(self, namespace: str, name: str, upstream: bool = False) -> None:
-        key = GroupKey(namespace, name, upstream=upstream)
+    def delete_podgroup(self, namespace: str, name: str, upstream: bool = False, dialect: str = "") -> None:
+        key = GroupKey(namespace, name, upstream=upstream, dialect=dialect)
         group = self._groups.get(key)
         if group is None or group.info is None:
             return

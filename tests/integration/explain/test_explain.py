@@ -157,10 +157,19 @@ async def test_an_extended_resource_pod_shows_the_claim_it_would_get(
     assert "fits-extended-resources-abcde [pod fits (extended resources)]: not allocated" in text
 
 
-async def test_unknown_group_is_an_error_naming_it(cluster: tuple[SimCluster, Path]) -> None:
-    _, kubeconfig = cluster
-    with pytest.raises(ExplainError, match="PodGroup explain/ghost not found"):
+async def test_unknown_group_is_an_error_naming_it_and_the_pods_naming_it(
+    cluster: tuple[SimCluster, Path],
+) -> None:
+    sim, kubeconfig = cluster
+    with pytest.raises(ExplainError, match="PodGroup explain/ghost not found; no pod in explain names it"):
         await explain(f"{NAMESPACE}/ghost", load_settings(kubeconfig=str(kubeconfig)))
+    for name in ("ghost-0", "ghost-1"):
+        await sim.http.create(f"/api/v1/namespaces/{NAMESPACE}/pods", pod(name, "ghost"))
+    with pytest.raises(ExplainError) as raised:
+        await explain(f"{NAMESPACE}/ghost", load_settings(kubeconfig=str(kubeconfig)))
+    text = str(raised.value)
+    assert f"2 pods name it through the label {POD_GROUP_LABEL}:" in text
+    assert "\n  ghost-0" in text and "\n  ghost-1" in text
 
 
 def test_reference_must_be_namespace_slash_name(capsys: pytest.CaptureFixture[str]) -> None:

@@ -62,7 +62,7 @@ def test_image_is_multi_stage_python_311_slim(dockerfile: str) -> None:
     assert [stage[0][1].split()[0] for stage in built] == ["python:3.11-slim"] * len(built)
     build_stage = built[0][0][1].split()
     assert build_stage[1:] == ["AS", "build"]
-    assert ("RUN", "/opt/lockstep/bin/pip install .") in built[0]
+    assert ("RUN", "/opt/lockstep/bin/pip install -c constraints.txt .") in built[0]
     assert ("COPY", "--from=build /opt/lockstep /opt/lockstep") in built[-1]
     assert not any(word == "RUN" and "pip install" in args for word, args in built[-1])
 
@@ -147,3 +147,22 @@ def test_build_context_holds_what_pip_install_needs_and_nothing_else(dockerfile:
 def test_dockerignore_reader_follows_last_match_wins(path: str, excluded: bool) -> None:
     patterns = ["*", "!operator/", "operator/*.egg-info"]
     assert dockerignore_excludes(patterns, path) is excluded
+
+
+def test_image_installs_no_emulator_dependency_and_pins_every_one_it_does() -> None:
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    name = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
+
+    def names(requirements: list[str]) -> set[str]:
+        found = (name.match(r) for r in requirements)
+        return {m.group(0).lower().replace("_", "-") for m in found if m is not None}
+
+    runtime, sim = names(project["dependencies"]), names(project["optional-dependencies"]["sim"])
+    assert "kubernetes-validate" in sim and not runtime & sim
+    assert "lockstep[sim]" in project["optional-dependencies"]["test"]  # make test and make demo get it
+    pinned = {
+        line.split("==")[0].lower().replace("_", "-")
+        for line in (REPO_ROOT / "constraints.txt").read_text().splitlines()
+        if "==" in line
+    }
+    assert runtime <= pinned, f"constraints.txt lacks {sorted(runtime - pinned)}: run make constraints"

@@ -13,11 +13,16 @@ import yaml
 from chart_render import REPO_ROOT
 
 from lockstep import POD_GROUP_LABEL, SCHEDULER_NAME
+from lockstep.api import kueue
+from lockstep.api.coscheduling import from_coscheduling
+from lockstep.api.pod import COSCHEDULING_POD_GROUP_LABEL, VOLCANO_GROUP_NAME_ANNOTATION, parse_pod
 from lockstep.api.podgroup import PodGroup, PodGroupPhase
 from lockstep.api.upstream_podgroup import GROUP as UPSTREAM_GROUP
 from lockstep.api.upstream_podgroup import UpstreamPodGroup
+from lockstep.api.volcano import from_volcano
 from lockstep.config import KNOWN_FEATURE_GATES
 from lockstep.controller.template_gangs import MIN_COUNT_ANNOTATION, requested_min_count
+from lockstep.sim.registry import OPTIONAL_CRDS
 
 EXAMPLES = REPO_ROOT / "examples"
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
@@ -46,11 +51,17 @@ def is_upstream(obj: dict[str, Any]) -> bool:
     return str(obj["apiVersion"]).startswith(f"{UPSTREAM_GROUP}/")
 
 
+def is_lockstep(obj: dict[str, Any]) -> bool:
+    return obj["apiVersion"] == PodGroup.model_fields["api_version"].default
+
+
 DEMO_FILES = [path for path in EXAMPLE_FILES if header(path) is not None]
-# examples whose group is a lockstep PodGroup written out (not upstream's, not made from a Job)
+# examples whose group is a lockstep PodGroup written out (not another shape's, not made from a Job)
 LOCKSTEP_GROUP_FILES = [
-    path for path in DEMO_FILES if any(o["kind"] == "PodGroup" and not is_upstream(o) for o in objects(path))
+    path for path in DEMO_FILES if any(o["kind"] == "PodGroup" and is_lockstep(o) for o in objects(path))
 ]
+# other schedulers' PodGroups: validated against the CRDs the emulator installs (their published schemas)
+DIALECT_CRDS = {crd()["spec"]["group"]: crd() for crd in OPTIONAL_CRDS.values()}
 
 
 def by_kind(path: Path, kind: str) -> list[dict[str, Any]]:
@@ -86,6 +97,8 @@ def test_built_in_objects_validate_against_the_kubernetes_schema(path: Path) -> 
     for obj in objects(path):
         # kubernetes_validate carries no schema for CRDs (it has 1.37's v1beta1 PodGroup, not 1.36's alpha)
         if obj["apiVersion"] in (PodGroup.model_fields["api_version"].default, f"{UPSTREAM_GROUP}/v1alpha2"):
+            continue
+        if str(obj["apiVersion"]).split("/")[0] in DIALECT_CRDS:
             continue
         kubernetes_validate.validate(obj, "1.37.0", strict=True)
 
@@ -212,3 +225,38 @@ def test_job_examples_form_a_gang_with_the_two_template_lines(stem: str) -> None
     assert MIN_COUNT_ANNOTATION in template["metadata"]["annotations"]
     assert template["spec"]["schedulerName"] == SCHEDULER_NAME
     assert bool(template["spec"].get("schedulingGates")) == (stem == "job-gated")
+
+
+@pytest.mark.parametrize("stem", ["coscheduling-podgroup", "volcano-podgroup"])
+def test_other_schedulers_podgroups_validate_against_their_crd_and_are_joined_by_their_pods(
+    stem: str,
+) -> None:
+    path = example(stem)
+    [group] = by_kind(path, "PodGroup")
+    crd = DIALECT_CRDS[group["apiVersion"].split("/")[0]]
+    jsonschema.validate(group, crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    info = from_coscheduling(group) if "coscheduling" in stem else from_volcano(group, {})
+    assert not info.refusal
+    pods = by_kind(path, "Pod")
+    assert len(pods) >= info.min_count
+    for pod in pods:
+        parsed = parse_pod(pod)
+        assert parsed.group_key == info.key, pod["metadata"]["name"]
+        assert parsed.scheduler_name == SCHEDULER_NAME
+        joined_by = COSCHEDULING_POD_GROUP_LABEL if "coscheduling" in stem else VOLCANO_GROUP_NAME_ANNOTATION
+        assert joined_by in {
+            **(pod["metadata"].get("labels") or {}),
+            **(pod["metadata"].get("annotations") or {}),
+        }
+    tasks = [parse_pod(p).task for p in pods]
+    for task, minimum in info.min_task_members:
+        assert tasks.count(task) >= minimum, f"task {task}: fewer pods than minTaskMember"
+
+
+def test_kueue_example_pods_make_one_gang_of_their_total_count() -> None:
+    pods = by_kind(example("kueue-pod-group"), "Pod")
+    asks = {p["metadata"]["name"]: kueue.total_count(p["metadata"]["annotations"]) for p in pods}
+    [name] = {p["metadata"]["labels"][kueue.POD_GROUP_NAME_LABEL] for p in pods}
+    info = kueue.group_info(NAMESPACE, name, asks)
+    assert not info.refusal and info.min_count == len(pods)
+    assert all(not p["spec"].get("schedulingGates") for p in pods), "the demo has no Kueue to ungate them"

@@ -52,6 +52,15 @@ def test_kopf_object_chatter_below_warning_is_dropped(stream: io.StringIO) -> No
     assert lines(stream) == []
 
 
+def test_kopf_per_probe_lines_are_quiet_and_a_failed_probe_is_not(stream: io.StringIO) -> None:
+    probe = logging.getLogger("kopf.activities.probe")
+    probe.info("Activity 'scheduler' succeeded.")
+    assert lines(stream) == []
+    probe.warning("Activity 'scheduler' failed temporarily")
+    (record,) = lines(stream)
+    assert record["level"] == "warning"
+
+
 def test_structlog_and_stdlib_share_one_json_stream(stream: io.StringIO) -> None:
     get_logger("lockstep.scheduler").info("group placed", podgroup="ml/train", pods=8)
     logging.getLogger("kopf.reactor").error("watch stream failed")

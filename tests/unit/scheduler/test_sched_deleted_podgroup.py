@@ -22,7 +22,7 @@ async def test_members_of_a_deleted_podgroup_get_podscheduled_false_once() -> No
     await settle(scheduler)
     assert scheduler.attempts[key].code is Code.WAIT
     assert sorted(call[0] for call in api.patch_calls) == ["default/p0", "default/p1"]
-    assert {call[2] for call in api.patch_calls} == {"Waiting"}
+    assert {call[2] for call in api.patch_calls} == {"PodGroupNotFound"}
 
     cache.upsert_podgroup(gang("g", 2))  # created again: the gang binds
     await settle(scheduler)

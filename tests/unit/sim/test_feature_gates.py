@@ -48,7 +48,7 @@ def test_defaults_and_flag_syntax() -> None:
     gates = FeatureGates("GenericWorkload=false", "1.36")
     assert dict(gates) == {**GATES_1_36, "GenericWorkload": False}
     assert str(gates).endswith(
-        ",DRAListTypeAttributes=true,DRAPartitionableDevices=true,"
+        ",DRAListTypeAttributes=false,DRAPartitionableDevices=true,"
         "DRAResourceClaimDeviceStatus=true,GenericWorkload=false,PodLevelResources=true"
     )
     assert FeatureGates(str(gates), "1.36") == gates
@@ -101,3 +101,16 @@ async def test_cluster_without_list_attributes_publishes_slices_without_them() -
         slices = await cluster.http.get(SLICES)
         attributes = slices["items"][0]["spec"]["devices"][0]["attributes"]
         assert "numaNodes" not in attributes and "model" in attributes
+
+
+def test_lockstep_sim_and_lockstep_run_default_to_the_same_gates() -> None:
+    """kube's defaults on both sides, for every emulated version: the README's two-terminal path needs
+    no flag for the operator to allocate what the API server serves (issue 28, point 4)."""
+    from lockstep.config import KNOWN_FEATURE_GATES
+    from lockstep.sim.features import GATES_BY_VERSION
+
+    for version, table in GATES_BY_VERSION.items():
+        shared = set(table) & set(KNOWN_FEATURE_GATES)
+        assert "DRAListTypeAttributes" in shared
+        differing = {gate: (table[gate], KNOWN_FEATURE_GATES[gate]) for gate in shared}
+        assert {g: v for g, v in differing.items() if v[0] != v[1]} == {}, version

@@ -65,7 +65,7 @@ class PodGroupProtection:
             return Status.unschedulable(self.name, "PodGroupDeleted", f"PodGroup {group.key} was deleted")
         if current.terminating:
             return being_deleted(self.name, group.key)
-        if current.upstream or self.api is None:
+        if current.upstream or current.dialect or self.api is None:  # only lockstep PodGroups are protected
             return SUCCESS
         if current.protected:
             self._protected.discard(current.uid)

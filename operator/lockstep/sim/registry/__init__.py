@@ -8,8 +8,12 @@ reads the gate from the ``FeatureGates`` passed in (``lockstep.sim.features``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from lockstep.sim import crd
 from lockstep.sim.features import FeatureGates
+from lockstep.sim.registry import coscheduling, volcano
 from lockstep.sim.registry.batch import batch_types
 from lockstep.sim.registry.coordination import coordination_types
 from lockstep.sim.registry.core import core_types
@@ -21,6 +25,13 @@ from lockstep.sim.registry.scheduling import scheduling_alpha_types, scheduling_
 from lockstep.sim.registry.scheduling.v1beta1 import scheduling_137_types
 from lockstep.sim.registry.storage import storage_types
 from lockstep.sim.resources import ResourceType
+
+# Other schedulers' CRDs, installed only when asked (SimCluster(install_crds=...), lockstep sim
+# --install-crds): one module per API group, each holding the published schema.
+OPTIONAL_CRDS: dict[str, Callable[[], dict[str, Any]]] = {
+    "coscheduling": coscheduling.crd,
+    "volcano": volcano.crd,
+}
 
 
 def served_types(gates: FeatureGates) -> list[ResourceType]:

@@ -409,6 +409,14 @@ class PodStrategy(Strategy):
             if len(new_names) != len(old_names):
                 return [fe.forbidden(f"spec.{list_name}", "pod updates may not add or remove containers")]
         comparable_new, comparable_old = dict(spec), dict(old_spec)
+        if old_spec.get("schedulingGates"):
+            # A gated pod may gain node selector terms (Kueue writes its flavor's labels before it
+            # removes its gate): additions only, as upstream's validation allows.
+            old_selector = old_spec.get("nodeSelector") or {}
+            new_selector = spec.get("nodeSelector") or {}
+            if all(new_selector.get(k) == v for k, v in old_selector.items()):
+                comparable_new.pop("nodeSelector", None)
+                comparable_old.pop("nodeSelector", None)
         for s in (comparable_new, comparable_old):
             for list_name in ("containers", "initContainers"):
                 s[list_name] = [{k: v for k, v in c.items() if k != "image"} for c in s.get(list_name) or []]
