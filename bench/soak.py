@@ -914,6 +914,12 @@ async def run_chaos_phase(
         report.member_failures = len(watch.health.failed)
         report.stale_gang_evictions = len(watch.health.marked)
         report.finished_members_evicted = watch.health.finished_then_marked
+        # The status follows the members within a write or two (held up to its settle time, retried
+        # after the faults' errors): only a claim that outlasts that counts.
+        status_by = time.monotonic() + 15.0
+        while satisfied_below_min_count(watch.last_state) and time.monotonic() < status_by:
+            await asyncio.sleep(1.0)
+            await watch.check_once()
         report.satisfied_below_min_count = satisfied_below_min_count(watch.last_state)
         wanted = {
             "kills": (report.kills, args.kills),

@@ -105,11 +105,13 @@ def test_reapply_of_a_changed_manifest_updates_the_podgroup(kubectl: Kubectl) ->
     applied = kubectl.run("apply", "-f", str(MANIFESTS / "podgroup-gang-changed.yaml"))
     assert applied.stdout.strip() == "podgroup.scheduling.lockstep.dev/train configured"
     spec = json.loads(kubectl.run("get", "lpg", "train", "-o", "jsonpath={.spec}").stdout)
-    # scheduleTimeoutSeconds was 120 by patch; the manifest now owns it. disruptionMode is the CRD's default.
+    # scheduleTimeoutSeconds was 120 by patch; the manifest now owns it. disruptionMode and
+    # satisfactionPolicy are the CRD's defaults.
     assert spec == {
         "schedulingPolicy": {"gang": {"minCount": 6}},
         "scheduleTimeoutSeconds": 60,
         "disruptionMode": "single",
+        "satisfactionPolicy": "OnceSatisfied",
     }
     unchanged = kubectl.run("apply", "-f", str(MANIFESTS / "podgroup-gang-changed.yaml"))
     assert unchanged.stdout.strip() == "podgroup.scheduling.lockstep.dev/train unchanged"

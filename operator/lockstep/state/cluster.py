@@ -83,6 +83,7 @@ class _Group:
         "info",
         "live",
         "members",
+        "placed_once",
         "priority",
         "priority_stale",
         "satisfied_at",
@@ -100,15 +101,22 @@ class _Group:
         self.priority = 0  # highest member priority (recomputed when its holder leaves)
         self.priority_stale = False
         self.succeeded: set[str] = set()  # uids of the group's pods that succeeded (not members)
-        # the highest minCount the group has reached (scheduled + succeeded); 0 once none is left
+        # the highest minCount the group has reached (bound + succeeded); 0 once none is left
         self.satisfied_at = 0
+        # minCount members were placed together (bound or assumed) and one of them is still there: a
+        # gang that falls below minCount from here can be stale (a binding lost meanwhile included)
+        self.placed_once = False
 
     def note_counts(self) -> None:
-        """Keep ``satisfied_at`` with the counts (after each change of them)."""
+        """Keep ``satisfied_at`` and ``placed_once`` with the counts (after each change of them)."""
         survivors = self.scheduled + len(self.succeeded)
         if survivors == 0:
             self.satisfied_at = 0  # nothing left of it: what joins now is a new gang
-        elif self.info is not None and (
+            self.placed_once = False
+            return
+        if self.info is not None and survivors >= self.info.min_count:
+            self.placed_once = True
+        if self.info is not None and (
             self.bound + len(self.succeeded) >= self.info.min_count or self.info.once_satisfied
         ):
             self.satisfied_at = max(self.satisfied_at, self.info.min_count)
@@ -616,10 +624,10 @@ class ClusterCache:
         return group.bound if group is not None else 0
 
     def reached_min_count(self, key: GroupKey) -> bool:
-        """Whether the gang has reached a minCount and a member of it survives (a gang still forming,
-        or one with nothing left of it, has not: it cannot be stale)."""
+        """Whether the gang had minCount members placed together and a member of it survives (a gang
+        still forming, or one with nothing left of it, has not: it cannot be stale)."""
         group = self._groups.get(key)
-        return group is not None and group.satisfied_at > 0
+        return group is not None and (group.placed_once or group.satisfied_at > 0)
 
     def podgroup_deleted(self, key: GroupKey) -> bool:
         """Whether the group's PodGroup was seen and then deleted (not merely not created yet)."""
