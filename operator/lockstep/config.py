@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from lockstep.api.owners import KIND_BY_NAME as INFERABLE_KINDS
 from lockstep.api.placement import PlacementFieldError, parse_spread_constraint
 
 # Feature gates lockstep understands, with kube-scheduler 1.36's defaults: DRAListTypeAttributes is
@@ -200,6 +201,12 @@ class Settings(BaseSettings):
         "topology.kubernetes.io/zone",
         description="Node label whose values are the topology domains a gang prefers to stay within.",
     )
+    joint_search_budget: int = Field(
+        5000,
+        ge=0,
+        description="Node evaluations one joint placement search may spend on a gang that greedy placement "
+        "left unschedulable (backtracking over members' nodes and devices); 0 turns the search off.",
+    )
     backoff_initial_seconds: float = Field(
         1.0, gt=0, description="First retry delay of a PodGroup that failed to schedule."
     )
@@ -216,12 +223,30 @@ class Settings(BaseSettings):
         "zone maxSkew 5, ScheduleAnyway), none, or a JSON list of constraints without labelSelector.",
     )
 
+    infer_gangs: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated owner kinds whose pods (schedulerName lockstep, no "
+        "scheduling.lockstep.dev/pod-group label) become gangs with the minCount their owner's spec "
+        f"gives, without a PodGroup written by the user (known: {', '.join(INFERABLE_KINDS)}); empty: "
+        "only labelled pods do.",
+        json_schema_extra={"default_text": "(none)"},
+    )
+
     @field_validator("namespaces", mode="before")
     @classmethod
     def _split_namespaces(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [ns.strip() for ns in value.split(",") if ns.strip()]
         return value
+
+    @field_validator("infer_gangs", mode="before")
+    @classmethod
+    def _split_kinds(cls, value: Any) -> Any:
+        kinds = [k.strip() for k in value.split(",") if k.strip()] if isinstance(value, str) else value
+        for kind in kinds if isinstance(kinds, list) else []:
+            if kind not in INFERABLE_KINDS:
+                raise ValueError(f"unknown kind {kind!r} (known: {', '.join(INFERABLE_KINDS)})")
+        return kinds
 
     @field_validator("feature_gates", mode="before")
     @classmethod

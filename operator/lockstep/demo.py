@@ -1,7 +1,8 @@
 """``lockstep demo``: a simulated cluster, the operator, and every manifest in ``examples/``.
 
 The first line of each example says what the demo should see: ``# lockstep-demo: expect=<Phase>
-[gates=<Gate>,...]``. The demo turns on the gates the examples need, applies them in file order,
+[gates=<Gate>,...] [infer=<Kind>,...]``. The demo turns on the gates and the owner kinds whose gangs
+are inferred (``--infer-gangs``) the examples need, applies them in file order,
 shows the PodGroups as they progress and exits 0 once every group is in its expected phase (1 when
 the time runs out first).
 """
@@ -25,6 +26,7 @@ import yaml
 from lockstep import POD_GROUP_LABEL
 from lockstep.api.kueue import POD_GROUP_NAME_LABEL as KUEUE_GROUP_LABEL
 from lockstep.api.kueue import TOTAL_COUNT_ANNOTATION as KUEUE_TOTAL_COUNT
+from lockstep.api.owners import KIND_BY_NAME
 from lockstep.api.pod import COSCHEDULING_POD_GROUP_LABEL, VOLCANO_GROUP_NAME_ANNOTATION
 from lockstep.api.upstream_podgroup import CONDITION_TYPES as UPSTREAM_CONDITION_TYPES
 from lockstep.config import load_settings
@@ -33,6 +35,8 @@ from lockstep.kube.client import (
     COSCHEDULING_POD_GROUPS,
     DEVICE_CLASSES,
     JOBS,
+    JOBSETS,
+    LEADER_WORKER_SETS,
     NAMESPACES,
     POD_GROUPS,
     PODS,
@@ -50,7 +54,10 @@ from lockstep.sim.cluster import SimCluster
 from lockstep.sim.kubeconfig import write_kubeconfig
 from lockstep.sim.registry import OPTIONAL_CRDS
 
-HEADER = re.compile(r"^# lockstep-demo: expect=(?P<phase>[A-Za-z]+)(?: gates=(?P<gates>[A-Za-z,]+))?\s*$")
+HEADER = re.compile(
+    r"^# lockstep-demo: expect=(?P<phase>[A-Za-z]+)(?: gates=(?P<gates>[A-Za-z,]+))?"
+    r"(?: infer=(?P<infer>[A-Za-z,]+))?\s*$"
+)
 APPLICABLE: dict[tuple[str, str], ResourceKind] = {
     (k.api_version, k.kind): k
     for k in (
@@ -61,11 +68,15 @@ APPLICABLE: dict[tuple[str, str], ResourceKind] = {
         COSCHEDULING_POD_GROUPS,
         VOLCANO_POD_GROUPS,
         JOBS,
+        JOBSETS,
+        LEADER_WORKER_SETS,
         RESOURCE_CLAIMS,
         RESOURCE_CLAIM_TEMPLATES,
         DEVICE_CLASSES,
     )
 }
+# the workload operators the demo cluster serves (their CRDs and simulated controllers)
+DEMO_OWNER_CRDS = ("JobSet", "LeaderWorkerSet", "PyTorchJob", "RayCluster")
 DEMO_NODES = 10
 DEMO_DEVICES_PER_NODE = 8
 
@@ -80,15 +91,18 @@ class Example:
     documents: list[dict[str, Any]]
     expect: str | None = None  # the phase of its PodGroups; None for set-up files
     gates: tuple[str, ...] = ()
+    infer: tuple[str, ...] = ()  # owner kinds whose gangs it needs inferred (--infer-gangs)
 
     @property
     def podgroups(self) -> list[tuple[str, str]]:
-        """namespace/name of its groups: its PodGroups (any API), those its Jobs' pod template
-        lines make (named by the template's pod-group label) and Kueue pod groups (named by their
-        pods' kueue.x-k8s.io/pod-group-name label)."""
+        """namespace/name of its groups: its PodGroups (any API), those its Jobs' and JobSets' pod
+        template lines make (named by the template's pod-group label), a LeaderWorkerSet's, one per
+        replica group (``<name>-<index>``), and Kueue pod groups (named by their pods'
+        kueue.x-k8s.io/pod-group-name label)."""
         groups = []
         for doc in self.documents:
             namespace = doc["metadata"].get("namespace", "default")
+            spec = doc.get("spec") or {}
             if doc.get("kind") == "PodGroup":
                 groups.append((namespace, doc["metadata"]["name"]))
             elif doc.get("kind") == "Pod" and (doc["metadata"].get("labels") or {}).get(KUEUE_GROUP_LABEL):
@@ -96,12 +110,27 @@ class Example:
                 if group not in groups:
                     groups.append(group)
             elif doc.get("kind") == "Job":
-                labels = ((doc.get("spec") or {}).get("template") or {}).get("metadata", {}).get(
-                    "labels"
-                ) or {}
-                if labels.get(POD_GROUP_LABEL):
-                    groups.append((namespace, labels[POD_GROUP_LABEL]))
+                groups += [(namespace, name) for name in _template_groups([spec.get("template")])]
+            elif doc.get("kind") == "JobSet":
+                templates = [
+                    ((rj.get("template") or {}).get("spec") or {}).get("template")
+                    for rj in spec.get("replicatedJobs") or []
+                ]
+                groups += [(namespace, name) for name in _template_groups(templates)]
+            elif doc.get("kind") == "LeaderWorkerSet":
+                name = doc["metadata"]["name"]
+                groups += [(namespace, f"{name}-{index}") for index in range(int(spec.get("replicas", 1)))]
         return groups
+
+
+def _template_groups(templates: list[Any]) -> list[str]:
+    """The pod-group labels of pod templates, each once."""
+    names: list[str] = []
+    for template in templates:
+        label = (((template or {}).get("metadata") or {}).get("labels") or {}).get(POD_GROUP_LABEL)
+        if label and label not in names:
+            names.append(label)
+    return names
 
 
 def load_examples(directory: Path) -> list[Example]:
@@ -120,7 +149,11 @@ def load_examples(directory: Path) -> list[Example]:
             if not isinstance(doc.get("metadata"), dict) or not doc["metadata"].get("name"):
                 raise ExampleError(f"{path}: a {key[1]} without metadata.name")
         gates = tuple(match["gates"].split(",")) if match and match["gates"] else ()
-        examples.append(Example(path, documents, match["phase"] if match else None, gates))
+        infer = tuple(match["infer"].split(",")) if match and match["infer"] else ()
+        unknown = sorted(set(infer) - set(KIND_BY_NAME))
+        if unknown:
+            raise ExampleError(f"{path}: infer= names unknown kinds {unknown}")
+        examples.append(Example(path, documents, match["phase"] if match else None, gates, infer))
     if not examples:
         raise ExampleError(f"{directory}: no *.yaml examples")
     return examples
@@ -350,6 +383,7 @@ async def run_demo(
     examples = load_examples(examples_dir)
     expected = {f"{ns}/{name}": ex.expect for ex in examples if ex.expect for ns, name in ex.podgroups}
     gates = sorted({gate for ex in examples for gate in ex.gates})
+    infer = sorted({kind for ex in examples for kind in ex.infer})
     log_path = workdir / "operator.log"
     log_file = log_path.open("w")
     configure_logging("json", "info", stream=log_file)
@@ -359,6 +393,7 @@ async def run_demo(
         devices_per_node=DEMO_DEVICES_PER_NODE,
         feature_gates=turned_on or None,
         install_crds=tuple(OPTIONAL_CRDS),
+        owner_crds=DEMO_OWNER_CRDS,
     )
     url = await cluster.start()
     kubeconfig = write_kubeconfig(url, workdir / "kubeconfig")
@@ -372,6 +407,7 @@ async def run_demo(
             for gate, names in needing.items()
         )
         + ("" if gates else "feature gates: defaults\n")
+        + f"gangs inferred for: {', '.join(infer) or 'labelled pods only'}\n"
     )
     settings = load_settings(
         kubeconfig=str(kubeconfig),
@@ -380,6 +416,7 @@ async def run_demo(
         health_bind_address="127.0.0.1:0",
         metrics_bind_address="127.0.0.1:0",
         backoff_max_seconds=5.0,
+        infer_gangs=",".join(infer),
     )
     operator = OperatorThread(settings)
     try:

@@ -293,6 +293,7 @@ def _describe_outcome(result: CycleOutcome) -> list[str]:
     lines: list[str] = []
     verdict = result.status.code.name.replace("_", " ").title().replace(" ", "")
     lines.append(f"{INDENT}verdict: {verdict}: {result.status.message or 'minCount can be met'}")
+    lines += describe_topology(result)
     for placement in result.placements:
         lines.append(f"{INDENT}would place {placement.pod.key} on {placement.node_name}")
     for diagnosis in result.diagnoses:
@@ -307,6 +308,21 @@ def _describe_outcome(result: CycleOutcome) -> list[str]:
             lines.append(f"{INDENT * 2}{rejection.plugin} rejected {rejection.count} nodes ({sample}{more})")
         if diagnosis.message:
             lines.append(f"{INDENT * 2}{diagnosis.message}")
+    return lines
+
+
+def describe_topology(result: CycleOutcome) -> list[str]:
+    """The topology domains the cycle considered, per level innermost first, and the one chosen."""
+    lines: list[str] = []
+    level: tuple[str, bool] | None = None
+    for tried in result.topology:
+        if (tried.level, tried.preferred) != level:
+            level = (tried.level, tried.preferred)
+            kind = "preferred" if tried.preferred else "required"
+            name = tried.level or "the whole cluster (no required level)"
+            lines.append(f"{INDENT}topology level {name} ({kind}):")
+        mark = "chose" if tried.chosen else "tried"
+        lines.append(f"{INDENT * 2}{mark} {tried.domain}: {tried.verdict}")
     return lines
 
 

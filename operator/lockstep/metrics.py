@@ -116,6 +116,13 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.joint_searches = Counter(
+            "lockstep_joint_searches",
+            "Joint placement searches of gangs greedy placement left unschedulable, by result "
+            "(found, not_found, budget_exhausted).",
+            ["result"],
+            registry=r,
+        )
         self.is_leader = Gauge("lockstep_leader", "1 while this process holds the leader lease.", registry=r)
         self.last_cycle = Gauge(
             "lockstep_last_cycle_timestamp_seconds",

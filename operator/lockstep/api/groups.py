@@ -95,6 +95,7 @@ def from_lockstep(podgroup: PodGroup, priority_classes: Mapping[str, int]) -> Po
         ),
         priority=group_priority(podgroup.key, spec.priority, spec.priority_class_name, priority_classes),
         topology_keys=spec.topology_keys,
+        preferred_topology_keys=spec.preferred_topology_keys,
         disruption_mode=spec.disruption_mode,
         preemption_policy=spec.preemption_policy,
         satisfaction_policy=spec.satisfaction_policy,

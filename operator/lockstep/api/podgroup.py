@@ -45,7 +45,8 @@ SATISFACTION_POLICIES = (ONCE_SATISFIED, KEEP_MIN_COUNT)
 MAX_STALE_GRACE_PERIOD_SECONDS = 86400
 
 MAX_MIN_COUNT = 10000
-MAX_TOPOLOGY_CONSTRAINTS = 1
+MAX_TOPOLOGY_CONSTRAINTS = 8  # lockstep's levels; upstream's PodGroup allows one (upstream_podgroup.py)
+TOPOLOGY_MODES = ("Required", "Preferred")
 MAX_RESOURCE_CLAIMS = 4
 DEFAULT_SCHEDULE_TIMEOUT_SECONDS = 300
 MAX_SCHEDULE_TIMEOUT_SECONDS = 86400
@@ -140,10 +141,33 @@ class PodGroupResourceClaim(_Model):
 
 class TopologyConstraint(_Model):
     key: Annotated[JsonStr, Field(min_length=1, max_length=316), _matches(LABEL_KEY)]
+    # lockstep's own (upstream's TopologyConstraint has only key, and it is required)
+    mode: Literal["Required", "Preferred"] = "Required"
 
 
 class SchedulingConstraints(_Model):
+    """Topology levels, outermost first: the Required ones, then the Preferred ones."""
+
     topology: list[TopologyConstraint] = Field(default_factory=list, max_length=MAX_TOPOLOGY_CONSTRAINTS)
+
+    @model_validator(mode="after")
+    def _levels(self) -> SchedulingConstraints:
+        seen: set[str] = set()
+        preferred_at: int | None = None
+        for index, level in enumerate(self.topology):
+            where = f"spec.schedulingConstraints.topology[{index}]"
+            if level.key in seen:
+                raise ValueError(f"{where}.key: duplicate key {level.key!r}: each level names its own label")
+            seen.add(level.key)
+            if level.mode == "Preferred" and preferred_at is None:
+                preferred_at = index
+            elif level.mode == "Required" and preferred_at is not None:
+                raise ValueError(
+                    f"{where}.mode: Required level {level.key!r} comes after the Preferred level at "
+                    f"topology[{preferred_at}]: levels go outermost first, and a preferred level must be "
+                    "inside the required ones"
+                )
+        return self
 
 
 class GroupSpec(_Model):
@@ -165,8 +189,15 @@ class GroupSpec(_Model):
 
     @property
     def topology_keys(self) -> tuple[str, ...]:
+        """The required levels, outermost first."""
         constraints = self.scheduling_constraints
-        return tuple(c.key for c in constraints.topology) if constraints is not None else ()
+        return tuple(c.key for c in constraints.topology if c.mode == "Required") if constraints else ()
+
+    @property
+    def preferred_topology_keys(self) -> tuple[str, ...]:
+        """The preferred levels, outermost first."""
+        constraints = self.scheduling_constraints
+        return tuple(c.key for c in constraints.topology if c.mode == "Preferred") if constraints else ()
 
 
 class PodGroupSpec(GroupSpec):

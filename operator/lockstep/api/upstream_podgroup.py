@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field
 
 from lockstep.api.podgroup import (
+    LABEL_KEY,
     Condition,
     GangPolicy,
     GroupSpec,
@@ -32,6 +33,7 @@ from lockstep.api.podgroup import (
     PreemptionPolicy,
     ResourceClaimStatus,
     SchedulingPolicy,
+    _matches,
     _Model,
 )
 
@@ -43,6 +45,7 @@ V1ALPHA2 = "v1alpha2"
 VERSIONS = (V1BETA1, V1ALPHA2)
 ApiVersion = Literal["scheduling.k8s.io/v1beta1", "scheduling.k8s.io/v1alpha2"]
 MAX_RESOURCE_CLAIMS = 4
+MAX_TOPOLOGY = 1  # PodGroupSchedulingConstraints.topology: +k8s:maxItems=1
 # metav1.Condition the scheduler writes: its type per version, and upstream's reasons
 CONDITION_TYPES = {V1BETA1: "PodGroupInitiallyScheduled", V1ALPHA2: "PodGroupScheduled"}
 REASON_SCHEDULED = "Scheduled"
@@ -77,8 +80,31 @@ class UpstreamSchedulingPolicy(SchedulingPolicy):
     gang: UpstreamGangPolicy | None = None
 
 
+class UpstreamTopologyConstraint(_Model):
+    """1.37's TopologyConstraint: ``key`` alone (every member in one domain of that label)."""
+
+    key: Annotated[JsonStr, Field(min_length=1, max_length=316), _matches(LABEL_KEY)]
+
+
+class UpstreamSchedulingConstraints(_Model):
+    topology: list[UpstreamTopologyConstraint] = Field(default_factory=list, max_length=MAX_TOPOLOGY)
+
+
 class UpstreamPodGroupSpec(GroupSpec):
     scheduling_policy: UpstreamSchedulingPolicy = Field(alias="schedulingPolicy")
+    scheduling_constraints: UpstreamSchedulingConstraints | None = Field(  # type: ignore[assignment]
+        None, alias="schedulingConstraints"
+    )
+
+    @property
+    def topology_keys(self) -> tuple[str, ...]:
+        constraints = self.scheduling_constraints
+        return tuple(c.key for c in constraints.topology) if constraints is not None else ()
+
+    @property
+    def preferred_topology_keys(self) -> tuple[str, ...]:
+        return ()  # upstream has no preferred topology
+
     resource_claims: list[PodGroupResourceClaim] = Field(
         default_factory=list, alias="resourceClaims", max_length=MAX_RESOURCE_CLAIMS
     )

@@ -47,6 +47,7 @@ from lockstep.api.volume import (
 )
 from lockstep.config import Settings
 from lockstep.controller.dialects import Dialects
+from lockstep.controller.owner_gangs import OwnerGangs
 from lockstep.controller.recovery import StaleGangs
 from lockstep.controller.status import (
     ARRIVING_CAUSES,
@@ -82,6 +83,7 @@ from lockstep.scheduler.plugins.volume_binding import VOLUME_API_SERVICE
 from lockstep.scheduler.preemption import REASON_POD, PlanVerdict, PreemptionPlan
 from lockstep.scheduler.records import GroupAttempt
 from lockstep.scheduler.scheduler import INVALID_MIN_COUNT, INVALID_POD_GROUP, Scheduler
+from lockstep.scheduler.search import SearchResult
 from lockstep.state.cluster import ClusterEvent
 from lockstep.state.volumes import VolumeStore
 
@@ -142,6 +144,7 @@ class SchedulerCore:
             preemption_api=KubePreemptionAPI(client),
         )
         self.scheduler.on_preemption_verdict = self._preemption_verdict
+        self.scheduler.cycle.on_search = self._joint_search
         self.scheduler.on_preempted = self._preempted
         self.cache = self.scheduler.cache
         self.scheduler.add_listener(self)
@@ -160,7 +163,10 @@ class SchedulerCore:
         # PodGroups (either shape) naming a priorityClassName, as last seen: parsed again when it changes
         self._class_users: dict[GroupKey, dict[str, Any]] = {}
         self.upstream_status = UpstreamStatusWriter(client)
-        self.template_gangs = TemplateGangs(client, events, self._lockstep_min_count)
+        self.owner_gangs = OwnerGangs(settings.scheduler_name, settings.infer_gangs, events)
+        self.template_gangs = TemplateGangs(
+            client, events, self._lockstep_min_count, infer=self.owner_gangs.ask
+        )
         self.dialects = Dialects(
             client,
             events,
@@ -260,6 +266,10 @@ class SchedulerCore:
             self._report_invalid(raw, str(exc))
 
     # --- preemption ----------------------------------------------------------------------------------
+
+    def _joint_search(self, result: SearchResult) -> None:
+        outcome = "found" if result.found else "budget_exhausted" if result.exhausted else "not_found"
+        self.metrics.joint_searches.labels(outcome).inc()
 
     def _preemption_verdict(self, key: GroupKey, verdict: PlanVerdict) -> None:
         self.metrics.preemption_attempts.labels(verdict.result.value).inc()

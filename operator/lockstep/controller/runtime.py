@@ -31,6 +31,7 @@ import aiohttp
 
 from lockstep.config import Settings
 from lockstep.controller.core import SchedulerCore
+from lockstep.controller.owner_gangs import OwnerWatches
 from lockstep.controller.status import AttemptSummary, GroupMembers, GroupRef, StatusWriter
 from lockstep.kube.client import (
     COSCHEDULING_POD_GROUPS,
@@ -193,12 +194,14 @@ class Operator:
         self._writers: list[asyncio.Task[Any]] = []
         # the watches of kinds followed while API discovery finds them served, by what they watch
         self._discovered: dict[str, asyncio.Task[Any]] = {}
+        self._owner_watches: OwnerWatches | None = None
         self._metrics_runner: web.AppRunner | None = None
 
     # --- ingest: one synchronous call per watch event ------------------------------------------------
 
     def _on_pod(self, event_type: str, pod: dict[str, Any]) -> None:
         assert self.core is not None and self.status is not None
+        pod = self.core.owner_gangs.on_pod(event_type, pod)  # the label of a gang inferred from its owner
         for key in self.members.observe(event_type, pod):
             self.status.mark(key)
         self.core.on_pod(event_type, pod)
@@ -284,6 +287,16 @@ class Operator:
             metrics_socket = listen_for_scrapes(self.settings.metrics_bind_address)
             if metrics_socket is not None:
                 self.metrics_port = metrics_socket.getsockname()[1]
+            # owners before pods: a restarted operator knows the gang of every bound pod
+            assert self.core is not None
+            self._owner_watches = OwnerWatches(
+                client,
+                self.core.owner_gangs,
+                list(self.settings.namespaces) or [None],
+                self._spawn,
+                self.options.watch_retry_delay,
+            )
+            await self._owner_watches.discover()
             kopf_sinks = await self._start_informers()
             await self._follow_served_kinds()
             self._spawn(self._rediscover(), "discovery")
@@ -351,6 +364,7 @@ class Operator:
         )
         self.core.on_attempt = self.status.mark
         self.core.on_bound = self._on_bound
+        self.core.owner_gangs.replay = self._on_pod
         status = self.status
         self.core.on_podgroup_written = lambda podgroup: status.observe_podgroup("MODIFIED", podgroup)
 
@@ -583,6 +597,8 @@ class Operator:
             await asyncio.sleep(self.options.discovery_interval_seconds)
             try:
                 await self._follow_served_kinds()
+                if self._owner_watches is not None:
+                    await self._owner_watches.discover()
             except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
                 log.warning("API discovery failed, retrying", error=str(exc))
 

@@ -4,6 +4,10 @@ a gang of minCount N in the pods' namespace, owned by the pods' controller (the 
 the first pod's controller ownerReference), so the garbage collector deletes it with them; pods
 without a controller get a PodGroup without an owner.
 
+Gangs from owners come the same way: a pod without the annotation asks for the minCount its owner's
+spec gives (``infer``, see ``lockstep.controller.owner_gangs``), the PodGroup is owned by that owner
+(a JobSet, not its child Job) and follows its spec up and down.
+
 Members that disagree on N are reported on the PodGroup (a ``ConflictingMinCount`` event, once the
 PodGroup shows the N it uses) and the lowest N is used: a PodGroup lockstep created is lowered to
 it. Pods held by scheduling gates count only once ungated, as for scheduling. Only the leader writes.
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from lockstep import GROUP, VERSION
@@ -26,6 +31,19 @@ MIN_COUNT_ANNOTATION = f"{GROUP}/min-count"
 # marks a PodGroup lockstep created from its pods' template lines: only those are kept in step
 CREATED_FROM_PODS_ANNOTATION = f"{GROUP}/created-from-pods"
 MAX_MIN_COUNT = 10000
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """What one pod asks of its PodGroup."""
+
+    min_count: int
+    owner: dict[str, Any] | None  # the PodGroup's ownerReference
+    from_owner: bool = False  # inferred from the owner's spec: the PodGroup follows it up and down
+
+
+# the minCount a pod without the annotation asks for, from its owner; or the problem; or None
+Infer = Callable[[dict[str, Any], str], Ask | str | None]
 
 
 def requested_min_count(pod: dict[str, Any]) -> int | str | None:
@@ -76,13 +94,15 @@ class TemplateGangs:
         client: KubeClient,
         events: EventRecorder,
         podgroup_min_count: Callable[[str, str], tuple[int, bool] | None],
+        infer: Infer | None = None,
     ) -> None:
         self.client = client
         self.events = events
         self.podgroup_min_count = podgroup_min_count
+        self.infer = infer
         self.leading = False
-        # (namespace, group) -> pod name -> (min-count, controller reference)
-        self._asks: dict[tuple[str, str], dict[str, tuple[int, dict[str, Any] | None]]] = {}
+        # (namespace, group) -> pod name -> its ask
+        self._asks: dict[tuple[str, str], dict[str, Ask]] = {}
         self._busy: set[tuple[str, str]] = set()
         self._reported: dict[tuple[str, str], tuple[int, ...]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -93,14 +113,22 @@ class TemplateGangs:
         namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
         key = (namespace, group)
         asks = self._asks.get(key)
-        asked = requested_min_count(pod) if group else None
-        if event_type == "DELETED" or asked is None or gated or isinstance(asked, str):
+        asked: Ask | str | None = None
+        if group and event_type != "DELETED":
+            annotated = requested_min_count(pod)
+            if isinstance(annotated, int):
+                asked = Ask(annotated, controller_reference(pod))
+            elif annotated is None and self.infer is not None:
+                asked = self.infer(pod, group)
+            else:
+                asked = annotated
+        if asked is None or gated or isinstance(asked, str):
             if asks is not None:
                 asks.pop(name, None)
                 if not asks:
                     del self._asks[key]
             return asked if isinstance(asked, str) else None
-        self._asks.setdefault(key, {})[name] = (asked, controller_reference(pod))
+        self._asks.setdefault(key, {})[name] = asked
         self.reconcile(key)
         return None
 
@@ -112,9 +140,13 @@ class TemplateGangs:
         asks = self._asks.get(key)
         if not self.leading or not asks or key in self._busy:
             return
-        lowest = min(count for count, _ in asks.values())
+        lowest = min(ask.min_count for ask in asks.values())
+        # a PodGroup made from owners follows their specs; one made from annotations is only lowered
+        follows = all(ask.from_owner for ask in asks.values())
         existing = self.podgroup_min_count(*key)
-        if existing is not None and (not existing[1] or existing[0] <= lowest):
+        if existing is not None and (
+            not existing[1] or existing[0] == lowest or (existing[0] < lowest and not follows)
+        ):
             self._report_conflict(key, asks, existing[0])
             return
         self._busy.add(key)
@@ -127,7 +159,7 @@ class TemplateGangs:
         namespace, name = key
         asks = self._asks.get(key) or {}
         # the first pod (in arrival order) with a controller decides the owner
-        owner = next((ref for _, ref in asks.values() if ref is not None), None)
+        owner = next((ask.owner for ask in asks.values() if ask.owner is not None), None)
         try:
             if create:
                 await self.client.create(
@@ -153,19 +185,23 @@ class TemplateGangs:
                     "podgroup from pod template lines", podgroup=f"{namespace}/{name}", error=str(exc)
                 )
 
-    def _report_conflict(
-        self, key: tuple[str, str], asks: dict[str, tuple[int, dict[str, Any] | None]], used: int
-    ) -> None:
-        counts = tuple(sorted({count for count, _ in asks.values()}))
+    def _report_conflict(self, key: tuple[str, str], asks: dict[str, Ask], used: int) -> None:
+        counts = tuple(sorted({ask.min_count for ask in asks.values()}))
         if len(counts) < 2 or self._reported.get(key) == counts:
             return
         self._reported[key] = counts
         namespace, name = key
         examples = ", ".join(
-            f"{count} (pod {next(pod for pod, (c, _) in asks.items() if c == count)})" for count in counts
+            f"{count} (pod {next(pod for pod, ask in asks.items() if ask.min_count == count)})"
+            for count in counts
+        )
+        asked = (
+            "minCounts (from their owners' specs)"
+            if any(ask.from_owner for ask in asks.values())
+            else f"{MIN_COUNT_ANNOTATION} values"
         )
         message = (
-            f"pods of PodGroup {namespace}/{name} ask for different {MIN_COUNT_ANNOTATION} values: "
+            f"pods of PodGroup {namespace}/{name} ask for different {asked}: "
             f"{examples}; minCount {used} is used"
         )
         log.warning("conflicting min-count", podgroup=f"{namespace}/{name}", counts=list(counts), used=used)

@@ -19,6 +19,7 @@ import aiohttp
 import orjson
 
 from lockstep import GROUP, VERSION
+from lockstep.api import owners
 from lockstep.api.upstream_podgroup import GROUP as UPSTREAM_GROUP
 from lockstep.api.upstream_podgroup import PLURAL as UPSTREAM_PLURAL
 from lockstep.api.upstream_podgroup import V1ALPHA2 as UPSTREAM_V1ALPHA2
@@ -114,7 +115,25 @@ UPSTREAM_POD_GROUP_KINDS = (UPSTREAM_POD_GROUPS, UPSTREAM_POD_GROUPS_V1ALPHA2)
 COSCHEDULING_POD_GROUPS = ResourceKind("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 VOLCANO_POD_GROUPS = ResourceKind("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 DIALECT_POD_GROUP_KINDS = (COSCHEDULING_POD_GROUPS, VOLCANO_POD_GROUPS)
-JOBS = ResourceKind("batch", "v1", "jobs", "Job")  # applied by the demo; the operator reads none
+# the owners whose specs gangs are inferred from (lockstep reads them; RBAC: list and watch)
+JOBS = ResourceKind(owners.JOB.group, owners.JOB.version, owners.JOB.plural, owners.JOB.kind)
+JOBSETS = ResourceKind(owners.JOBSET.group, owners.JOBSET.version, owners.JOBSET.plural, owners.JOBSET.kind)
+LEADER_WORKER_SETS = ResourceKind(
+    owners.LEADER_WORKER_SET.group,
+    owners.LEADER_WORKER_SET.version,
+    owners.LEADER_WORKER_SET.plural,
+    owners.LEADER_WORKER_SET.kind,
+)
+PYTORCH_JOBS = ResourceKind(
+    owners.PYTORCH_JOB.group, owners.PYTORCH_JOB.version, owners.PYTORCH_JOB.plural, owners.PYTORCH_JOB.kind
+)
+RAY_CLUSTERS = ResourceKind(
+    owners.RAY_CLUSTER.group, owners.RAY_CLUSTER.version, owners.RAY_CLUSTER.plural, owners.RAY_CLUSTER.kind
+)
+# applied by the demo and tests; lockstep reads TrainJobs through the JobSets they own
+TRAIN_JOBS = ResourceKind(
+    owners.TRAIN_JOB.group, owners.TRAIN_JOB.version, owners.TRAIN_JOB.plural, owners.TRAIN_JOB.kind
+)
 PRIORITY_CLASSES = ResourceKind(
     "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
 )

@@ -9,9 +9,10 @@ The decision is atomic: on failure every pod reserved in the cycle is unreserved
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -37,11 +38,24 @@ from lockstep.scheduler.group_checks import (
 )
 from lockstep.scheduler.profile import Profile
 from lockstep.scheduler.records import SAMPLE_NODES, PluginRejections, PodDiagnosis
+from lockstep.scheduler.search import DEFAULT_BUDGET, JointSearch, SearchResult
+from lockstep.scheduler.topology import (
+    UNBOUNDED,
+    Domain,
+    DomainOrder,
+    DomainTry,
+    best_fit,
+    domains_of,
+    levels,
+    member_slots,
+    member_unit,
+)
 from lockstep.state.cluster import ClusterCache
 
 log = logging.getLogger(__name__)
 
 PLACEMENT_PLUGIN = "GangScheduling"
+SHOWN_SMALL_DOMAINS = 8  # domains too small for the group named one by one in the status, per level
 
 
 def placement_feasible(progress: PlacementProgress, is_gang: bool = True) -> Status:
@@ -90,99 +104,212 @@ class CycleOutcome:
     total_pods: int
     min_count: int
     unplaced: int  # pods of the cycle left unscheduled
+    # topology: the domains considered, per level, innermost first; the chosen one (if any) last
+    topology: tuple[DomainTry, ...] = ()
+
+    @property
+    def chosen_domain(self) -> DomainTry | None:
+        last = self.topology[-1] if self.topology else None
+        return last if last is not None and last.chosen else None
 
 
 class GroupCycle:
     def __init__(
-        self, cache: ClusterCache, profile: Profile, feasible_nodes_to_find: int, spread: bool
+        self,
+        cache: ClusterCache,
+        profile: Profile,
+        feasible_nodes_to_find: int,
+        spread: bool,
+        *,
+        search_budget: int = DEFAULT_BUDGET,
+        domain_order: DomainOrder = best_fit,
     ) -> None:
         self.cache = cache
         self.profile = profile
         self.feasible_nodes_to_find = feasible_nodes_to_find
         self.spread = spread  # least-allocated: try the emptiest nodes first
-        # Required topology: the nodes of the one domain the cycle may use (None: every node).
+        self.search_budget = search_budget  # node evaluations of one joint search; 0: no search
+        self.domain_order = domain_order
+        # Told of every joint search (metrics).
+        self.on_search: Callable[[SearchResult], None] | None = None
+        # Topology: the nodes of the one domain the cycle may use (None: every node).
         self._domain: frozenset[str] | None = None
 
     def run(self, group: PodGroupInfo | None, pods: Sequence[PodInfo]) -> CycleOutcome:
-        if group is None or not group.topology_keys or not pods:
-            return self._run(group, pods)
-        return self._run_in_one_domain(group, pods, group.topology_keys[0])
+        if group is None or not pods or not (group.topology_keys or group.preferred_topology_keys):
+            outcome = self._run(group, pods)
+            if not outcome.status.ok and self._search_may_help(group, pods, outcome):
+                assert group is not None
+                found, note = self._search(group, pods, [None])
+                return found if found is not None else _noted(outcome, note)
+            return outcome
+        return self._run_in_domains(group, pods)
 
-    def _run_in_one_domain(self, group: PodGroupInfo, pods: Sequence[PodInfo], key: str) -> CycleOutcome:
-        """Required topology: try the values of node label ``key`` one at a time, the one holding
-        the group's placed members (if any) alone, else the roomiest first; the first domain where
-        the whole cycle succeeds wins. None fitting is Unschedulable, naming the domains tried."""
-        domains: dict[str, set[str]] = {}
-        free: dict[str, int] = {}
-        for node in self.cache.nodes.values():
-            value = node.labels.get(key)
-            if value is None:
-                continue
-            domains.setdefault(value, set()).add(node.name)
-            free[value] = free.get(value, 0) + node.allocatable.get("cpu", 0) - node.requested.get("cpu", 0)
-        placed_in = {
-            self.cache.nodes[node].labels.get(key)
+    def _run_in_domains(self, group: PodGroupInfo, pods: Sequence[PodInfo]) -> CycleOutcome:
+        """Topology (``lockstep.scheduler.topology``): the levels innermost first, each level's
+        domains in ``domain_order``; the first domain where the whole cycle succeeds wins. When none
+        of the last level (the required one, or the whole cluster) does, the joint search looks in
+        its domains; a required level none of whose domains fits is Unschedulable, naming them."""
+        nodes = self.cache.nodes
+        unit = member_unit(pods)
+        slots = {name: member_slots(node, unit) for name, node in nodes.items()}
+        placed = {
+            node
             for member in self.cache.members(group.key)
             for node in [member.node_name or self.cache.assumed_node(member.uid)]
-            if node and node in self.cache.nodes
+            if node and node in nodes
         }
-        order = sorted(domains, key=lambda value: (-free[value], value))
-        if placed_in:
-            order = [value for value in order if value in placed_in]
-            survivors = self._survivors_domain(group, pods, key, order)
-            if survivors is not None:
-                return survivors
-        tried: list[str] = []
+        scheduled = self.cache.satisfying_count(group.key)
+        needed = max(group.min_count - scheduled, 1) if group.is_gang else 1
+        wanted = len(pods)
+        tries: list[DomainTry] = []
         first: CycleOutcome | None = None
+        last: list[Domain] = []
+        last_tries: list[DomainTry] = []
+        last_count = 0
+        plan = levels(group.topology_keys, group.preferred_topology_keys)
+        by_level: list[list[Domain]] = []
+        above: dict[tuple[tuple[str, str], ...], int] = {}
+        for level in reversed(plan):  # outermost first, for each domain's room in the level above
+            found = domains_of(nodes.values(), level.keys, slots, above) if level.keys else []
+            by_level.append(found)
+            above = {d.labels: d.slots for d in found}
+        by_level.reverse()
         try:
-            for value in order:
-                self._domain = frozenset(domains[value])
-                outcome = self._run(group, pods)
-                if outcome.status.ok or outcome.status.code in (Code.ERROR, Code.WAIT):
-                    return outcome
-                if outcome.status.cause == "TooFewPods":
-                    return outcome  # no domain can help a group short of pods
-                first = first or outcome
-                tried.append(f"{key}={value} ({outcome.status.message})")
+            for level, found in zip(plan, by_level, strict=True):
+                if not level.keys:  # no required level: the whole cluster
+                    found = [Domain((), frozenset(), UNBOUNDED, 0)]
+                order = self.domain_order(found, needed, wanted, placed)
+                if not level.preferred and not order and found:
+                    # None has room by the estimate: run the roomiest, for what its nodes lack.
+                    order = [max(found, key=lambda d: (d.slots, d.free_cpu))]
+                level_tries: list[DomainTry] = []
+                for domain in order:
+                    self._domain = domain.nodes if level.keys else None
+                    outcome = self._run(group, pods)
+                    code = outcome.status.code
+                    if outcome.status.ok:
+                        why = _why_chosen(domain, wanted, level.preferred)
+                        chosen = DomainTry(level.key, level.preferred, domain.name, why, True)
+                        return dataclasses.replace(outcome, topology=(*tries, *level_tries, chosen))
+                    if code in (Code.ERROR, Code.WAIT) or outcome.status.cause == "TooFewPods":
+                        return outcome  # no other domain can help: the group waits, or failed
+                    first = first or outcome
+                    level_tries.append(
+                        DomainTry(level.key, level.preferred, domain.name, outcome.status.message)
+                    )
+                small = sorted((d for d in found if d not in order), key=lambda d: (-d.slots, d.name))
+                if small:
+                    shown = small if len(small) <= SHOWN_SMALL_DOMAINS else small[: SHOWN_SMALL_DOMAINS - 1]
+                    for domain in shown:
+                        room = f"too small: room for at most {domain.slots} of the {needed} members needed"
+                        level_tries.append(DomainTry(level.key, level.preferred, domain.name, room))
+                    if len(shown) < len(small):
+                        most = small[len(shown)].slots
+                        level_tries.append(
+                            DomainTry(
+                                level.key,
+                                level.preferred,
+                                f"{len(small) - len(shown)} more domains",
+                                f"too small: room for at most {most} of the {needed} members needed",
+                            )
+                        )
+                tries += level_tries
+                if not level.preferred:
+                    last, last_tries, last_count = order, level_tries, len(order) + len(small)
         finally:
             self._domain = None
-        if not tried:
-            message = f"no single domain fits: no node has the label {key}"
+        required = group.topology_keys
+        note = ""
+        roomy = [d for d in last if d.slots >= needed]
+        if first is not None and roomy and self._search_may_help(group, pods, first):
+            searched, note = self._search(group, pods, [d.nodes if required else None for d in roomy])
+            if searched is not None:
+                where = self._domain_of(searched, last) if required else None
+                picked = () if where is None else (DomainTry(where[0], False, where[1], note, True),)
+                return dataclasses.replace(searched, topology=(*tries, *picked))
+        if not required:
+            assert first is not None
+            return dataclasses.replace(_noted(first, note), topology=tuple(tries))
+        if not last_tries:
+            labels = "labels" if len(required) > 1 else "label"
+            message = f"no single domain fits: no node has the {labels} {', '.join(required)}"
         else:
-            message = f"no single domain fits: {len(tried)} domains tried: " + "; ".join(tried)
-        status = Status.unschedulable(PLACEMENT_PLUGIN, "NoSingleDomainFits", message)
-        scheduled = self.cache.satisfying_count(group.key)
+            message = f"no single domain fits: {last_count} domains tried: " + "; ".join(
+                t.describe() for t in last_tries
+            )
+        cause = "NoSingleDomainFits"
+        if placed and len(last) == 1 and last[0].nodes.issuperset(placed):
+            # Members placed already pin the group to their domain: its new members (replacements of
+            # lost ones, members beyond minCount) go there or nowhere.
+            cause = "SurvivorsDomainFull"
+            message = (
+                f"the surviving members are in {last[0].name}, which cannot hold the {len(pods)} new "
+                f"members: {message}"
+            )
+        status = Status.unschedulable(PLACEMENT_PLUGIN, cause, message)
         total = self.cache.live_member_count(group.key) + self.cache.succeeded_count(group.key)
         diagnoses = first.diagnoses if first is not None else []
-        return CycleOutcome(status, [], diagnoses, scheduled, total, group.min_count, len(pods))
+        outcome = CycleOutcome(status, [], diagnoses, scheduled, total, group.min_count, len(pods))
+        return dataclasses.replace(_noted(outcome, note), topology=tuple(tries))
 
-    def _survivors_domain(
-        self, group: PodGroupInfo, pods: Sequence[PodInfo], key: str, order: list[str]
-    ) -> CycleOutcome | None:
-        """Members placed already pin the group to their domain: new members (replacements of lost
-        ones, members beyond minCount) go there or nowhere. When that one domain cannot hold them,
-        the verdict says so in those terms (None: the domain is tried as any other)."""
-        if len(order) != 1:
-            return None  # placed members in several domains (the constraint was added later)
+    @staticmethod
+    def _domain_of(outcome: CycleOutcome, domains: Sequence[Domain]) -> tuple[str, str] | None:
+        """The (level key, name) of the domain holding the outcome's placements."""
+        nodes = {p.node_name for p in outcome.placements}
+        for domain in domains:
+            if nodes <= domain.nodes:
+                return domain.labels[-1][0], domain.name
+        return None
+
+    def _search_may_help(
+        self, group: PodGroupInfo | None, pods: Sequence[PodInfo], outcome: CycleOutcome
+    ) -> bool:
+        """Joint placement runs only for a gang of several pods that greedy placement left
+        Unschedulable, when every failed member was rejected for reasons other members' choices
+        can change (a member rejected as unresolvable everywhere cannot be helped)."""
+        if self.search_budget <= 0 or group is None or not group.is_gang or len(pods) < 2:
+            return False
+        status = outcome.status
+        if status.code is not Code.UNSCHEDULABLE or status.cause == "TooFewPods":
+            return False
+        # Filter rejected every node for them: another member's node or devices may be why.
+        return all(d.code is Code.UNSCHEDULABLE and d.stage == "Filter" for d in outcome.diagnoses)
+
+    def _search(
+        self, group: PodGroupInfo, pods: Sequence[PodInfo], domains: Sequence[frozenset[str] | None]
+    ) -> tuple[CycleOutcome | None, str]:
+        """The joint search in each domain in turn, within one budget: a Success outcome, or None and
+        what the search found, for the status."""
+        search = JointSearch(self, group, pods, self.search_budget)
+        scheduled = self.cache.satisfying_count(group.key)
+        total = self.cache.live_member_count(group.key) + self.cache.succeeded_count(group.key)
         try:
-            self._domain = frozenset(
-                node.name for node in self.cache.nodes.values() if node.labels.get(key) == order[0]
-            )
-            outcome = self._run(group, pods)
+            for domain in domains:
+                self._domain = domain
+                placements = search.run()
+                if placements is not None:
+                    result = search.result(found=True)
+                    if self.on_search is not None:
+                        self.on_search(result)
+                    outcome = CycleOutcome(
+                        SUCCESS,
+                        placements,
+                        [],
+                        scheduled + len(placements),
+                        total,
+                        group.min_count,
+                        len(pods) - len(placements),
+                    )
+                    return outcome, result.message
+                if search.exhausted:
+                    break
         finally:
             self._domain = None
-        if outcome.status.ok or outcome.status.code in (Code.ERROR, Code.WAIT):
-            return outcome
-        if outcome.status.cause == "TooFewPods":
-            return outcome
-        message = (
-            f"the surviving members are in {key}={order[0]}, which cannot hold the "
-            f"{len(pods)} new members: {outcome.status.message}"
-        )
-        status = Status.unschedulable(PLACEMENT_PLUGIN, "SurvivorsDomainFull", message)
-        return CycleOutcome(
-            status, [], outcome.diagnoses, outcome.scheduled, outcome.total_pods, outcome.min_count, len(pods)
-        )
+        result = search.result(found=False)
+        if self.on_search is not None:
+            self.on_search(result)
+        return None, result.message
 
     def _run(self, group: PodGroupInfo | None, pods: Sequence[PodInfo]) -> CycleOutcome:
         key = pods[0].group_key if pods else (group.key if group is not None else None)
@@ -267,24 +394,35 @@ class GroupCycle:
     # ------------------------------------------------------------------ one pod
 
     def _place(self, state: CycleState, pod: PodInfo) -> tuple[Placement | None, PodDiagnosis | None]:
-        profile = self.profile
-        skipped: set[str] = set()
-        for pre_filter in profile.pre_filter:
-            status = pre_filter.pre_filter(state, pod)
-            if status.code is Code.SKIP:
-                skipped.add(pre_filter.name)
-            elif not status.ok:
-                return None, self._prefilter_rejection(pod, status)
-        filters = [p for p in profile.filter if p.name not in skipped]
+        filters = self.pre_filter(state, pod)
+        if isinstance(filters, PodDiagnosis):
+            return None, filters
         feasible = self._find_feasible(state, pod, filters)
         if not feasible:
             feasible, diagnosis = self._diagnose(state, pod, filters)
             if not feasible:
                 return None, diagnosis
-        node = self._best(state, pod, feasible)
+        return self.reserve(state, pod, self._best(state, pod, feasible))
+
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> list[FilterPlugin] | PodDiagnosis:
+        """Every PreFilter: the Filter plugins to run for the pod (those that did not skip it), or
+        why it was refused."""
+        skipped: set[str] = set()
+        for pre_filter in self.profile.pre_filter:
+            status = pre_filter.pre_filter(state, pod)
+            if status.code is Code.SKIP:
+                skipped.add(pre_filter.name)
+            elif not status.ok:
+                return self._prefilter_rejection(pod, status)
+        return [p for p in self.profile.filter if p.name not in skipped]
+
+    def reserve(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo
+    ) -> tuple[Placement | None, PodDiagnosis | None]:
+        """Assume the pod on the node and run every Reserve plugin; on failure nothing is left reserved."""
         placement = Placement(pod, node.name, state)
         self.cache.assume(pod, node.name)
-        for reserve in profile.reserve:
+        for reserve in self.profile.reserve:
             placement.reserved.append(reserve)  # upstream unreserves a plugin whose reserve failed too
             try:
                 status = reserve.reserve(state, pod, node.name)
@@ -301,8 +439,13 @@ class GroupCycle:
                     1,
                     _counter({status.cause or status.plugin: 1}),
                     (PluginRejections(status.plugin, 1, (node.name,)),),
+                    "Reserve",
                 )
         return placement, None
+
+    def domain_nodes(self) -> Collection[str]:
+        """The nodes the cycle may use: its domain's, or every node."""
+        return self._domain if self._domain is not None else self.cache.nodes.keys()
 
     def _candidates(self, state: CycleState, pod: PodInfo) -> Iterator[str]:
         """Node names to evaluate, each once: preferred nodes first, then the rest, restricted to
@@ -427,12 +570,28 @@ class GroupCycle:
             0,
             _counter({status.cause or status.plugin: total}),
             (PluginRejections(status.plugin, total, ()),),
+            "PreFilter",
         )
 
     def _best(self, state: CycleState, pod: PodInfo, feasible: list[NodeInfo]) -> NodeInfo:
-        profile = self.profile
-        if len(feasible) == 1 or not profile.score:
+        if len(feasible) == 1 or not self.profile.score:
             return feasible[0]
+        best, best_score = feasible[0], -1
+        for node, score in zip(feasible, self._scores(state, pod, feasible), strict=True):
+            if score > best_score or (score == best_score and node.name < best.name):
+                best, best_score = node, score
+        return best
+
+    def ranked(self, state: CycleState, pod: PodInfo, feasible: list[NodeInfo]) -> list[NodeInfo]:
+        """The feasible nodes best first, as ``_best`` would choose them one after another."""
+        if len(feasible) < 2 or not self.profile.score:
+            return feasible
+        scores = self._scores(state, pod, feasible)
+        order = sorted(range(len(feasible)), key=lambda i: (-scores[i], feasible[i].name))
+        return [feasible[i] for i in order]
+
+    def _scores(self, state: CycleState, pod: PodInfo, feasible: list[NodeInfo]) -> list[int]:
+        profile = self.profile
         skipped = {p.name for p in profile.pre_score if p.pre_score(state, pod, feasible).code is Code.SKIP}
         normalizers = profile.normalize_score
         batched = profile.batch_score
@@ -453,13 +612,23 @@ class GroupCycle:
             if weight != 1:
                 scores = [weight * score for score in scores]
             totals = scores if totals is None else [a + b for a, b in zip(totals, scores, strict=True)]
-        if totals is None:  # every scorer skipped: the nodes tie
-            totals = [0] * len(feasible)
-        best, best_score = feasible[0], -1
-        for node, score in zip(feasible, totals, strict=True):
-            if score > best_score or (score == best_score and node.name < best.name):
-                best, best_score = node, score
-        return best
+        return totals if totals is not None else [0] * len(feasible)  # every scorer skipped: a tie
+
+
+def _noted(outcome: CycleOutcome, note: str) -> CycleOutcome:
+    """The outcome with what the joint search found added to its verdict."""
+    if not note:
+        return outcome
+    status = dataclasses.replace(outcome.status, reasons=(*outcome.status.reasons, note))
+    return dataclasses.replace(outcome, status=status)
+
+
+def _why_chosen(domain: Domain, wanted: int, preferred: bool) -> str:
+    if not domain.labels:
+        return "no required level: the whole cluster"
+    room = "room not bounded by requests" if domain.slots >= UNBOUNDED else f"room for at most {domain.slots}"
+    where = "smallest preferred domain that holds the group" if preferred else "required domain"
+    return f"chosen: {where}, best fit ({room}, {wanted} to place)"
 
 
 def _counter(causes: dict[str, int] | Counter[str]) -> Mapping[str, int]:

@@ -176,6 +176,9 @@ class PodGroupInfo:
     priority: int | None = None
     # Required topology: every member on nodes with one value of each of these node labels.
     topology_keys: tuple[str, ...] = ()
+    # Preferred topology, outermost level first: the smallest of these domains that holds the whole
+    # group, inside the required one (lockstep.scheduler.topology).
+    preferred_topology_keys: tuple[str, ...] = ()
     disruption_mode: str = DISRUPTION_MODE_SINGLE
     # the group's own spec.preemptionPolicy; "Never": the group waits instead of preempting
     preemption_policy: str | None = None
@@ -383,6 +386,9 @@ class NodeInfo:
 
 
 CYCLE_PODS = "lockstep/cycle-pods"
+# Per pod (CycleState.read): which of the pod's placements on one node Filter is to find, 0 (the
+# first, the default) and up; set by the joint search (lockstep.scheduler.search) for ChoicesPlugins.
+PLACEMENT_CHOICE = "lockstep/placement-choice"
 # The plugin service through which PreBind says what a placed group's binding waits for:
 # ``note_binding(group key, message)`` (the Scheduler's).
 BINDING_NOTE_SERVICE = "scheduler.binding_note"
@@ -515,6 +521,15 @@ class PreferredNodesPlugin(Plugin, Protocol):
     def preferred_nodes(self, state: CycleState, pod: PodInfo) -> Iterable[str] | None:
         """Nodes to evaluate first, best first (they score best with this plugin); None: no
         preference. May be a lazy iterator: the cycle stops reading once it has enough nodes."""
+        ...
+
+
+@runtime_checkable
+class ChoicesPlugin(Plugin, Protocol):
+    def has_choices(self, state: CycleState, pod: PodInfo) -> bool:
+        """After PreFilter: whether the pod may be placed on one node in more than one way (which
+        devices it gets). Filter then honours ``state.read(PLACEMENT_CHOICE)``: choice k is the
+        k-th way the plugin finds, and Filter rejects the node when there is no k-th."""
         ...
 
 

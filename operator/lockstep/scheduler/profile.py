@@ -15,6 +15,7 @@ from lockstep.config import DEFAULT_SCORE_WEIGHTS, ScoreStrategy, Settings
 from lockstep.scheduler.framework import (
     BatchScorePlugin,
     CandidateNodesPlugin,
+    ChoicesPlugin,
     FilterPlugin,
     NormalizeScorePlugin,
     PermitPlugin,
@@ -140,6 +141,7 @@ class Profile:
     reserve: tuple[ReservePlugin, ...]
     permit: tuple[PermitPlugin, ...]
     pre_bind: tuple[PreBindPlugin, ...]
+    choices: tuple[ChoicesPlugin, ...] = ()
 
     @classmethod
     def from_plugins(cls, plugins: Sequence[Plugin], weights: Mapping[str, int] | None = None) -> Profile:
@@ -169,6 +171,7 @@ class Profile:
             reserve=tuple(p for p in plugins if isinstance(p, ReservePlugin)),
             permit=tuple(p for p in plugins if isinstance(p, PermitPlugin)),
             pre_bind=tuple(p for p in plugins if isinstance(p, PreBindPlugin)),
+            choices=tuple(p for p in plugins if isinstance(p, ChoicesPlugin)),
         )
 
     def get(self, name: str) -> Plugin | None:

@@ -41,6 +41,7 @@ class PodDiagnosis:
     nodes_evaluated: int
     causes: Mapping[str, int] = field(default_factory=_frozen)  # cause -> rejected nodes
     plugins: tuple[PluginRejections, ...] = ()
+    stage: str = "Filter"  # where the pod was refused: PreFilter, Filter or Reserve
 
 
 @dataclass(frozen=True, slots=True)

@@ -231,6 +231,7 @@ class Scheduler:
             self.profile,
             options.feasible_nodes_to_find,
             spread=settings.score_strategy is ScoreStrategy.LEAST_ALLOCATED,
+            search_budget=settings.joint_search_budget,
         )
         devices = (services or {}).get(STORE_SERVICE)
         self.planner = PreemptionPlanner(

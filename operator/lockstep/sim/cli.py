@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from lockstep.logging import configure_logging
-from lockstep.sim.cluster import SimCluster
+from lockstep.sim.cluster import OWNER_KINDS, SimCluster
 from lockstep.sim.controllers.dra_driver import DRIVER_NAME
 from lockstep.sim.features import FeatureGates
 from lockstep.sim.registry import OPTIONAL_CRDS
@@ -72,6 +72,7 @@ async def run_until_stopped(cluster: SimCluster, kubeconfig_path: str | None) ->
         print(
             f"# lockstep sim: API server {url}, {cluster.node_count} nodes, "
             f"{cluster.devices_per_node} {DRIVER_NAME} devices per node, PodGroup CRD installed, "
+            f"and the CRDs of {', '.join(cluster.owner_crds)}, "
             f"Kubernetes {cluster.server.kube_version.git_version}, "
             f"feature gates {cluster.server.feature_gates}. Ctrl-C stops it.",
             flush=True,
@@ -125,6 +126,7 @@ def sim_command(args: argparse.Namespace) -> int:
         port=args.port,
         feature_gates=gates,
         kube_version=kube,
+        owner_crds=tuple(OWNER_KINDS),  # so that every example applies, as with lockstep demo
     )
     try:
         return asyncio.run(run_until_stopped(cluster, args.kubeconfig))

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import structlog
@@ -27,16 +27,24 @@ from lockstep.sim.controllers.disruption import DisruptionController
 from lockstep.sim.controllers.dra_driver import DraDriver
 from lockstep.sim.controllers.ephemeral_volume import EphemeralVolumeController
 from lockstep.sim.controllers.job import JobController
+from lockstep.sim.controllers.jobset import JobSetController
 from lockstep.sim.controllers.kubelet import Kubelets, healthy_node_conditions, now_rfc3339
+from lockstep.sim.controllers.leaderworkerset import LeaderWorkerSetController
 from lockstep.sim.controllers.node_lifecycle import NodeLifecycleController
 from lockstep.sim.controllers.persistentvolume import PersistentVolumeController
 from lockstep.sim.controllers.podgc import PodGarbageCollector
 from lockstep.sim.controllers.podgroup_protection import PodGroupProtectionController, pod_groups_path
 from lockstep.sim.controllers.provisioner import Provisioner
+from lockstep.sim.controllers.pytorchjob import PyTorchJobController
+from lockstep.sim.controllers.raycluster import RayClusterController
 from lockstep.sim.controllers.resourceclaim import ClaimController
 from lockstep.sim.controllers.resourceclaim_podgroups import PodGroupClaimController
 from lockstep.sim.controllers.taint_eviction import TaintEvictionController
 from lockstep.sim.registry import OPTIONAL_CRDS
+from lockstep.sim.registry.jobset import jobset_crd
+from lockstep.sim.registry.kubeflow import pytorchjob_crd
+from lockstep.sim.registry.leaderworkerset import leaderworkerset_crd
+from lockstep.sim.registry.ray import raycluster_crd
 from lockstep.sim.registry.scheduling import GROUP
 from lockstep.sim.versions import KubeVersion
 from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, new_session
@@ -50,6 +58,21 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 CRD_FILE = "scheduling.lockstep.dev_podgroups.yaml"
 SIM_KUBELET_VERSION = "v1.36.2-lockstep-sim"
+
+
+class OwnerController(Protocol):
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+# The workload operators the emulator can add, by kind: their CRD and their simulated controller.
+OWNER_KINDS: dict[str, tuple[Callable[[], JsonObject], Callable[[KubeHttp], OwnerController]]] = {
+    "JobSet": (jobset_crd, JobSetController),
+    "LeaderWorkerSet": (leaderworkerset_crd, LeaderWorkerSetController),
+    "PyTorchJob": (pytorchjob_crd, PyTorchJobController),
+    "RayCluster": (raycluster_crd, RayClusterController),
+}
 
 
 @dataclass(frozen=True)
@@ -198,6 +221,7 @@ class SimCluster:
         kubelet_delete_delay: float | None = 0.1,
         pod_run_seconds: float | None = None,
         install_crd: bool = True,
+        owner_crds: Sequence[str] = (),
         install_crds: Sequence[str] = (),
         start_timeout: float = 60.0,
         feature_gates: str | Mapping[str, bool] | None = None,
@@ -222,6 +246,11 @@ class SimCluster:
         self.kubelet_delete_delay = kubelet_delete_delay
         self.pod_run_seconds = pod_run_seconds
         self.install_crd = install_crd
+        unknown = sorted(set(owner_crds) - set(OWNER_KINDS))
+        if unknown:
+            raise ValueError(f"SimCluster owner_crds: unknown kinds {unknown} (known: {sorted(OWNER_KINDS)})")
+        self.owner_crds = tuple(owner_crds)
+        self._owner_controllers: dict[str, OwnerController] = {}
         self.optional_crds = tuple(install_crds)
         self.attach_seconds = attach_seconds  # the DRA driver's time to meet a device's binding conditions
         self.start_timeout = start_timeout
@@ -278,6 +307,8 @@ class SimCluster:
         if self.optional_crds:
             await self.install_crds(*self.optional_crds)
         await self._create_nodes(http)
+        for kind in self.owner_crds:
+            await self.install_owner_crd(kind)
 
         pods = Informer(http, "/api/v1/pods")
         nodes = Informer(http, "/api/v1/nodes")
@@ -434,6 +465,16 @@ class SimCluster:
 
         await asyncio.gather(*(create(node) for node in nodes))
 
+    async def install_owner_crd(self, kind: str) -> None:
+        """Install the CRD of a workload operator (``OWNER_KINDS``) and start its simulated controller,
+        as installing that operator would."""
+        crd_of, controller_of = OWNER_KINDS[kind]
+        crd = crd_of()
+        await self._install_crd(self.http, crd)
+        if kind not in self._owner_controllers:
+            controller = self._owner_controllers[kind] = controller_of(self.http)
+            controller.start()
+
     async def install_crds(self, *names: str) -> None:
         """Install other schedulers' CRDs (``lockstep.sim.registry.OPTIONAL_CRDS``), as an admin
         applying them would, and wait until they are served."""
@@ -465,6 +506,9 @@ class SimCluster:
         for controller in self._controllers:
             await controller.stop()
         self._controllers = []
+        for owner_controller in self._owner_controllers.values():
+            await owner_controller.stop()
+        self._owner_controllers = {}
         if self._kubelets is not None:
             await self._kubelets.stop()
         for task in self._tasks:

@@ -39,6 +39,11 @@ CLUSTER_NEEDS: set[Permission] = (
     | _grants("resource.k8s.io", "resourceclaimtemplates resourceslices deviceclasses", "list watch")
     | _grants("", "persistentvolumes persistentvolumeclaims", "list watch patch")
     | _grants("storage.k8s.io", "storageclasses csinodes", "list watch")
+    | _grants("batch", "jobs", "list watch")
+    | _grants("jobset.x-k8s.io", "jobsets", "list watch")
+    | _grants("leaderworkerset.x-k8s.io", "leaderworkersets", "list watch")
+    | _grants("kubeflow.org", "pytorchjobs", "list watch")
+    | _grants("ray.io", "rayclusters", "list watch")
 )
 # Leader election, in the release namespace only.
 LEASE_NEEDS: set[Permission] = _grants("coordination.k8s.io", "leases", "get create update")

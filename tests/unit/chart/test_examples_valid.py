@@ -13,7 +13,7 @@ import yaml
 from chart_render import REPO_ROOT
 
 from lockstep import POD_GROUP_LABEL, SCHEDULER_NAME
-from lockstep.api import kueue
+from lockstep.api import kueue, owners
 from lockstep.api.coscheduling import from_coscheduling
 from lockstep.api.pod import COSCHEDULING_POD_GROUP_LABEL, VOLCANO_GROUP_NAME_ANNOTATION, parse_pod
 from lockstep.api.podgroup import PodGroup, PodGroupPhase
@@ -23,12 +23,22 @@ from lockstep.api.volcano import from_volcano
 from lockstep.config import KNOWN_FEATURE_GATES
 from lockstep.controller.template_gangs import MIN_COUNT_ANNOTATION, requested_min_count
 from lockstep.sim.registry import OPTIONAL_CRDS
+from lockstep.sim.registry.jobset import jobset_crd
+from lockstep.sim.registry.leaderworkerset import leaderworkerset_crd
 
 EXAMPLES = REPO_ROOT / "examples"
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
 NAMESPACE = "demo"
 DRIVER = "gpu.sim.lockstep.dev"
-HEADER_RE = re.compile(r"^# lockstep-demo: expect=(?P<phase>[A-Za-z]+)(?: gates=(?P<gates>[A-Za-z,]+))?$")
+HEADER_RE = re.compile(
+    r"^# lockstep-demo: expect=(?P<phase>[A-Za-z]+)(?: gates=(?P<gates>[A-Za-z,]+))?"
+    r"(?: infer=(?P<infer>[A-Za-z,]+))?$"
+)
+# the workload operators' kinds the examples use, with their emulated CRDs and owner parsers
+OWNER_CRDS = {
+    "JobSet": (jobset_crd, owners.parse_jobset),
+    "LeaderWorkerSet": (leaderworkerset_crd, owners.parse_leaderworkerset),
+}
 CRD = yaml.safe_load((REPO_ROOT / "crds" / "scheduling.lockstep.dev_podgroups.yaml").read_text())
 PODGROUP_SCHEMA = CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
 
@@ -100,6 +110,8 @@ def test_built_in_objects_validate_against_the_kubernetes_schema(path: Path) -> 
             continue
         if str(obj["apiVersion"]).split("/")[0] in DIALECT_CRDS:
             continue
+        if obj["kind"] in OWNER_CRDS:
+            continue  # a workload operator's kind: test_owner_examples_are_gangs_inferred_from_their_spec
         kubernetes_validate.validate(obj, "1.37.0", strict=True)
 
 
@@ -260,3 +272,24 @@ def test_kueue_example_pods_make_one_gang_of_their_total_count() -> None:
     info = kueue.group_info(NAMESPACE, name, asks)
     assert not info.refusal and info.min_count == len(pods)
     assert all(not p["spec"].get("schedulingGates") for p in pods), "the demo has no Kueue to ungate them"
+
+
+OWNER_FILES = [path for path in DEMO_FILES if any(o["kind"] in OWNER_CRDS for o in objects(path))]
+
+
+@pytest.mark.parametrize("path", OWNER_FILES, ids=lambda p: p.stem)
+def test_owner_examples_are_gangs_inferred_from_their_spec(path: Path) -> None:
+    first = path.read_text().splitlines()[0]
+    match = HEADER_RE.match(first)
+    assert match is not None
+    inferred = (match["infer"] or "").split(",")
+    assert not by_kind(path, "PodGroup"), "lockstep creates the PodGroups of gangs from owners"
+    for obj in objects(path):
+        crd_of, parse = OWNER_CRDS[obj["kind"]]
+        schema = crd_of()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        jsonschema.validate(obj, schema)
+        owner = parse(obj)
+        assert owner.problem is None and owner.not_a_gang is None, owner.problem
+        labelled = {s.group_label for s in owner.pod_sets} - {None}
+        assert labelled or obj["kind"] in inferred, f"{path.name}: neither labelled nor named in infer="
+        assert owner.total >= 2, f"{path.name}: a gang of one shows nothing"

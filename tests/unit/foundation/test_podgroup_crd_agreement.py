@@ -136,6 +136,17 @@ VALID: dict[str, dict[str, Any]] = {
     "preemption-policy-never": with_spec(preemptionPolicy="Never"),
     "preemption-policy-lower": with_spec(preemptionPolicy="PreemptLowerPriority"),
     "no-topology": with_spec(schedulingConstraints={}),
+    "two-required-levels": with_spec(schedulingConstraints={"topology": [{"key": "a"}, {"key": "b"}]}),
+    "required-then-preferred-levels": with_spec(
+        schedulingConstraints={
+            "topology": [
+                {"key": "zone"},
+                {"key": "block", "mode": "Preferred"},
+                {"key": "rack", "mode": "Preferred"},
+            ]
+        }
+    ),
+    "only-preferred": with_spec(schedulingConstraints={"topology": [{"key": "rack", "mode": "Preferred"}]}),
     "integral-float-count": with_spec(schedulingPolicy={"gang": {"minCount": 8.0}}),
     "unknown-spec-field-pruned": with_spec(somethingNew=True),
     "claim-by-name": claims({"name": "gpu", "resourceClaimName": "shared-gpu"}),
@@ -180,7 +191,14 @@ INVALID: dict[str, dict[str, Any]] = {
     "stale-grace-zero": with_spec(staleGracePeriodSeconds=0),
     "stale-grace-too-long": with_spec(staleGracePeriodSeconds=86401),
     "stale-grace-string": with_spec(staleGracePeriodSeconds="60"),
-    "two-topology-keys": with_spec(schedulingConstraints={"topology": [{"key": "a"}, {"key": "b"}]}),
+    "topology-duplicate-key": with_spec(schedulingConstraints={"topology": [{"key": "a"}, {"key": "a"}]}),
+    "topology-mode-unknown": with_spec(schedulingConstraints={"topology": [{"key": "a", "mode": "Soft"}]}),
+    "topology-preferred-above-required": with_spec(
+        schedulingConstraints={"topology": [{"key": "rack", "mode": "Preferred"}, {"key": "zone"}]}
+    ),
+    "nine-topology-levels": with_spec(
+        schedulingConstraints={"topology": [{"key": f"k{i}", "mode": "Preferred"} for i in range(9)]}
+    ),
     "topology-without-key": with_spec(schedulingConstraints={"topology": [{}]}),
     "topology-key-not-a-label": with_spec(schedulingConstraints={"topology": [{"key": "-zone"}]}),
     "disruption-mode-unknown": with_spec(disruptionMode="Node"),
@@ -239,6 +257,19 @@ def test_model_error_names_the_field() -> None:
     with pytest.raises(ValidationError) as info:
         PodGroup.model_validate(INVALID["min-count-zero"])
     assert "minCount" in str(info.value)
+
+
+def test_topology_errors_name_the_field() -> None:
+    for name, field, words in (
+        ("topology-duplicate-key", "spec.schedulingConstraints.topology[1].key", "duplicate key 'a'"),
+        ("topology-preferred-above-required", "spec.schedulingConstraints.topology[1].mode", "comes after"),
+    ):
+        with pytest.raises(ValidationError) as info:
+            PodGroup.model_validate(INVALID[name])
+        assert field in str(info.value) and words in str(info.value), name
+    with pytest.raises(ValidationError) as info:
+        PodGroup.model_validate(INVALID["topology-mode-unknown"])
+    assert "topology.0.mode" in str(info.value) and "'Required' or 'Preferred'" in str(info.value)
 
 
 def test_model_applies_the_crd_default_timeout() -> None:

@@ -73,6 +73,7 @@ from lockstep.dra.store import ResourceStore
 from lockstep.scheduler.framework import (
     BINDING_NOTE_SERVICE,
     CYCLE_PODS,
+    PLACEMENT_CHOICE,
     SKIP,
     SUCCESS,
     Code,
@@ -440,6 +441,9 @@ class DynamicResources:
         if not compiled:
             return SUCCESS
         allocator = self.store.allocator
+        choice: int = state.read(PLACEMENT_CHOICE, 0)
+        if choice:
+            return self._other_choice(pod_claims, compiled, node, choice)
         rest = self._rest_of_gang(state, pod, pod_claims)
         try:
             found = None
@@ -464,6 +468,33 @@ class DynamicResources:
         crowded = self._sharers_do_not_fit(state, pod, pod_claims, found, node)
         if crowded is not None:
             return crowded
+        pod_claims.found[node.name] = found
+        return SUCCESS
+
+    def has_choices(self, state: CycleState, pod: PodInfo) -> bool:
+        pod_claims = self._pod_claims(state, pod)
+        return pod_claims is not None and bool(pod_claims.compiled or pod_claims.extended)
+
+    def _other_choice(
+        self, pod_claims: _PodClaims, compiled: list[CompiledClaim], node: NodeInfo, choice: int
+    ) -> Status:
+        """The joint search's ``choice``-th way (0 is the first) to allocate the pod's devices on the
+        node, in the allocator's search order."""
+        seen = 0
+
+        def skip(picks: list[Picks]) -> bool:
+            nonlocal seen
+            seen += 1
+            return seen > choice
+
+        try:
+            found = self.store.allocator.find(compiled, node.name, node.labels, accept=skip)
+        except AllocationError as exc:
+            return Status.unresolvable(self.name, "ClaimUnallocatable", str(exc))
+        if found is None:
+            return Status.unschedulable(
+                self.name, "InsufficientDevices", f"no choice of devices numbered {choice} on {node.name}"
+            )
         pod_claims.found[node.name] = found
         return SUCCESS
 

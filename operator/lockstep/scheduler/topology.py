@@ -1,0 +1,164 @@
+"""Topology domains for a group cycle: which domains exist at each level, and in which order to try them.
+
+A group's topology is a list of levels, outermost first: the required ones (every member on nodes
+with one value of each required label) and the preferred ones (best effort, inside the required
+domain). A *domain* of a level is a set of nodes sharing one value of the level's label and of every
+level above it, so a rack named ``r1`` in two blocks is two domains.
+
+The group cycle (``lockstep.scheduler.cycle``) tries the levels innermost first: the smallest preferred
+domain that can hold the whole group, then the next level up, finally the required domain (or, with
+no required level, the whole cluster). Within a level it tries domains in :func:`best_fit` order.
+
+Room is estimated, not simulated: :func:`member_slots` is an upper bound on how many of the group's
+members a node can still take (free capacity over the smallest request of each resource any member
+makes). A domain whose bound is below the members still needed cannot hold the group and is not
+tried; the estimate never skips a domain that could.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from lockstep.scheduler.framework import NodeInfo, PodInfo
+
+UNBOUNDED = 1 << 30  # slots of a node when the members request nothing it counts
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    key: str  # the node label of this level
+    preferred: bool  # a preferred level (else the required one, or the whole cluster with key "")
+    keys: tuple[str, ...]  # the labels that name a domain of this level: required ones, then preferred
+
+
+@dataclass(frozen=True, slots=True)
+class Domain:
+    """The nodes of one domain of one level, with the room the group has there."""
+
+    labels: tuple[tuple[str, str], ...]  # (key, value) of every label naming the domain
+    nodes: frozenset[str]
+    slots: int  # upper bound of the group's members the domain can still take
+    free_cpu: int  # millicores free in the domain (roomiest-first order)
+    parent_slots: int = 0  # slots of the domain of the level above holding this one (0: none above)
+
+    @property
+    def name(self) -> str:
+        return ",".join(f"{key}={value}" for key, value in self.labels) or "the whole cluster"
+
+
+def levels(required: Sequence[str], preferred: Sequence[str]) -> list[Level]:
+    """The levels to try, innermost first: each preferred level (named with the required keys and the
+    preferred ones above it), then the required level (``key`` "" and no keys: the whole cluster)."""
+    order = [Level(key, True, (*required, *preferred[: index + 1])) for index, key in enumerate(preferred)]
+    order.reverse()
+    order.append(Level(required[-1] if required else "", False, tuple(required)))
+    return order
+
+
+def member_unit(pods: Sequence[PodInfo]) -> dict[str, int]:
+    """The smallest amount of each resource that every member requests (resources some member does
+    not request are left out): no member fits where this does not."""
+    unit: dict[str, int] | None = None
+    for pod in pods:
+        requests = pod.requests
+        if unit is None:
+            unit = {name: amount for name, amount in requests.items() if amount > 0}
+        else:
+            unit = {name: min(amount, requests.get(name, 0)) for name, amount in unit.items()}
+            unit = {name: amount for name, amount in unit.items() if amount > 0}
+    return unit or {}
+
+
+def member_slots(node: NodeInfo, unit: Mapping[str, int]) -> int:
+    """How many members of at least ``unit`` each the node can still take (an upper bound)."""
+    slots = UNBOUNDED
+    allocatable, requested = node.allocatable, node.requested
+    for name, amount in unit.items():
+        slots = min(slots, max(allocatable.get(name, 0) - requested.get(name, 0), 0) // amount)
+    pods = allocatable.get("pods")
+    if pods is not None:
+        slots = min(slots, max(pods - node.pod_count, 0))
+    return slots
+
+
+def domains_of(
+    nodes: Iterable[NodeInfo],
+    keys: Sequence[str],
+    slots: Mapping[str, int],
+    above: Mapping[tuple[tuple[str, str], ...], int] | None = None,
+) -> list[Domain]:
+    """The domains named by ``keys`` (every node carrying all of them), with their room; ``above``:
+    the slots of each domain of the level above, by its labels."""
+    members: dict[tuple[str, ...], list[NodeInfo]] = {}
+    for node in nodes:
+        labels = node.labels
+        values = tuple(labels.get(key) for key in keys)
+        if None in values:
+            continue
+        members.setdefault(values, []).append(node)  # type: ignore[arg-type]
+    found = []
+    for values, in_domain in members.items():
+        room = min(sum(slots[node.name] for node in in_domain), UNBOUNDED)
+        free = sum(node.allocatable.get("cpu", 0) - node.requested.get("cpu", 0) for node in in_domain)
+        named = tuple(zip(keys, values, strict=True))
+        parent = above.get(named[:-1], 0) if above else 0
+        found.append(Domain(named, frozenset(n.name for n in in_domain), room, free, parent))
+    return found
+
+
+def best_fit(
+    domains: Collection[Domain], needed: int, wanted: int, placed: Collection[str] = ()
+) -> list[Domain]:
+    """The order in which to try domains for a group that must place ``needed`` more members and
+    would like to place ``wanted`` (its pending members), some already ``placed`` (on these nodes):
+    best fit.
+
+    0. When members are placed, only the domains holding all of them (the group is all in one
+       domain or not in any of that level).
+    1. Domains with room for every wanted member, the least room left over first: the domain the
+       group fills most tightly, so the roomy ones stay whole for larger groups.
+    2. Then domains with room for the needed members but not all wanted ones, roomiest first (the
+       most members placed).
+    3. Domains without room for the needed members are left out.
+
+    Ties go to the domain inside the tightest domain of the level above (a rack of the fullest zone),
+    then to the least free cpu, then by name, so the order is deterministic."""
+    if placed:
+        domains = [d for d in domains if d.nodes.issuperset(placed)]
+    whole = sorted(
+        (d for d in domains if d.slots >= wanted),
+        key=lambda d: (d.slots - wanted, d.parent_slots, d.free_cpu, d.name),
+    )
+    partial = sorted(
+        (d for d in domains if needed <= d.slots < wanted),
+        key=lambda d: (-d.slots, d.parent_slots, d.free_cpu, d.name),
+    )
+    return whole + partial
+
+
+def roomiest_first(
+    domains: Collection[Domain], needed: int, wanted: int, placed: Collection[str] = ()
+) -> list[Domain]:
+    """lockstep's order before best fit, kept to measure against (bench/topology.py): most free cpu
+    first, every domain with room for the needed members."""
+    if placed:
+        domains = [d for d in domains if d.nodes.issuperset(placed)]
+    return sorted((d for d in domains if d.slots >= needed), key=lambda d: (-d.free_cpu, d.name))
+
+
+DomainOrder = Callable[[Collection[Domain], int, int, Collection[str]], list[Domain]]
+
+
+@dataclass(frozen=True, slots=True)
+class DomainTry:
+    """One domain the cycle considered, for the status and ``lockstep explain``."""
+
+    level: str  # the level's key ("" for the whole cluster)
+    preferred: bool
+    domain: str
+    verdict: str  # why it failed, or why it was chosen
+    chosen: bool = False
+
+    def describe(self) -> str:
+        return f"{self.domain} ({self.verdict})"
