@@ -95,7 +95,9 @@ async def test_a_gang_job_completes_when_a_member_fails_after_another_index_comp
     """kubernetes #142330: index 0 succeeds, then index 1 fails; the Job retries index 1 (backoffLimit)
     and lockstep places the retry although only one member of minCount 2 is left unfinished."""
     async with simulated_cluster(nodes=2, devices_per_node=0) as env:
-        spec = {"containers": _container("500m")}
+        await env.create(podgroup("indexed", 2))
+        # gated, so that index 1 can be told to fail before the gang starts
+        spec = {"containers": _container("500m"), "schedulingGates": [{"name": "example.com/hold"}]}
         job = _job(
             "indexed",
             "indexed",
@@ -109,10 +111,13 @@ async def test_a_gang_job_completes_when_a_member_fails_after_another_index_comp
         await env.client.create(JOBS, NAMESPACE, job)
         pods = await eventually(lambda: _exactly(env.pods("indexed"), 2), what="the Job's two pods")
         second = next(p for p in pods if p["metadata"]["annotations"][INDEX] == "1")["metadata"]["name"]
-        # index 1 fails after index 0 completed (patched before the gang can start: no PodGroup yet)
+        # index 1 fails after index 0 completed; its retry (from the template) succeeds
         failing = {"metadata": {"annotations": {EXIT_CODE: "1", RUN_SECONDS: "1"}}}
         await env.client.patch(PODS, NAMESPACE, second, failing, PatchType.MERGE)
-        await env.create(podgroup("indexed", 2))
+        for member in pods:
+            ungate = {"spec": {"schedulingGates": None}}
+            await env.client.patch(PODS, NAMESPACE, member["metadata"]["name"], ungate, PatchType.MERGE)
+        await eventually(lambda: _gates_lifted(env), what="the retry of index 1 created")
 
         async def complete() -> dict[str, Any] | None:
             found = await env.client.get(JOBS, NAMESPACE, "indexed")
@@ -126,6 +131,17 @@ async def test_a_gang_job_completes_when_a_member_fails_after_another_index_comp
 
 
 INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+async def _gates_lifted(env: Env) -> bool:
+    """Lift the gate of every pod of the Job (its retries are made from the gated template too);
+    true once a third pod (the retry of index 1) exists."""
+    pods = await env.pods("indexed")
+    for member in pods:
+        if member["spec"].get("schedulingGates"):
+            ungate = {"spec": {"schedulingGates": None}}
+            await env.client.patch(PODS, NAMESPACE, member["metadata"]["name"], ungate, PatchType.MERGE)
+    return len(pods) >= 3
 
 
 async def _exactly(pods: Any, count: int) -> list[dict[str, Any]] | None:

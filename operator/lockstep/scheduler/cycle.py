@@ -180,9 +180,12 @@ class GroupCycle:
                 if not level.keys:  # no required level: the whole cluster
                     found = [Domain((), frozenset(), UNBOUNDED, 0)]
                 order = self.domain_order(found, needed, wanted, placed)
-                if not level.preferred and not order and found:
+                # Members placed already pin the group to the domain holding them (a required
+                # constraint: its replacements go there or nowhere).
+                holding = [d for d in found if d.nodes.issuperset(placed)] if placed and level.keys else found
+                if not level.preferred and not order and holding:
                     # None has room by the estimate: run the roomiest, for what its nodes lack.
-                    order = [max(found, key=lambda d: (d.slots, d.free_cpu))]
+                    order = [max(holding, key=lambda d: (d.slots, d.free_cpu))]
                 level_tries: list[DomainTry] = []
                 for domain in order:
                     self._domain = domain.nodes if level.keys else None
