@@ -9,7 +9,11 @@ gangs whose members avoid each other's nodes by pod anti-affinity, a few groups 
 fit, a quarter of the groups of a higher PriorityClass), makes the emulator fail 5% of writes with
 500 and 5% with 409, delay
 every request 50-200 ms, drop watch streams every 10 s and answer resumed watches with 410, and kills
-the operator with SIGKILL at random moments, restarting it each time. Meanwhile the invariants of
+the operator with SIGKILL at random moments, restarting it each time. Gang health faults too: in
+about 1 group in 16 a member fails (exit code 1 after 2 s) and the group, with
+``staleGracePeriodSeconds: 2``, has its other members evicted; ``--node-losses`` nodes are lost
+(a NoExecute taint nobody tolerates, then the Node deleted); once the workload settled, a gang of
+node-sized members of a higher PriorityClass fits only by preempting. Meanwhile the invariants of
 :mod:`lockstep.sim.invariants` are checked every couple of seconds; a pod watch records bindings so a
 pod bound twice is caught. At the end:
 
@@ -22,7 +26,12 @@ pod bound twice is caught. At the end:
   to be bound at the end);
 - no in-flight allocation survives its pods (no claim allocated without a consumer, the operator's
   ``lockstep_inflight_claim_allocations`` gauge at 0);
-- every ERROR line in the operator logs is explained by an injected fault.
+- every ERROR line in the operator logs is explained by an injected fault;
+- no member that had finished is marked for a stale gang, no PodGroup says PodGroupSatisfied=True
+  with fewer than minCount members running or succeeded;
+- each fault class happened at least as often as claimed: the kills asked for, at least one
+  preemption victim, member failure and stale-gang eviction, and the node losses asked for (a run
+  whose faults did not happen checked nothing, and fails).
 
 With ``--replicas 2`` a second phase runs two operators with leader election under the same faults,
 kills the leader, and checks that the other takes over within the lease duration (plus its polling
@@ -65,6 +74,7 @@ from lockstep.sim.invariants import (
     gang_min_counts,
 )
 from lockstep.sim.watching import ApiError, Informer, KubeHttp, new_session
+from lockstep.sim.workload import EXIT_CODE, RUN_SECONDS
 
 NAMESPACE = "soak"
 LEASE_NAMESPACE = "lockstep-system"
@@ -97,7 +107,14 @@ EXTENDED_RESOURCE_CLASS = {
     },
 }
 PRIORITY_CLASSES_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
-PRIORITY_CLASSES = {"soak-low": 100, "soak-high": 1000}
+PRIORITY_CLASSES = {"soak-low": 100, "soak-high": 1000, "soak-top": 10000}
+# The preemptor gang made once the workload settled: members as large as a node, so that they fit
+# only by preempting (the soak must prove preemption happened, not just that nothing broke).
+PREEMPTOR = "preemptor"
+PREEMPTOR_CPU_MILLIS = 31_000
+LOST_NODE_TAINT = "soak.lockstep.dev/lost"
+FAIL_AFTER_SECONDS = 2.0
+STALE_GRACE_SECONDS = 2
 # A pod asking for more than any node has: its group can never fit.
 OVERSIZED_CPU_MILLIS = 64_000
 EXIT_FAILED = 1
@@ -134,6 +151,9 @@ class GroupPlan:
     fits: bool
     one_per_node: bool = False  # members carry required pod anti-affinity on the hostname against each other
     priority_class: str = "soak-low"
+    # member 0 fails (exit code 1) this long after it starts; the group recovers through
+    # staleGracePeriodSeconds (its other members are evicted)
+    fail_after: float | None = None
 
     def pod_name(self, index: int) -> str:
         return f"{self.name}-{index}"
@@ -183,6 +203,19 @@ def plan_workload(total_pods: int, rng: random.Random) -> list[GroupPlan]:
             plan = GroupPlan(
                 f"extended-{index}", "gang", min(size, 4), min(size, 4), cpu, memory, "extended", True
             )
+        elif roll < 0.72:
+            failing = min(size, 4)
+            plan = GroupPlan(
+                f"failing-{index}",
+                "gang",
+                failing,
+                failing,
+                cpu,
+                memory,
+                "none",
+                True,
+                fail_after=FAIL_AFTER_SECONDS,
+            )
         else:
             min_count = size if rng.random() < 0.7 else max(2, size - rng.randint(1, 2))
             plan = GroupPlan(f"gang-{index}", "gang", size, min_count, cpu, memory, "none", True)
@@ -201,7 +234,11 @@ def podgroup_manifest(plan: GroupPlan) -> dict[str, Any]:
         "apiVersion": "scheduling.lockstep.dev/v1alpha1",
         "kind": "PodGroup",
         "metadata": {"name": plan.name, "namespace": NAMESPACE},
-        "spec": {"schedulingPolicy": policy, "scheduleTimeoutSeconds": 60},
+        "spec": {
+            "schedulingPolicy": policy,
+            "scheduleTimeoutSeconds": 60,
+            **({"staleGracePeriodSeconds": STALE_GRACE_SECONDS} if plan.fail_after is not None else {}),
+        },
     }
 
 
@@ -260,16 +297,15 @@ def pod_manifest(plan: GroupPlan, index: int) -> dict[str, Any]:
     elif plan.claims != "none":
         spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name(plan, index)}]
         container["resources"]["claims"] = [{"name": "gpu"}]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": plan.pod_name(index),
-            "namespace": NAMESPACE,
-            "labels": {POD_GROUP_LABEL: plan.name},
-        },
-        "spec": spec,
+    metadata: dict[str, Any] = {
+        "name": plan.pod_name(index),
+        "namespace": NAMESPACE,
+        "labels": {POD_GROUP_LABEL: plan.name},
     }
+    if plan.fail_after is not None and index == 0:
+        metadata["annotations"] = {RUN_SECONDS: str(plan.fail_after), EXIT_CODE: "1"}
+        spec["restartPolicy"] = "Never"
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
 def claim_names(plan: GroupPlan) -> list[str]:
@@ -574,6 +610,12 @@ class Report:
     pods_bound_twice: list[str] = field(default_factory=list)
     anti_affinity_ignored: list[str] = field(default_factory=list)
     preemption_victims: int = 0
+    member_failures: int = 0  # members seen Failed (the failing groups' member 0)
+    node_losses: int = 0  # nodes tainted NoExecute (their pods evicted) and deleted
+    stale_gang_evictions: int = 0  # members marked DisruptionTarget StaleGang
+    finished_members_evicted: list[str] = field(default_factory=list)
+    satisfied_below_min_count: list[str] = field(default_factory=list)
+    fault_minimums_missed: list[str] = field(default_factory=list)
     leaked_inflight_allocations: float | None = None
     unexplained_error_lines: list[str] = field(default_factory=list)
     # ERROR lines of a graceful shutdown (after the soak's SIGTERM): reported, not failed on, since
@@ -587,6 +629,76 @@ class Report:
         self.failures.append(message)
 
 
+class GangHealthHistory:
+    """Follows pod events: members that failed, members marked for a stale gang, and a mark on a member
+    that had finished before it (a finished member must never be evicted: KAI-Scheduler #1968)."""
+
+    def __init__(self) -> None:
+        self.failed: set[str] = set()
+        self.marked: set[str] = set()
+        self._finished_unmarked: set[str] = set()
+        self.finished_then_marked: list[str] = []
+
+    def observe(self, event_type: str, pod: dict[str, Any]) -> None:
+        meta = pod.get("metadata") or {}
+        uid, name = str(meta.get("uid")), str(meta.get("name"))
+        status = pod.get("status") or {}
+        phase = status.get("phase")
+        stale = any(
+            c.get("type") == "DisruptionTarget" and c.get("reason") == "StaleGang"
+            for c in status.get("conditions") or []
+        )
+        if stale and uid not in self.marked:
+            self.marked.add(uid)
+            if uid in self._finished_unmarked:
+                self.finished_then_marked.append(f"{name}: {phase}, then marked StaleGang")
+        if phase in ("Succeeded", "Failed") and not stale:
+            self._finished_unmarked.add(uid)
+            if phase == "Failed":
+                self.failed.add(uid)
+
+
+def satisfied_below_min_count(state: ClusterState) -> list[str]:
+    """PodGroups whose PodGroupSatisfied is True with fewer than minCount members running or succeeded."""
+    counts: dict[str, int] = {}
+    for pod in state.pods:
+        meta = pod.get("metadata") or {}
+        group = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
+        phase = (pod.get("status") or {}).get("phase")
+        if group and (phase == "Succeeded" or (phase == "Running" and not meta.get("deletionTimestamp"))):
+            counts[group] = counts.get(group, 0) + 1
+    found = []
+    for podgroup in state.podgroups:
+        name = podgroup["metadata"]["name"]
+        gang = ((podgroup.get("spec") or {}).get("schedulingPolicy") or {}).get("gang") or {}
+        min_count = int(gang.get("minCount") or 1)
+        for condition in (podgroup.get("status") or {}).get("conditions") or []:
+            satisfied = condition.get("type") == "PodGroupSatisfied" and condition.get("status") == "True"
+            if satisfied and counts.get(name, 0) < min_count:
+                found.append(f"{name}: Satisfied with {counts.get(name, 0)} of minCount {min_count}")
+    return found
+
+
+async def lose_node(http: KubeHttp, name: str) -> None:
+    """A node lost for good: a NoExecute taint no pod tolerates (taint eviction takes its pods at once,
+    as kube-controller-manager's after tolerationSeconds), then the Node object is deleted."""
+    path = f"/api/v1/nodes/{name}"
+    node = await persist(lambda: http.get(path), f"read node {name}")
+    taints = [
+        *((node.get("spec") or {}).get("taints") or []),
+        {"key": LOST_NODE_TAINT, "effect": "NoExecute"},
+    ]
+    await persist(lambda: http.patch(path, {"spec": {"taints": taints}}), f"taint node {name}")
+    await asyncio.sleep(1.0)
+    await persist(lambda: http.delete(path), f"delete node {name}")
+
+
+def preemptor_plan() -> GroupPlan:
+    return GroupPlan(
+        PREEMPTOR, "gang", 2, 2, PREEMPTOR_CPU_MILLIS, 64, "none", True, priority_class="soak-top"
+    )
+
+
 class InvariantWatch:
     """Continuous checking: a pod watch for bindings and periodic snapshots through a tracker."""
 
@@ -595,10 +707,12 @@ class InvariantWatch:
         self.report = report
         self.history = BindingHistory()
         self.preemptions = PreemptionHistory()
+        self.health = GangHealthHistory()
         self.tracker = ViolationTracker(TRANSIENT_GRACE_SECONDS)
         self.pods = Informer(http, PODS)
         self.pods.add_handler(lambda _type, pod: self.history.observe(pod))
         self.pods.add_handler(self.preemptions.observe)
+        self.pods.add_handler(self.health.observe)
         self._tasks: list[asyncio.Task[None]] = []
         self.last_state = ClusterState()
 
@@ -736,6 +850,21 @@ async def run_chaos_phase(
             await asyncio.sleep(rng.uniform(0.2, 2.0))
             operator.start()
         await creation
+        # Node losses under faults: groups with members there lose them (and are excused below).
+        await watch.check_once()
+        lost_groups: set[str] = set()
+        used = sorted(
+            {p["spec"]["nodeName"] for p in watch.last_state.pods if (p.get("spec") or {}).get("nodeName")}
+        )
+        for name in rng.sample(used, min(args.node_losses, len(used))):
+            lost_groups |= {
+                (p["metadata"].get("labels") or {}).get(POD_GROUP_LABEL, "")
+                for p in watch.last_state.pods
+                if (p.get("spec") or {}).get("nodeName") == name
+            }
+            await lose_node(http, name)
+            report.node_losses += 1
+            print(f"  t={time.monotonic() - started:5.1f}s lost node {name}", flush=True)
         # Churn under faults: delete a few groups, with and without claims, while the operator works;
         # the reservations of their pods must be released and nothing may stay allocated for them.
         churn = max(1, len(plans) // 40)
@@ -743,7 +872,10 @@ async def run_chaos_phase(
             for plan in [p for p in plans if p.fits and (p.claims != "none") == claims][-churn:]:
                 await delete_group(http, plan)
                 churned.add(plan.name)
-        remaining = [p for p in plans if p.name not in churned]
+        # Groups whose members fail or were on a lost node are recovered or left below minCount on
+        # purpose: judged by the gang-health invariants, not by being bound at the end.
+        excused = lost_groups | {p.name for p in plans if p.fail_after is not None}
+        remaining = [p for p in plans if p.name not in churned and p.name not in excused]
         while time.monotonic() < deadline:
             await watch.check_once()
             preempted = watch.preempted(remaining)
@@ -753,6 +885,18 @@ async def run_chaos_phase(
             if not operator.running():
                 report.fail("the operator exited by itself")
                 operator.start()
+            await asyncio.sleep(1.0)
+        # A gang that fits only by preempting: the soak's preemption invariants then check something.
+        preemptor = preemptor_plan()
+        await create_workload(http, [preemptor])
+        preempt_by = time.monotonic() + 30.0
+        while time.monotonic() < preempt_by:
+            await watch.check_once()
+            if (
+                watch.preemptions.victims
+                and bound_members(watch.last_state, preemptor) >= preemptor.min_count
+            ):
+                break
             await asyncio.sleep(1.0)
         # Final judgement without faults, so what we read is not an injected error.
         await chaos.stop()
@@ -767,6 +911,29 @@ async def run_chaos_phase(
             if text not in report.violations and str(violation) not in report.violations:
                 report.violations.append(text)
         report.preemption_victims = len(watch.preemptions.victims)
+        report.member_failures = len(watch.health.failed)
+        report.stale_gang_evictions = len(watch.health.marked)
+        report.finished_members_evicted = watch.health.finished_then_marked
+        # The status follows the members within a write or two (held up to its settle time, retried
+        # after the faults' errors): only a claim that outlasts that counts.
+        status_by = time.monotonic() + 15.0
+        while satisfied_below_min_count(watch.last_state) and time.monotonic() < status_by:
+            await asyncio.sleep(1.0)
+            await watch.check_once()
+        report.satisfied_below_min_count = satisfied_below_min_count(watch.last_state)
+        wanted = {
+            "kills": (report.kills, args.kills),
+            "preemption_victims": (report.preemption_victims, 1),
+            "member_failures": (report.member_failures, 1 if any(p.fail_after for p in plans) else 0),
+            "stale_gang_evictions": (
+                report.stale_gang_evictions,
+                1 if any(p.fail_after for p in plans) else 0,
+            ),
+            "node_losses": (report.node_losses, args.node_losses),
+        }
+        report.fault_minimums_missed = [
+            f"{k}: {got} < {least}" for k, (got, least) in wanted.items() if got < least
+        ]
         preempted = watch.preempted(remaining)
         for plan in remaining:
             if plan.name in preempted:
@@ -897,6 +1064,9 @@ def judge(report: Report) -> None:
         ("pods bound twice", report.pods_bound_twice),
         ("one-per-node groups sharing a node", report.anti_affinity_ignored),
         ("unexplained ERROR log lines", report.unexplained_error_lines),
+        ("finished members evicted", report.finished_members_evicted),
+        ("groups Satisfied below minCount", report.satisfied_below_min_count),
+        ("fault classes that did not happen as often as claimed", report.fault_minimums_missed),
     ):
         if items:
             report.fail(f"{len(items)} {label}")
@@ -959,6 +1129,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--nodes", type=int, default=40, help="simulated nodes (default 40)")
     parser.add_argument("--devices-per-node", type=int, default=8, help="simulated GPUs per node (default 8)")
+    parser.add_argument("--node-losses", type=int, default=1, help="nodes lost during the chaos phase")
     parser.add_argument("--seed", type=int, default=9, help="random seed of workload and kill times")
     parser.add_argument(
         "--workdir", default=None, help="logs and kubeconfig go here (default: a new temp dir)"

@@ -131,6 +131,19 @@ class Metrics:
             "Pods bound on capacity held for a gang because they end before it is expected to fit.",
             registry=r,
         )
+        self.stale_gang_recoveries = Counter(
+            "lockstep_stale_gang_recoveries",
+            "Groups below minCount for longer than their staleGracePeriodSeconds whose unfinished "
+            "members lockstep evicted.",
+            registry=r,
+        )
+        self.stale_gang_evictions = Counter(
+            "lockstep_stale_gang_evictions",
+            "Evictions of members of stale groups, by result (evicted, refused: a PodDisruptionBudget "
+            "said 429 and it is retried, gone, error).",
+            ["result"],
+            registry=r,
+        )
         self.joint_searches = Counter(
             "lockstep_joint_searches",
             "Joint placement searches of gangs greedy placement left unschedulable, by result "

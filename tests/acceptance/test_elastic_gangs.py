@@ -147,11 +147,13 @@ async def test_a_lowered_min_count_lets_a_backed_off_gang_proceed_at_once() -> N
 
 
 async def _upstream_condition(env: Env, name: str, wanted: str) -> dict[str, Any] | None:
+    """The PodGroup once its scheduling condition says ``wanted`` and its two members run (their
+    PodGroupSatisfied=True is a write of its own, not one per retry)."""
     group = await env.client.get(UPSTREAM_POD_GROUPS, NAMESPACE, name)
-    for condition in (group.get("status") or {}).get("conditions") or []:
-        if condition["type"] == "PodGroupInitiallyScheduled" and wanted in condition["message"]:
-            return group
-    return None
+    conditions = {c["type"]: c for c in (group.get("status") or {}).get("conditions") or []}
+    scheduled = conditions.get("PodGroupInitiallyScheduled", {})
+    satisfied = conditions.get("PodGroupSatisfied", {}).get("status") == "True"
+    return group if satisfied and wanted in scheduled.get("message", "") else None
 
 
 async def test_an_upstream_gang_names_members_beyond_min_count_in_its_condition_not_per_retry() -> None:

@@ -36,7 +36,8 @@ def test_apply_crd_and_podgroup(kubectl: Kubectl) -> None:
 
 def test_get_shows_the_printer_columns(kubectl: Kubectl) -> None:
     lines = kubectl.run("get", "lpg").stdout.splitlines()
-    assert lines[0].split() == ["NAME", "POLICY", "MINCOUNT", "SCHEDULED", "RUNNING", "PHASE", "AGE"]
+    header = ["NAME", "POLICY", "MINCOUNT", "SCHEDULED", "RUNNING", "SATISFIED", "PHASE", "AGE"]
+    assert lines[0].split() == header
     row = lines[1].split()
     assert row[0] == "train"
     assert row[1] == "4", "MinCount column (policy/status columns are empty until lockstep writes status)"
@@ -104,11 +105,13 @@ def test_reapply_of_a_changed_manifest_updates_the_podgroup(kubectl: Kubectl) ->
     applied = kubectl.run("apply", "-f", str(MANIFESTS / "podgroup-gang-changed.yaml"))
     assert applied.stdout.strip() == "podgroup.scheduling.lockstep.dev/train configured"
     spec = json.loads(kubectl.run("get", "lpg", "train", "-o", "jsonpath={.spec}").stdout)
-    # scheduleTimeoutSeconds was 120 by patch; the manifest now owns it. disruptionMode is the CRD's default.
+    # scheduleTimeoutSeconds was 120 by patch; the manifest now owns it. disruptionMode and
+    # satisfactionPolicy are the CRD's defaults.
     assert spec == {
         "schedulingPolicy": {"gang": {"minCount": 6}},
         "scheduleTimeoutSeconds": 60,
         "disruptionMode": "single",
+        "satisfactionPolicy": "OnceSatisfied",
     }
     unchanged = kubectl.run("apply", "-f", str(MANIFESTS / "podgroup-gang-changed.yaml"))
     assert unchanged.stdout.strip() == "podgroup.scheduling.lockstep.dev/train unchanged"

@@ -173,3 +173,15 @@ async def test_eviction_respects_the_budget_the_disruption_controller_computes(c
     assert refused.value.status == 429
     assert "The disruption budget guard needs 1 healthy pods and has 1 currently" in str(refused.value.body)
     assert not await gone(http, f"{PODS}/b")
+
+
+async def test_an_eviction_appends_disruption_target_after_the_pods_conditions(cluster: SimCluster) -> None:
+    http = cluster.http
+    await running(http, "kept", terminationGracePeriodSeconds=30)  # terminating for a while: readable
+    before = [c["type"] for c in (await http.get(f"{PODS}/kept"))["status"]["conditions"]]
+    assert "DisruptionTarget" not in before and before
+    await http.create(f"{PODS}/kept/eviction", {"metadata": {"name": "kept"}})
+    after = (await http.get(f"{PODS}/kept"))["status"]["conditions"]
+    # kube-apiserver 1.36.2 (podutil.UpdatePodCondition): appended, the others keep their order
+    assert [c["type"] for c in after] == [*before, "DisruptionTarget"]
+    assert after[-1]["reason"] == "EvictionByEvictionAPI"

@@ -294,3 +294,88 @@ async def test_a_pod_that_finishes_on_a_lost_node_is_reported_once_the_node_is_b
     assert condition(pod, "Ready")["status"] == "False"
     with pytest.raises(ValueError, match="not a simulated node"):
         await cluster.lose_node("node-999")
+
+
+async def job_pods(sim: SimCluster, job: str) -> list[dict[str, Any]]:
+    listed = await sim.http.get(PODS, {"labelSelector": f"batch.kubernetes.io/job-name={job}"})
+    items: list[dict[str, Any]] = listed["items"]
+    return items
+
+
+async def job_condition(sim: SimCluster, job: str, kind: str) -> dict[str, Any]:
+    async def probe() -> dict[str, Any] | None:
+        found = await sim.http.get(f"{JOBS}/{job}")
+        conditions = {c["type"]: c for c in found["status"].get("conditions") or []}
+        return found if conditions.get(kind, {}).get("status") == "True" else None
+
+    found: dict[str, Any] = await eventually(probe, f"job {job} {kind}")
+    return found
+
+
+async def test_an_indexed_job_replaces_a_failed_index_after_another_completed_and_completes(
+    cluster: SimCluster,
+) -> None:
+    """kubernetes #142330 without a scheduler: index 0 finishes first, index 1 fails after that; the
+    Job controller retries index 1 only, within backoffLimit, and the Job completes."""
+    template = {
+        "metadata": {"annotations": {RUN_SECONDS: "0.3"}},
+        "spec": {"restartPolicy": "Never", "containers": [CONTAINER]},
+    }
+    spec = {"completions": 2, "parallelism": 2, "completionMode": "Indexed", "backoffLimit": 1}
+    await cluster.http.create(JOBS, {"metadata": {"name": "idx"}, "spec": {**spec, "template": template}})
+    pods = await eventually(lambda: _two(job_pods(cluster, "idx")), "two pods")
+    by_index = {p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]: p for p in pods}
+    first, second = by_index["0"]["metadata"]["name"], by_index["1"]["metadata"]["name"]
+    await cluster.http.patch(f"{PODS}/{second}", {"metadata": {"annotations": {EXIT_CODE: "3"}}})
+    binding = {"metadata": {"name": first}, "target": {"name": "node-000"}}
+    await cluster.http.create(f"{PODS}/{first}/binding", binding)
+    await pod_in_phase(cluster, first, "Succeeded")
+    await cluster.http.create(f"{PODS}/{second}/binding", {**binding, "metadata": {"name": second}})
+    await pod_in_phase(cluster, second, "Failed")
+
+    async def replacement() -> dict[str, Any] | None:
+        for pod in await job_pods(cluster, "idx"):
+            index = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+            if pod["metadata"]["name"] not in (first, second) and index == "1":
+                return pod
+        return None
+
+    retry = await eventually(replacement, "a new pod for index 1")
+    assert len(await job_pods(cluster, "idx")) == 3  # index 0 is not run again
+    name = retry["metadata"]["name"]
+    await cluster.http.create(f"{PODS}/{name}/binding", {**binding, "metadata": {"name": name}})
+    job = await job_condition(cluster, "idx", "Complete")
+    assert (job["status"]["succeeded"], job["status"]["failed"]) == (2, 1)
+
+
+async def _two(pods: Any) -> list[dict[str, Any]] | None:
+    items: list[dict[str, Any]] = await pods
+    return items if len(items) == 2 else None
+
+
+async def test_a_job_past_its_backoff_limit_fails_with_backoff_limit_exceeded(cluster: SimCluster) -> None:
+    template = {
+        "metadata": {"annotations": {RUN_SECONDS: "0.05", EXIT_CODE: "1"}},
+        "spec": {"restartPolicy": "Never", "containers": [CONTAINER]},
+    }
+    spec = {"completions": 1, "parallelism": 1, "backoffLimit": 1, "template": template}
+    await cluster.http.create(JOBS, {"metadata": {"name": "doomed"}, "spec": spec})
+
+    async def bind_pending() -> dict[str, Any] | None:
+        for item in await job_pods(cluster, "doomed"):
+            if not item["spec"].get("nodeName") and not item["metadata"].get("deletionTimestamp"):
+                binding = {"metadata": {"name": item["metadata"]["name"]}, "target": {"name": "node-001"}}
+                await cluster.http.create(f"{PODS}/{item['metadata']['name']}/binding", binding)
+        found = await cluster.http.get(f"{JOBS}/doomed")
+        return found if any(c["type"] == "Failed" for c in found["status"].get("conditions") or []) else None
+
+    job = await eventually(bind_pending, "the job Failed")
+    failed = condition(job, "Failed")
+    assert (failed["reason"], failed["message"]) == (
+        "BackoffLimitExceeded",
+        "Job has reached the specified backoff limit",
+    )
+    assert condition(job, "FailureTarget")["reason"] == "BackoffLimitExceeded"
+    assert job["status"]["failed"] == 2  # the first try and one retry: backoffLimit 1
+    await asyncio.sleep(0.3)
+    assert len(await job_pods(cluster, "doomed")) == 2  # nothing created after the failure

@@ -40,6 +40,11 @@ def test_short_soak_keeps_every_invariant(tmp_path: Path) -> None:
     )
     report = json.loads(report_path.read_text())
     assert report["kills"] == 2
+    # every fault class it claims happened, so its invariants checked something
+    assert report["preemption_victims"] >= 1 and report["node_losses"] == 1, json.dumps(report, indent=2)
+    assert report["member_failures"] >= 1 and report["stale_gang_evictions"] >= 1, json.dumps(
+        report, indent=2
+    )
     assert report["checks"] > 0, "the invariants were never checked"
     assert report["failures"] == [], json.dumps(report, indent=2)
     assert result.returncode == 0, result.stdout[-4000:]

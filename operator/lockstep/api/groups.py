@@ -10,16 +10,24 @@ A group's priority is ``spec.priority`` when set, else the value of ``spec.prior
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from lockstep.api.podgroup import (
+    CONDITION_SCHEDULED,
     MAX_RESERVATION_TIMEOUT_SECONDS,
+    MAX_STALE_GRACE_PERIOD_SECONDS,
     PROTECTION_FINALIZER,
     RESERVATION_POLICIES,
+    SATISFACTION_POLICIES,
+    Condition,
     PodGroup,
 )
-from lockstep.api.upstream_podgroup import UpstreamPodGroup
-from lockstep.scheduler.framework import PodClaimRef, PodGroupInfo
+from lockstep.api.upstream_podgroup import (
+    SATISFACTION_POLICY_ANNOTATION,
+    STALE_GRACE_PERIOD_ANNOTATION,
+    UpstreamPodGroup,
+)
+from lockstep.scheduler.framework import ONCE_SATISFIED, PodClaimRef, PodGroupInfo
 
 # Upstream's PodGroup has no field for lockstep's capacity reservation: these annotations stand for
 # lockstep's spec.reservation.policy and spec.reservation.timeoutSeconds.
@@ -58,6 +66,37 @@ def reservation_annotations(key: str, annotations: Mapping[str, str]) -> tuple[s
     return policy, float(timeout)
 
 
+def _scheduled_at_generation(conditions: Sequence[Condition], condition_type: str, generation: int) -> bool:
+    """Whether the scheduling condition turned True at the current generation (its observedGeneration
+    is kept from that transition on). A server that keeps no generation (0) tells nothing."""
+    condition = next((c for c in conditions if c.type == condition_type), None)
+    return (
+        generation > 0
+        and condition is not None
+        and condition.status == "True"
+        and (condition.observed_generation or 0) == generation
+    )
+
+
+def _upstream_policy(podgroup: UpstreamPodGroup) -> tuple[str, float | None]:
+    annotations = podgroup.metadata.annotations
+    policy = annotations.get(SATISFACTION_POLICY_ANNOTATION, ONCE_SATISFIED)
+    if policy not in SATISFACTION_POLICIES:
+        raise InvalidAnnotationError(
+            f"PodGroup {podgroup.key}: metadata.annotations[{SATISFACTION_POLICY_ANNOTATION}]: "
+            f"{policy!r} is not one of {', '.join(SATISFACTION_POLICIES)}"
+        )
+    raw = annotations.get(STALE_GRACE_PERIOD_ANNOTATION)
+    if raw is None:
+        return policy, None
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_STALE_GRACE_PERIOD_SECONDS:
+        raise InvalidAnnotationError(
+            f"PodGroup {podgroup.key}: metadata.annotations[{STALE_GRACE_PERIOD_ANNOTATION}]: {raw!r} "
+            f"is not a whole number of seconds from 1 to {MAX_STALE_GRACE_PERIOD_SECONDS}"
+        )
+    return policy, float(raw)
+
+
 def group_priority(
     key: str, priority: int | None, class_name: str | None, priority_classes: Mapping[str, int]
 ) -> int | None:
@@ -93,6 +132,13 @@ def from_lockstep(podgroup: PodGroup, priority_classes: Mapping[str, int]) -> Po
         reservation_timeout_seconds=(
             float(spec.reservation.timeout_seconds) if spec.reservation.timeout_seconds is not None else None
         ),
+        satisfaction_policy=spec.satisfaction_policy,
+        stale_grace_seconds=(
+            float(spec.stale_grace_period_seconds) if spec.stale_grace_period_seconds is not None else None
+        ),
+        once_satisfied=_scheduled_at_generation(
+            podgroup.status.conditions, CONDITION_SCHEDULED, podgroup.metadata.generation
+        ),
         terminating=podgroup.metadata.deletion_timestamp is not None,
         protected=PROTECTION_FINALIZER in podgroup.metadata.finalizers,
     )
@@ -103,7 +149,10 @@ def from_upstream(
 ) -> PodGroupInfo:
     """Upstream has no per-group Permit timeout: kube-scheduler's is a fixed 5 minutes."""
     spec = podgroup.spec
-    policy, timeout = reservation_annotations(podgroup.key, podgroup.metadata.annotations)
+    reservation_policy, reservation_timeout = reservation_annotations(
+        podgroup.key, podgroup.metadata.annotations
+    )
+    satisfaction_policy, stale_grace_seconds = _upstream_policy(podgroup)
     return PodGroupInfo(
         namespace=podgroup.metadata.namespace or "default",
         name=podgroup.metadata.name,
@@ -112,8 +161,13 @@ def from_upstream(
         min_count=spec.min_count,
         is_gang=spec.is_gang,
         schedule_timeout_seconds=schedule_timeout_seconds,
-        reservation_policy=policy,
-        reservation_timeout_seconds=timeout,
+        reservation_policy=reservation_policy,
+        reservation_timeout_seconds=reservation_timeout,
+        satisfaction_policy=satisfaction_policy,
+        stale_grace_seconds=stale_grace_seconds,
+        once_satisfied=_scheduled_at_generation(
+            podgroup.status.conditions, podgroup.condition_type, podgroup.metadata.generation
+        ),
         claims=tuple(
             PodClaimRef(claim.name, claim.resource_claim_name, claim.resource_claim_template_name)
             for claim in spec.resource_claims

@@ -38,6 +38,11 @@ LABEL_KEY = (
 DISRUPTION_MODE_NAMES = ("single", "all", "Pod", "PodGroup")
 _DISRUPTION_MODE_ALIASES = {"Pod": "single", "PodGroup": "all"}
 PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
+# spec.satisfactionPolicy: how members that join a group after it reached minCount are placed
+ONCE_SATISFIED = "OnceSatisfied"  # one by one as they fit, no gang barrier (while a member survives)
+KEEP_MIN_COUNT = "KeepMinCount"  # a sub-gang that brings the group back to minCount, or nothing
+SATISFACTION_POLICIES = (ONCE_SATISFIED, KEEP_MIN_COUNT)
+MAX_STALE_GRACE_PERIOD_SECONDS = 86400
 
 MAX_MIN_COUNT = 10000
 MAX_TOPOLOGY_CONSTRAINTS = 8  # lockstep's levels; upstream's PodGroup allows one (upstream_podgroup.py)
@@ -88,6 +93,8 @@ Int32 = Annotated[JsonInt, Field(ge=-(2**31), le=2**31 - 1)]
 Int64 = Annotated[JsonInt, Field(ge=-(2**63), le=2**63 - 1)]
 DisruptionMode = Annotated[Literal["single", "all"], BeforeValidator(_disruption_mode)]
 PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
+SatisfactionPolicy = Literal["OnceSatisfied", "KeepMinCount"]
+StaleGracePeriod = Annotated[Int32, Field(ge=1, le=MAX_STALE_GRACE_PERIOD_SECONDS)]
 
 
 class _Model(BaseModel):
@@ -219,6 +226,8 @@ class PodGroupSpec(GroupSpec):
         DEFAULT_SCHEDULE_TIMEOUT_SECONDS, alias="scheduleTimeoutSeconds"
     )
     reservation: ReservationSpec = Field(default_factory=ReservationSpec)
+    satisfaction_policy: SatisfactionPolicy = Field("OnceSatisfied", alias="satisfactionPolicy")
+    stale_grace_period_seconds: StaleGracePeriod | None = Field(None, alias="staleGracePeriodSeconds")
 
     @model_validator(mode="after")
     def _unique_claim_names(self) -> PodGroupSpec:
@@ -244,6 +253,11 @@ class PodGroupPhase(StrEnum):
 ConditionStatus = Literal["True", "False", "Unknown"]
 DateTime = Annotated[datetime, Field(strict=False)]
 CONDITION_SCHEDULED = "PodGroupScheduled"
+# KEP-6413 (provisional, alpha planned for 1.39): True while at least minCount members are running or
+# have succeeded; both directions for the life of the group.
+CONDITION_SATISFIED = "PodGroupSatisfied"
+REASON_MIN_COUNT_SATISFIED = "MinCountSatisfied"
+REASON_BELOW_MIN_COUNT = "BelowMinCount"
 
 
 class Condition(_Model):
@@ -304,8 +318,10 @@ class PodGroupStatus(_Model):
     policy: Literal["Basic", "Gang"] | None = None
     observed_generation: Annotated[Int64, Field(ge=0)] | None = Field(None, alias="observedGeneration")
     total: Count | None = None
+    pending: Count | None = None
     scheduled: Count | None = None
     running: Count | None = None
+    ready: Count | None = None
     succeeded: Count | None = None
     failed: Count | None = None
     # gang only: members not bound and not needed to reach minCount (they bind as capacity allows)

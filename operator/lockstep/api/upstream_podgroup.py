@@ -53,6 +53,9 @@ REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
 
 _ALPHA2_DISRUPTION_MODES = {"Pod": "single", "PodGroup": "all"}
+# Upstream's PodGroup has no field for these: lockstep reads them from annotations.
+SATISFACTION_POLICY_ANNOTATION = "scheduling.lockstep.dev/satisfaction-policy"
+STALE_GRACE_PERIOD_ANNOTATION = "scheduling.lockstep.dev/stale-grace-period-seconds"
 
 
 def _disruption_mode(value: Any) -> Any:

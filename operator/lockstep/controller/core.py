@@ -48,6 +48,7 @@ from lockstep.api.volume import (
 from lockstep.config import Settings
 from lockstep.controller.dialects import Dialects
 from lockstep.controller.owner_gangs import OwnerGangs
+from lockstep.controller.recovery import StaleGangs
 from lockstep.controller.status import (
     ARRIVING_CAUSES,
     SETTLE_SECONDS,
@@ -66,6 +67,7 @@ from lockstep.kube.client import KubeClient
 from lockstep.kube.events import NORMAL, WARNING, EventRecorder, ObjectReference
 from lockstep.kube.ports import (
     KubeClaimAPI,
+    KubeEvictionAPI,
     KubePodAPI,
     KubePodGroupAPI,
     KubePreemptionAPI,
@@ -195,6 +197,7 @@ class SchedulerCore:
         self._leading = False
         self._last_event_reason: dict[GroupKey, str] = {}
         self.waiting_event_delay = SETTLE_SECONDS
+        self.recovery = StaleGangs(self.cache, KubeEvictionAPI(client), events, metrics, self._reference)
 
     # --- watch feed -------------------------------------------------------------------------------------
 
@@ -206,8 +209,13 @@ class SchedulerCore:
             self._last_event_reason.pop(
                 GroupKey(str(meta.get("namespace")), str(meta.get("name")), False), None
             )
-            if self.cache.delete_pod(uid) is None:
-                self.cache.delete_pod_by_name(str(meta.get("namespace") or "default"), str(meta.get("name")))
+            gone = self.cache.delete_pod(uid)
+            if gone is None:
+                gone = self.cache.delete_pod_by_name(
+                    str(meta.get("namespace") or "default"), str(meta.get("name"))
+                )
+            if gone is not None and gone.scheduling_group:
+                self._upstream_members_changed(gone.group_key)
             self.dialects.on_pod(event_type, raw, None)
             group = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
             if group:
@@ -246,6 +254,16 @@ class SchedulerCore:
             self.scheduler.finish_preemption(pod)
         if pod.group_name:
             self.terminating.check((pod.namespace, pod.group_name))
+        if pod.scheduling_group:
+            self._upstream_members_changed(pod.group_key)
+
+    def _upstream_members_changed(self, key: GroupKey) -> None:
+        """PodGroupSatisfied of an upstream PodGroup follows its members (written on transitions)."""
+        if not key.upstream:
+            return
+        running = sum(1 for m in self.cache.members(key) if m.phase == "Running" and not m.deleting)
+        succeeded = self.cache.succeeded_count(key)
+        self.upstream_status.on_members(key, running + succeeded, running, succeeded)
 
     def on_pdb(self, event_type: str, raw: dict[str, Any]) -> None:
         meta = _meta(raw)
@@ -668,6 +686,15 @@ class SchedulerCore:
     async def run(self) -> None:
         """Run group cycles until :meth:`stop_accepting`; binding cycles are left to :meth:`drain`."""
         scheduler = self.scheduler
+        recovery = asyncio.get_running_loop().create_task(self.recovery.run(), name="stale-gangs")
+        try:
+            await self._schedule_until_stopped(scheduler)
+        finally:
+            recovery.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await recovery
+
+    async def _schedule_until_stopped(self, scheduler: Scheduler) -> None:
         while self._accepting:
             self._wake.clear()
             started = time.perf_counter()

@@ -19,7 +19,13 @@ from typing import Any
 import aiohttp
 
 from lockstep import POD_GROUP_LABEL
-from lockstep.api.podgroup import CONDITION_SCHEDULED, PodGroupPhase
+from lockstep.api.podgroup import (
+    CONDITION_SATISFIED,
+    CONDITION_SCHEDULED,
+    REASON_BELOW_MIN_COUNT,
+    REASON_MIN_COUNT_SATISFIED,
+    PodGroupPhase,
+)
 from lockstep.kube.client import POD_GROUPS, ApiError, KubeClient
 from lockstep.kube.patching import strict_merge_patch
 from lockstep.logging import get_logger
@@ -72,12 +78,25 @@ class MemberCounts:
     running: int = 0
     succeeded: int = 0
     failed: int = 0
+    pending: int = 0
+    ready: int = 0
+
+    @property
+    def satisfying(self) -> int:
+        """Members that satisfy the group: running, or finished with success."""
+        return self.running + self.succeeded
 
 
 @dataclass(slots=True)
 class _Member:
     node_name: str
     phase: str
+    ready: bool = False
+    deleting: bool = False  # lost: being deleted (taint eviction of a lost node's pods, an eviction)
+
+
+def _ready(status: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ())
 
 
 @dataclass(slots=True)
@@ -110,7 +129,10 @@ class GroupMembers:
         # spec.nodeName never goes back to empty: an event older than a binding seen already (the
         # scheduler's own 201, or a later watch event) must not take the binding back.
         node_name = str(spec.get("nodeName") or "") or (known.node_name if known is not None else "")
-        member = _Member(node_name, str(status.get("phase") or "Pending"))
+        phase = str(status.get("phase") or "Pending")
+        member = _Member(
+            node_name, phase, phase == "Running" and _ready(status), bool(meta.get("deletionTimestamp"))
+        )
         if known != member:
             members[uid] = member
             changed.append(key)
@@ -126,7 +148,7 @@ class GroupMembers:
         member = members[uid]
         if member.node_name == node_name:
             return None
-        members[uid] = _Member(node_name, member.phase)
+        members[uid] = _Member(node_name, member.phase, member.ready, member.deleting)
         return key
 
     def _forget(self, uid: str, key: tuple[str, str]) -> None:
@@ -143,8 +165,13 @@ class GroupMembers:
             counts.total += 1
             if member.node_name:
                 counts.scheduled += 1
+            if member.deleting and member.phase not in ("Succeeded", "Failed"):
+                continue  # lost: neither running nor pending (a lost node's pods look Running)
             if member.phase == "Running":
                 counts.running += 1
+                counts.ready += member.ready
+            elif member.phase == "Pending":
+                counts.pending += 1
             elif member.phase == "Succeeded":
                 counts.succeeded += 1
             elif member.phase == "Failed":
@@ -163,7 +190,7 @@ PASSING_PHASES = frozenset({PodGroupPhase.PENDING.value, PodGroupPhase.SCHEDULIN
 SCHEDULED_SETTLE_SECONDS = 0.2
 # Counts that follow the containers, not the scheduler: when nothing else changed they are held for
 # ``settle_seconds`` too, so members starting one by one make one write.
-CONTAINER_COUNTS = frozenset({"running", "succeeded", "failed"})
+CONTAINER_COUNTS = frozenset({"running", "succeeded", "failed", "pending", "ready"})
 # Waiting only for its own members, or the claims generated for them, to be created: a gang's pods
 # arrive one by one, and kube-controller-manager makes their template claims a moment later.
 MEMBERS_ARRIVING = "TooFewPods"
@@ -206,6 +233,8 @@ def hold_for(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Hold | N
     if passing(desired):
         return Hold.PASSING
     changes = set(status_changes(current, desired))
+    if "conditions" in changes and _only_satisfied_message(current, desired):
+        changes.discard("conditions")  # its message follows the container counts
     if changes <= CONTAINER_COUNTS:
         return Hold.CONTAINERS
     if changes <= set(QUEUE_FIELDS):
@@ -213,6 +242,44 @@ def hold_for(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Hold | N
     if desired["phase"] == PodGroupPhase.SCHEDULED.value:
         return Hold.SCHEDULED
     return None
+
+
+def _only_satisfied_message(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    """Whether the conditions differ only in the message of PodGroupSatisfied (same status)."""
+
+    def shown(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        return [
+            {k: v for k, v in c.items() if k != "message"} if c.get("type") == CONDITION_SATISFIED else c
+            for c in status.get("conditions") or ()
+        ]
+
+    return shown(current) == shown(desired)
+
+
+def satisfied_condition(
+    existing: Mapping[str, Any] | None, generation: int, min_count: int, counts: MemberCounts, now: datetime
+) -> dict[str, Any]:
+    """PodGroupSatisfied (KEP-6413's names): True while at least minCount members are running or
+    have succeeded (a group whose members are finishing is not broken), False with the count below."""
+    satisfied = counts.satisfying >= min_count
+    status = "True" if satisfied else "False"
+    message = (
+        f"{counts.satisfying} of minCount {min_count} members running or succeeded "
+        f"({counts.running} running, {counts.succeeded} succeeded, {counts.failed} failed)"
+    )
+    transition = (
+        existing.get("lastTransitionTime")
+        if existing is not None and existing.get("status") == status and existing.get("lastTransitionTime")
+        else rfc3339(now)
+    )
+    return {
+        "type": CONDITION_SATISFIED,
+        "status": status,
+        "reason": REASON_MIN_COUNT_SATISFIED if satisfied else REASON_BELOW_MIN_COUNT,
+        "message": message,
+        "observedGeneration": generation,
+        "lastTransitionTime": transition,
+    }
 
 
 def _version(meta: Mapping[str, Any]) -> int | None:
@@ -287,8 +354,13 @@ def _scheduled_condition(
     existing = next((c for c in current if c.get("type") == CONDITION_SCHEDULED), None)
     if existing is not None and existing.get("status") == "True":
         # Once True it stays True, as upstream (also when minCount is raised above the bound
-        # members); its message follows the counts, which change in the same writes.
-        return {**existing, "message": _bound_message(min_count, counts, beyond)}
+        # members); its message follows the counts, which change in the same writes. Its
+        # observedGeneration moves on only once the current spec's minCount is met: the
+        # OnceSatisfied policy reads "True at this generation" as "satisfied at this minCount".
+        kept = {**existing, "message": _bound_message(min_count, counts, beyond)}
+        if counts.scheduled >= min_count:
+            kept["observedGeneration"] = generation
+        return kept
     if attempt is None and existing is not None and counts.scheduled < min_count:
         return dict(existing)  # not attempted by this process yet: keep what the last leader wrote
     if counts.scheduled >= min_count:
@@ -341,7 +413,15 @@ def desired_status(
     condition = _scheduled_condition(
         list(current.get("conditions") or []), generation, min_count, counts, attempt, now, beyond
     )
-    others = [c for c in current.get("conditions") or [] if c.get("type") != CONDITION_SCHEDULED]
+    mine = (CONDITION_SCHEDULED, CONDITION_SATISFIED)
+    others = [c for c in current.get("conditions") or [] if c.get("type") not in mine]
+    satisfied = satisfied_condition(
+        next((c for c in current.get("conditions") or [] if c.get("type") == CONDITION_SATISFIED), None),
+        generation,
+        min_count,
+        counts,
+        now,
+    )
     placed = counts.scheduled >= min_count
     reasons = [] if placed or attempt is None else list(attempt.reasons)[:MAX_REASONS]
     status: dict[str, Any] = {
@@ -349,12 +429,14 @@ def desired_status(
         "policy": "Gang" if isinstance(gang, Mapping) else "Basic",
         "observedGeneration": generation,
         "total": counts.total,
+        "pending": counts.pending,
         "scheduled": counts.scheduled,
         "running": counts.running,
+        "ready": counts.ready,
         "succeeded": counts.succeeded,
         "failed": counts.failed,
         "waitingBeyondMinCount": beyond if isinstance(gang, Mapping) else None,
-        "conditions": [*others, condition],
+        "conditions": [*others, satisfied, condition],
         "lastAttemptTime": rfc3339(attempt.attempted_at) if attempt is not None else None,
         "nextRetryTime": (
             rfc3339(attempt.next_retry_at)

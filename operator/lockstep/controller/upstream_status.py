@@ -5,6 +5,12 @@ False/Unschedulable when it cannot be placed (or waits for pods), False/Schedule
 Once True it is never set back to False (as kube-scheduler's ``updatePodGroupCondition``). Each
 PodGroup is written in the version it was read in.
 
+lockstep also writes KEP-6413's ``PodGroupSatisfied`` (provisional; kube-scheduler does not write it
+yet): True (``MinCountSatisfied``) while at least minCount members are running or have succeeded,
+False (``BelowMinCount``) with the count below. It is written only when its status changes (its message
+carries the count at that moment), in the same patch as the scheduling condition when both change: no
+write per member on the hot path.
+
 One strict (resourceVersion) merge patch per change; an unchanged condition is not written again.
 lockstep's own PodGroups keep their richer status (``controller/status.py``).
 """
@@ -16,6 +22,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from lockstep.api.podgroup import CONDITION_SATISFIED, REASON_BELOW_MIN_COUNT, REASON_MIN_COUNT_SATISFIED
 from lockstep.api.upstream_podgroup import (
     REASON_SCHEDULED,
     REASON_SCHEDULER_ERROR,
@@ -49,6 +56,19 @@ def scheduled_condition(code: Code, message: str) -> tuple[str, str, str]:
     return "False", REASON_UNSCHEDULABLE, message
 
 
+def satisfied_condition(
+    satisfying: int, running: int, succeeded: int, min_count: int
+) -> tuple[str, str, str]:
+    """(status, reason, message) of PodGroupSatisfied."""
+    message = (
+        f"{satisfying} of minCount {min_count} members running or succeeded "
+        f"({running} running, {succeeded} succeeded)"
+    )
+    if satisfying >= min_count:
+        return "True", REASON_MIN_COUNT_SATISFIED, message
+    return "False", REASON_BELOW_MIN_COUNT, message
+
+
 def _kind_of(podgroup: UpstreamPodGroup) -> ResourceKind:
     """The version the PodGroup was read in."""
     kinds = (UPSTREAM_POD_GROUPS, UPSTREAM_POD_GROUPS_V1ALPHA2)
@@ -61,6 +81,8 @@ class UpstreamStatusWriter:
         self._groups: dict[GroupKey, UpstreamPodGroup] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._wanted: dict[GroupKey, tuple[str, str, str]] = {}  # (status, reason, message)
+        self._wanted_satisfied: dict[GroupKey, tuple[str, str, str]] = {}
+        self._attempted_at: dict[GroupKey, int] = {}  # generation of the PodGroup at the last attempt
         self._writing: set[GroupKey] = set()
         self._reservations: dict[GroupKey, dict[str, Any] | None] = {}  # to record, newest
         self._recording: set[GroupKey] = set()
@@ -69,6 +91,8 @@ class UpstreamStatusWriter:
         if podgroup is None:
             self._groups.pop(key, None)
             self._wanted.pop(key, None)
+            self._wanted_satisfied.pop(key, None)
+            self._attempted_at.pop(key, None)
         else:
             self._groups[key] = podgroup
 
@@ -78,6 +102,32 @@ class UpstreamStatusWriter:
         if key not in self._groups:
             return
         self._wanted[key] = scheduled_condition(attempt.code, attempt.message[:MAX_MESSAGE])
+        # the generation the cycle saw: a spec change (a raised minCount) before the write must not
+        # be recorded as placed
+        self._attempted_at[key] = self._groups[key].metadata.generation
+        self._start(key)
+
+    def on_members(self, key: GroupKey, satisfying: int, running: int, succeeded: int) -> None:
+        """The group's members changed: want PodGroupSatisfied as they are now (written only if its
+        status differs from the one the PodGroup shows)."""
+        podgroup = self._groups.get(key)
+        if podgroup is None or not podgroup.spec.is_gang or not self._placed(podgroup, key):
+            return  # as KEP-6413: absent until the group is first placed
+        wanted = satisfied_condition(satisfying, running, succeeded, podgroup.spec.min_count)
+        current = next((c for c in podgroup.status.conditions if c.type == CONDITION_SATISFIED), None)
+        if current is not None and current.status == wanted[0] and key not in self._wanted_satisfied:
+            return
+        self._wanted_satisfied[key] = wanted
+        self._start(key)
+
+    def _placed(self, podgroup: UpstreamPodGroup, key: GroupKey) -> bool:
+        condition = next((c for c in podgroup.status.conditions if c.type == podgroup.condition_type), None)
+        wanted = self._wanted.get(key)
+        return (condition is not None and condition.status == "True") or (
+            wanted is not None and wanted[0] == "True"
+        )
+
+    def _start(self, key: GroupKey) -> None:
         if key in self._writing:
             return  # the running writer picks the newest wish up
         self._writing.add(key)
@@ -124,11 +174,30 @@ class UpstreamStatusWriter:
         finally:
             self._recording.discard(key)
 
+    def _satisfied_to_write(self, podgroup: UpstreamPodGroup, key: GroupKey) -> dict[str, Any] | None:
+        wanted = self._wanted_satisfied.get(key)
+        if wanted is None:
+            return None
+        status, reason, message = wanted
+        current = next((c for c in podgroup.status.conditions if c.type == CONDITION_SATISFIED), None)
+        if current is not None and current.status == status:
+            return None  # only transitions are written
+        return {
+            "type": CONDITION_SATISFIED,
+            "status": status,
+            "observedGeneration": podgroup.metadata.generation,
+            "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "reason": reason,
+            "message": message,
+        }
+
     def _condition_to_write(
-        self, podgroup: UpstreamPodGroup, wanted: tuple[str, str, str]
+        self, podgroup: UpstreamPodGroup, wanted: tuple[str, str, str] | None, attempted_at: int | None = None
     ) -> dict[str, Any] | None:
         """The condition to write for ``wanted`` on ``podgroup`` as last seen; None: nothing to write
         (the same already, or it would take a True condition back to False)."""
+        if wanted is None:
+            return None
         status, reason, message = wanted
         condition_type = podgroup.condition_type
         current = next((c for c in podgroup.status.conditions if c.type == condition_type), None)
@@ -142,10 +211,19 @@ class UpstreamStatusWriter:
             if current is not None and current.status == status
             else datetime.now(UTC)
         )
+        # A True condition keeps the generation it turned True at: lockstep's OnceSatisfied policy reads
+        # "True at this generation" as "reached the current minCount" (a raise bumps the generation).
+        generation = (
+            current.observed_generation
+            if current is not None and current.status == "True" and current.observed_generation is not None
+            else attempted_at
+            if attempted_at is not None
+            else podgroup.metadata.generation
+        )
         return {
             "type": condition_type,
             "status": status,
-            "observedGeneration": podgroup.metadata.generation,
+            "observedGeneration": generation,
             "lastTransitionTime": moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "reason": reason,
             "message": message,
@@ -162,17 +240,25 @@ class UpstreamStatusWriter:
     async def _write_newest(self, key: GroupKey, attempts: int) -> None:
         for _ in range(attempts):
             podgroup = self._groups.get(key)
-            wanted = self._wanted.get(key)
-            if podgroup is None or wanted is None:
+            if podgroup is None:
                 return
-            condition = self._condition_to_write(podgroup, wanted)
-            if condition is None:
+            written_now = [
+                c
+                for c in (
+                    self._condition_to_write(podgroup, self._wanted.get(key), self._attempted_at.get(key)),
+                    self._satisfied_to_write(podgroup, key),
+                )
+                if c is not None
+            ]
+            if not written_now:
+                self._wanted_satisfied.pop(key, None)
                 return
             meta = podgroup.metadata
+            replaced = {c["type"] for c in written_now}
             others = [
                 c.model_dump(by_alias=True, mode="json", exclude_none=True)
                 for c in podgroup.status.conditions
-                if c.type != podgroup.condition_type
+                if c.type not in replaced
             ]
             served_as = _kind_of(podgroup)
             try:
@@ -183,7 +269,7 @@ class UpstreamStatusWriter:
                     meta.namespace,
                     meta.name,
                     meta.resource_version,
-                    {"status": {"conditions": [*others, condition]}},
+                    {"status": {"conditions": [*others, *written_now]}},
                     subresource="status",
                 )
             except ApiError as exc:

@@ -101,6 +101,46 @@ async def _pod_write(what: str, write: Awaitable[object]) -> PatchOutcome:
         return PatchOutcome(PatchResult.ERROR, f"{what}: {exc!r}")
 
 
+class KubeEvictionAPI:
+    """``EvictionAPI``: the DisruptionTarget condition, then the Eviction API (PDBs respected)."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+
+    async def evict(self, pod: PodInfo, reason: str, message: str) -> PatchOutcome:
+        condition = {
+            "type": DISRUPTION_TARGET,
+            "status": "True",
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": now_rfc3339(),
+        }
+        body = {"metadata": {"uid": pod.uid}, "status": {"conditions": [condition]}}
+        marked = await _pod_write(
+            f"PATCH pods/status {pod.key}",
+            self.client.patch(PODS, pod.namespace, pod.name, body, PatchType.STRATEGIC, subresource="status"),
+        )
+        if marked.result is not PatchResult.OK:
+            return marked
+        eviction = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod.name, "namespace": pod.namespace},
+            "deleteOptions": {"preconditions": {"uid": pod.uid}},
+        }
+        try:
+            await self.client.create(PODS, pod.namespace, eviction, name=pod.name, subresource="eviction")
+        except ApiError as exc:
+            if exc.status == 429:
+                return PatchOutcome(PatchResult.TOO_MANY_REQUESTS, str(exc))
+            if exc.not_found:
+                return PatchOutcome(PatchResult.NOT_FOUND, str(exc))
+            return PatchOutcome(PatchResult.ERROR, str(exc))
+        except TRANSPORT_ERRORS as exc:
+            return PatchOutcome(PatchResult.ERROR, f"POST pods/eviction {pod.key}: {exc!r}")
+        return PatchOutcome(PatchResult.OK)
+
+
 class KubePreemptionAPI:
     """``PreemptionAPI``: the victims' DisruptionTarget condition and deletion, the nominations."""
 

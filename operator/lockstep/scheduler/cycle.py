@@ -159,7 +159,7 @@ class GroupCycle:
             for node in [member.node_name or self.cache.assumed_node(member.uid)]
             if node and node in nodes
         }
-        scheduled = self.cache.scheduled_count(group.key)
+        scheduled = self.cache.satisfying_count(group.key)
         needed = max(group.min_count - scheduled, 1) if group.is_gang else 1
         wanted = len(pods)
         tries: list[DomainTry] = []
@@ -180,9 +180,12 @@ class GroupCycle:
                 if not level.keys:  # no required level: the whole cluster
                     found = [Domain((), frozenset(), UNBOUNDED, 0)]
                 order = self.domain_order(found, needed, wanted, placed)
-                if not level.preferred and not order and found:
+                # Members placed already pin the group to the domain holding them (a required
+                # constraint: its replacements go there or nowhere).
+                holding = [d for d in found if d.nodes.issuperset(placed)] if placed and level.keys else found
+                if not level.preferred and not order and holding:
                     # None has room by the estimate: run the roomiest, for what its nodes lack.
-                    order = [max(found, key=lambda d: (d.slots, d.free_cpu))]
+                    order = [max(holding, key=lambda d: (d.slots, d.free_cpu))]
                 level_tries: list[DomainTry] = []
                 for domain in order:
                     self._domain = domain.nodes if level.keys else None
@@ -238,8 +241,17 @@ class GroupCycle:
             message = f"no single domain fits: {last_count} domains tried: " + "; ".join(
                 t.describe() for t in last_tries
             )
-        status = Status.unschedulable(PLACEMENT_PLUGIN, "NoSingleDomainFits", message)
-        total = self.cache.live_member_count(group.key)
+        cause = "NoSingleDomainFits"
+        if placed and len(last) == 1 and last[0].nodes.issuperset(placed):
+            # Members placed already pin the group to their domain: its new members (replacements of
+            # lost ones, members beyond minCount) go there or nowhere.
+            cause = "SurvivorsDomainFull"
+            message = (
+                f"the surviving members are in {last[0].name}, which cannot hold the {len(pods)} new "
+                f"members: {message}"
+            )
+        status = Status.unschedulable(PLACEMENT_PLUGIN, cause, message)
+        total = self.cache.live_member_count(group.key) + self.cache.succeeded_count(group.key)
         diagnoses = first.diagnoses if first is not None else []
         outcome = CycleOutcome(status, [], diagnoses, scheduled, total, group.min_count, len(pods))
         return dataclasses.replace(_noted(outcome, note), topology=tuple(tries))
@@ -273,8 +285,8 @@ class GroupCycle:
         """The joint search in each domain in turn, within one budget: a Success outcome, or None and
         what the search found, for the status."""
         search = JointSearch(self, group, pods, self.search_budget)
-        scheduled = self.cache.scheduled_count(group.key)
-        total = self.cache.live_member_count(group.key)
+        scheduled = self.cache.satisfying_count(group.key)
+        total = self.cache.live_member_count(group.key) + self.cache.succeeded_count(group.key)
         try:
             for domain in domains:
                 self._domain = domain
@@ -306,12 +318,22 @@ class GroupCycle:
         key = pods[0].group_key if pods else (group.key if group is not None else None)
         is_gang = group is not None and group.is_gang
         min_count = group.min_count if is_gang and group is not None else 1
-        scheduled = self.cache.scheduled_count(key) if key is not None else 0
-        total = self.cache.live_member_count(key) if key is not None else len(pods)
+        scheduled = self.cache.satisfying_count(key) if key is not None else 0
+        total = (
+            self.cache.live_member_count(key) + self.cache.succeeded_count(key)
+            if key is not None
+            else len(pods)
+        )
+        # OnceSatisfied after the gang reached minCount: no barrier, each member placed as it fits
+        floor = min_count if key is not None and is_gang and self.cache.once_satisfied(key) else 0
         remaining = len(pods)
         placements: list[Placement] = []
         diagnoses: list[PodDiagnosis] = []
-        status = placement_feasible(PlacementProgress(scheduled, remaining, min_count, total), is_gang)
+
+        def progress() -> PlacementProgress:
+            return PlacementProgress(max(scheduled, floor), remaining, min_count, max(total, floor))
+
+        status = placement_feasible(progress(), is_gang)
         if status.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
             return CycleOutcome(status, [], [], scheduled, total, min_count, len(pods))
         refused = min_resources_status(self.cache, group) if group is not None and pods else None
@@ -336,7 +358,7 @@ class GroupCycle:
                 if diagnosis.code is Code.ERROR:
                     status = Status.error(PLACEMENT_PLUGIN, f"pod {pod.key}: {diagnosis.message}")
                     break
-            status = placement_feasible(PlacementProgress(scheduled, remaining, min_count, total), is_gang)
+            status = placement_feasible(progress(), is_gang)
             if status.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
                 break
         waiting = next((d for d in diagnoses if d.code is Code.WAIT), None)

@@ -153,6 +153,9 @@ class GroupClaim(NamedTuple):
 DISRUPTION_MODE_SINGLE = "single"  # members may be disrupted one by one
 DISRUPTION_MODE_ALL = "all"  # a disruption takes the whole group
 PREEMPTION_POLICY_NEVER = "Never"
+# satisfaction policy (lockstep's spec.satisfactionPolicy; an annotation on upstream PodGroups)
+ONCE_SATISFIED = "OnceSatisfied"
+KEEP_MIN_COUNT = "KeepMinCount"
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +187,12 @@ class PodGroupInfo:
     # timeout (None: the operator's --reservation-timeout-seconds).
     reservation_policy: str = "IfNeeded"
     reservation_timeout_seconds: float | None = None
+    satisfaction_policy: str = ONCE_SATISFIED
+    # below minCount this long: the unfinished members are evicted (None: never)
+    stale_grace_seconds: float | None = None
+    # The API shows the group reached minCount at its current spec: its scheduling condition turned
+    # True at this generation (a raised minCount bumps the generation and must be reached again).
+    once_satisfied: bool = False
     dialect: str = ""  # one of DIALECTS, "" for lockstep's and upstream's PodGroups
     # Group-level pre-checks of other shapes: minResources (resource -> amount in base units, the
     # ``pods`` count included) the cluster must be able to free before members are placed, and

@@ -24,6 +24,7 @@ class PatchResult(Enum):
     CONFLICT = "Conflict"  # 409: the resourceVersion precondition failed
     NOT_FOUND = "NotFound"
     ERROR = "Error"
+    TOO_MANY_REQUESTS = "TooManyRequests"  # 429: an eviction a PodDisruptionBudget refuses for now
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +100,13 @@ class PreemptionAPI(Protocol):
 
     async def nominate(self, pod: PodInfo, node_name: str) -> PatchOutcome:
         """``status.nominatedNodeName`` of a preemptor pod; ``""`` clears it."""
+        ...
+
+
+class EvictionAPI(Protocol):
+    async def evict(self, pod: PodInfo, reason: str, message: str) -> PatchOutcome:
+        """Mark ``pod`` DisruptionTarget=True (``reason``, ``message``), then POST its pods/eviction
+        (PodDisruptionBudgets respected: TOO_MANY_REQUESTS when one refuses it for now)."""
         ...
 
 

@@ -506,7 +506,7 @@ class Scheduler:
             self._forget_if_gone(key)
             return
         min_count = group.min_count if group is not None and group.is_gang else 1
-        total = self.cache.live_member_count(key)
+        total = self.cache.live_member_count(key) + self.cache.succeeded_count(key)
         problem = self._group_problems.get(key) if key.pod_group else None
         if problem is not None and (group is None or problem[0] == INVALID_POD_GROUP):
             # Refused, not waited for: only a change of the PodGroup or of the pods can resolve it.
@@ -580,7 +580,7 @@ class Scheduler:
                     causes={"TooFewPods": missing},
                 )
                 return
-        if total < min_count:
+        if total < min_count and not self.cache.once_satisfied(key):
             self.queue.gate(key, _TOO_FEW_PODS_LIFTED_BY)
             missing = min_count - total
             self.reservations.drop(key, f"not needed while the gang waits for {missing} more pods")
@@ -798,7 +798,11 @@ class Scheduler:
         diagnoses = tuple(outcome.diagnoses)
         causes = merge_causes(diagnoses)
         status = outcome.status
-        satisfied = group is not None and group.is_gang and outcome.scheduled >= outcome.min_count
+        satisfied = (
+            group is not None
+            and group.is_gang
+            and (outcome.scheduled >= outcome.min_count or self.cache.once_satisfied(key))
+        )
         if status.ok and not outcome.placements and diagnoses and not satisfied:
             # A basic group whose pods all failed: the group failed with them. (A gang at minCount
             # whose extra members did not fit is still placed: they wait for capacity, one by one.)
@@ -913,7 +917,7 @@ class Scheduler:
             timestamp=wall,
             min_count=min_count,
             total_pods=total,
-            scheduled=self.cache.scheduled_count(key) if scheduled is None else scheduled,
+            scheduled=self.cache.satisfying_count(key) if scheduled is None else scheduled,
             placed=placed,
             pending=self._pending(key) if pending is None else pending,
             causes=merge_causes((), causes),
@@ -1065,7 +1069,7 @@ class Scheduler:
         cause = status.cause or status.plugin
         causes = dict(previous.causes)
         causes[cause] = causes.get(cause, 0) + 1
-        scheduled = self.cache.scheduled_count(key)
+        scheduled = self.cache.satisfying_count(key)
         if Code.ERROR in (status.code, previous.code):
             code = Code.ERROR
         elif previous.code is Code.SUCCESS and scheduled >= previous.min_count:

@@ -1300,8 +1300,13 @@ class ApiServer:
             current = self._current(rt, namespace, name)
             marked = current.copy()
             conditions = marked.setdefault("status", {}).setdefault("conditions", [])
-            conditions[:] = [c for c in conditions if c.get("type") != condition["type"]]
-            conditions.insert(0, dict(condition))
+            # podutil.UpdatePodCondition: an existing condition of the type is replaced in place,
+            # else the new one goes after the pod's other conditions.
+            at = next((i for i, c in enumerate(conditions) if c.get("type") == condition["type"]), None)
+            if at is None:
+                conditions.append(dict(condition))
+            else:
+                conditions[at] = dict(condition)
             self.update_object(rt, current, marked, WriteContext(subresource="status"))
             self.delete_object(rt, namespace, name, options)
 

@@ -76,15 +76,23 @@ def age(timestamp: Any) -> str:
     return human_duration((datetime.now(UTC) - created).total_seconds())
 
 
-_SEGMENT = re.compile(r"\.([A-Za-z0-9_\-]+)|\[(\d+)\]|\['([^']+)'\]")
+_SEGMENT = re.compile(
+    r"\.([A-Za-z0-9_\-]+)|\[(\d+)\]|\['([^']+)'\]|\[\?\(@\.([A-Za-z0-9_\-]+)==[\"']([^\"']*)[\"']\)\]"
+)
 
 
 def json_path(obj: Any, path: str) -> Any:
-    """The subset of JSONPath CRD printer columns use: ``.a.b``, ``.a[0].b``, ``.a['x.y']``."""
+    """The subset of JSONPath CRD printer columns use: ``.a.b``, ``.a[0].b``, ``.a['x.y']``, and a
+    filter ``.a[?(@.type=="X")].b``, whose first match is shown (as kube-apiserver's table convertor
+    prints the first result)."""
     value = obj
     for match in _SEGMENT.finditer(path.strip().lstrip("{").rstrip("}")):
-        key, index, quoted = match.groups()
-        if index is not None:
+        key, index, quoted, field, wanted = match.groups()
+        if field is not None:
+            if not isinstance(value, list):
+                return None
+            value = next((v for v in value if isinstance(v, dict) and v.get(field) == wanted), None)
+        elif index is not None:
             if not isinstance(value, list) or int(index) >= len(value):
                 return None
             value = value[int(index)]

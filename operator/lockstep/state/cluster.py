@@ -23,6 +23,7 @@ from typing import Protocol
 from lockstep.api.groups import from_lockstep
 from lockstep.api.podgroup import PodGroup
 from lockstep.scheduler.framework import (
+    ONCE_SATISFIED,
     DisruptionBudget,
     GroupKey,
     NodeInfo,
@@ -77,7 +78,19 @@ class _Group:
     """A group's PodGroup and member pods (ours, not finished), with counts kept as they change so
     that PreEnqueue and PlacementFeasible never walk a large gang."""
 
-    __slots__ = ("deleted", "info", "live", "members", "priority", "priority_stale", "scheduled")
+    __slots__ = (
+        "bound",
+        "deleted",
+        "info",
+        "live",
+        "members",
+        "placed_once",
+        "priority",
+        "priority_stale",
+        "satisfied_at",
+        "scheduled",
+        "succeeded",
+    )
 
     def __init__(self) -> None:
         self.info: PodGroupInfo | None = None
@@ -85,8 +98,29 @@ class _Group:
         self.members: dict[str, PodInfo] = {}  # uid -> pod, in first-seen order
         self.live = 0  # members not being deleted
         self.scheduled = 0  # live members bound or assumed
+        self.bound = 0  # live members the API shows bound
         self.priority = 0  # highest member priority (recomputed when its holder leaves)
         self.priority_stale = False
+        self.succeeded: set[str] = set()  # uids of the group's pods that succeeded (not members)
+        # the highest minCount the group has reached (bound + succeeded); 0 once none is left
+        self.satisfied_at = 0
+        # minCount members were placed together (bound or assumed) and one of them is still there: a
+        # gang that falls below minCount from here can be stale (a binding lost meanwhile included)
+        self.placed_once = False
+
+    def note_counts(self) -> None:
+        """Keep ``satisfied_at`` and ``placed_once`` with the counts (after each change of them)."""
+        survivors = self.scheduled + len(self.succeeded)
+        if survivors == 0:
+            self.satisfied_at = 0  # nothing left of it: what joins now is a new gang
+            self.placed_once = False
+            return
+        if self.info is not None and survivors >= self.info.min_count:
+            self.placed_once = True
+        if self.info is not None and (
+            self.bound + len(self.succeeded) >= self.info.min_count or self.info.once_satisfied
+        ):
+            self.satisfied_at = max(self.satisfied_at, self.info.min_count)
 
 
 class ClusterCache:
@@ -206,6 +240,7 @@ class ClusterCache:
             self._emit(ClusterEvent.ASSIGNED_POD_REMOVED)
         if placed_on and placed_on != freed:
             self._emit(ClusterEvent.ASSIGNED_POD_ADDED)  # a pod affinity may be satisfied now
+        self._track_succeeded(old, pod)
         if old is not None and was_member and (not self._is_member(pod) or old.group_key != pod.group_key):
             self._emit(ClusterEvent.MEMBER_REMOVED, old.group_key)  # finished, or moved to another group
         if not self._is_member(pod):
@@ -225,6 +260,7 @@ class ClusterCache:
         if self._uid_by_key.get(pod.key) == uid:
             del self._uid_by_key[pod.key]
         was_member = self._leave_group(pod)
+        self._track_succeeded(pod, None)
         self._assumed.pop(uid, None)
         self._nominated.pop(uid, None)
         self._leaving.pop(uid, None)
@@ -242,14 +278,35 @@ class ClusterCache:
     def _is_scheduled(self, pod: PodInfo) -> bool:
         return not pod.deleting and bool(pod.node_name or pod.uid in self._assumed)
 
+    def _track_succeeded(self, old: PodInfo | None, pod: PodInfo | None) -> None:
+        """Count a group's succeeded pods (ours): they count toward minCount as satisfied members."""
+        if old is not None and old.phase == "Succeeded" and old.in_pod_group:
+            group = self._groups.get(old.group_key)
+            if group is not None:
+                group.succeeded.discard(old.uid)
+                group.note_counts()
+                if not group.members and not group.succeeded and group.info is None:
+                    del self._groups[old.group_key]
+        if (
+            pod is not None
+            and pod.phase == "Succeeded"
+            and pod.in_pod_group
+            and pod.scheduler_name == self.scheduler_name
+        ):
+            group = self._groups.setdefault(pod.group_key, _Group())
+            group.succeeded.add(pod.uid)
+            group.note_counts()
+
     def _join_group(self, pod: PodInfo) -> None:
         group = self._groups.setdefault(pod.group_key, _Group())
         group.members[pod.uid] = pod
         if not pod.deleting:
             group.live += 1
             group.scheduled += self._is_scheduled(pod)
+            group.bound += bool(pod.node_name)
         if pod.priority > group.priority:
             group.priority = pod.priority
+        group.note_counts()
 
     def _leave_group(self, pod: PodInfo) -> bool:
         """Remove a member, with ``_assumed`` as it was when the counts last included the pod."""
@@ -259,9 +316,11 @@ class ClusterCache:
         if not pod.deleting:
             group.live -= 1
             group.scheduled -= self._is_scheduled(pod)
+            group.bound -= bool(pod.node_name)
         if pod.priority >= group.priority:
             group.priority_stale = True
-        if not group.members and group.info is None:
+        group.note_counts()
+        if not group.members and not group.succeeded and group.info is None:
             del self._groups[pod.group_key]
         return True
 
@@ -277,6 +336,7 @@ class ClusterCache:
             self._assumed.pop(pod.uid, None)
         if member:
             group.scheduled += self._is_scheduled(pod)  # type: ignore[union-attr]
+            group.note_counts()  # type: ignore[union-attr]
 
     def get_pod(self, uid: str) -> PodInfo | None:
         return self._pods.get(uid)
@@ -532,6 +592,7 @@ class ClusterCache:
         old = group.info
         group.info = info
         group.deleted = False
+        group.note_counts()
         if old is None:
             self._emit(ClusterEvent.GROUP_ADDED, info.key)
         elif info.min_count < old.min_count or (old.is_gang and not info.is_gang):
@@ -546,13 +607,28 @@ class ClusterCache:
             return
         group.info = None
         group.deleted = True
-        if not group.members:
+        if not group.members and not group.succeeded:
             del self._groups[key]
         self._emit(ClusterEvent.GROUP_DELETED, key)
 
     def podgroup(self, key: GroupKey) -> PodGroupInfo | None:
         group = self._groups.get(key)
         return group.info if group is not None else None
+
+    def podgroups(self) -> list[PodGroupInfo]:
+        """Every PodGroup (either shape) the cache knows."""
+        return [group.info for group in self._groups.values() if group.info is not None]
+
+    def bound_count(self, key: GroupKey) -> int:
+        """Members the API shows bound, not being deleted."""
+        group = self._groups.get(key)
+        return group.bound if group is not None else 0
+
+    def reached_min_count(self, key: GroupKey) -> bool:
+        """Whether the gang had minCount members placed together and a member of it survives (a gang
+        still forming, or one with nothing left of it, has not: it cannot be stale)."""
+        group = self._groups.get(key)
+        return group is not None and (group.placed_once or group.satisfied_at > 0)
 
     def podgroup_deleted(self, key: GroupKey) -> bool:
         """Whether the group's PodGroup was seen and then deleted (not merely not created yet)."""
@@ -578,6 +654,28 @@ class ClusterCache:
         """S of PlacementFeasible: members bound or assumed, not being deleted."""
         group = self._groups.get(key)
         return group.scheduled if group is not None else 0
+
+    def succeeded_count(self, key: GroupKey) -> int:
+        """The group's pods that succeeded (and still exist): satisfied members, not to be placed."""
+        group = self._groups.get(key)
+        return len(group.succeeded) if group is not None else 0
+
+    def satisfying_count(self, key: GroupKey) -> int:
+        """What counts toward minCount: members bound or assumed, and those that succeeded (a group
+        whose members are finishing is not short of them: kubernetes #142330)."""
+        group = self._groups.get(key)
+        return group.scheduled + len(group.succeeded) if group is not None else 0
+
+    def once_satisfied(self, key: GroupKey) -> bool:
+        """Whether a gang's later members are placed one by one as they fit, with no gang barrier: its
+        policy is OnceSatisfied, it has reached its current minCount, and a member of it survives
+        (bound, assumed or succeeded: a gang with none left starts anew, all-or-nothing)."""
+        group = self._groups.get(key)
+        if group is None or group.info is None or not group.info.is_gang:
+            return False
+        if group.info.satisfaction_policy != ONCE_SATISFIED:
+            return False
+        return group.satisfied_at >= group.info.min_count and group.scheduled + len(group.succeeded) > 0
 
     def live_member_count(self, key: GroupKey) -> int:
         """Members not being deleted (bound, assumed or waiting)."""

@@ -72,7 +72,8 @@ def test_condition_once_true_stays_true_and_keeps_transition_time() -> None:
     group = podgroup(4, {"conditions": [true_condition]})
     failing = AttemptSummary(AttemptResult.UNSCHEDULABLE, "no room", NOW)
     status = desired_status(group, MemberCounts(total=4, scheduled=1), failing, NOW)
-    assert status["conditions"] == [{**true_condition, "message": "1 of 4 pods bound (minCount 4)"}]
+    assert status["conditions"][-1] == {**true_condition, "message": "1 of 4 pods bound (minCount 4)"}
+    assert [c["type"] for c in status["conditions"]] == ["PodGroupSatisfied", "PodGroupScheduled"]
 
 
 def test_unschedulable_carries_reason_breakdown_and_retry_time() -> None:
@@ -120,7 +121,7 @@ def test_group_members_follow_pod_events() -> None:
     assert members.observe("ADDED", pod("a")) == []  # nothing changed
     assert members.observe("MODIFIED", pod("a", node="n1")) == [("ns", "g")]
     members.observe("ADDED", pod("b", node="n2", phase="Running"))
-    assert members.counts(("ns", "g")) == MemberCounts(total=2, scheduled=2, running=1)
+    assert members.counts(("ns", "g")) == MemberCounts(total=2, scheduled=2, running=1, pending=1)
     # a pod relabelled into another group leaves the first one
     assert members.observe("MODIFIED", pod("b", node="n2", group="h")) == [("ns", "g"), ("ns", "h")]
     assert members.counts(("ns", "g")).total == 1
@@ -192,3 +193,45 @@ def test_a_basic_group_has_no_waiting_beyond_min_count() -> None:
     group = {**podgroup(), "spec": {"schedulingPolicy": {"basic": {}}}}
     status = desired_status(group, MemberCounts(total=3, scheduled=1), None, NOW)
     assert status["waitingBeyondMinCount"] is None  # cleared, if an earlier gang status had it
+
+
+def _satisfied(status: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in status["conditions"] if c["type"] == "PodGroupSatisfied")
+
+
+def test_satisfied_follows_running_and_succeeded_members_in_both_directions() -> None:
+    counts = MemberCounts(total=4, scheduled=4, running=4, ready=3)
+    status = desired_status(podgroup(4), counts, None, NOW)
+    assert (status["running"], status["ready"], status["pending"]) == (4, 3, 0)
+    up = _satisfied(status)
+    assert (up["status"], up["reason"]) == ("True", "MinCountSatisfied")
+    assert up["message"] == "4 of minCount 4 members running or succeeded (4 running, 0 succeeded, 0 failed)"
+    PodGroupStatus.model_validate(status)
+
+    # one failed: below minCount, with the count; then finishing members keep it True
+    later = NOW + timedelta(seconds=5)
+    failed = desired_status(
+        podgroup(4, status), MemberCounts(total=4, scheduled=4, running=3, failed=1), None, later
+    )
+    down = _satisfied(failed)
+    assert (down["status"], down["reason"]) == ("False", "BelowMinCount")
+    assert down["message"].startswith("3 of minCount 4 members running or succeeded")
+    assert down["lastTransitionTime"] != up["lastTransitionTime"]
+    finishing = desired_status(
+        podgroup(4, failed),
+        MemberCounts(total=5, scheduled=5, running=2, succeeded=2, pending=1),
+        None,
+        later,
+    )
+    assert _satisfied(finishing)["status"] == "True"
+    assert finishing["pending"] == 1
+
+
+def test_a_satisfied_message_that_follows_the_counts_is_held_like_the_counts() -> None:
+    from lockstep.controller.status import Hold, hold_for
+
+    first = desired_status(podgroup(2), MemberCounts(total=3, scheduled=3, running=2), None, NOW)
+    more = desired_status(podgroup(2, first), MemberCounts(total=3, scheduled=3, running=3), None, NOW)
+    assert hold_for(first, more) is Hold.CONTAINERS  # no write per member starting
+    fewer = desired_status(podgroup(2, first), MemberCounts(total=3, scheduled=3, running=1), None, NOW)
+    assert hold_for(first, fewer) is not Hold.CONTAINERS  # a transition is not held as a count

@@ -21,6 +21,7 @@ CLUSTER_NEEDS: set[Permission] = (
     _grants("", "pods", "get list watch delete")
     | _grants("policy", "poddisruptionbudgets", "list watch")
     | _grants("", "pods/binding", "create")
+    | _grants("", "pods/eviction", "create")
     | _grants("", "pods/status", "patch")
     | _grants("", "nodes", "list watch")
     | _grants("", "namespaces", "list watch")

@@ -136,6 +136,8 @@ VALID: dict[str, dict[str, Any]] = {
     "basic-with-unknown-content": pg({"schedulingPolicy": {"basic": {"future": 1}}}),
     "min-bounds": with_spec(schedulingPolicy={"gang": {"minCount": 1}}, scheduleTimeoutSeconds=1),
     "max-bounds": with_spec(schedulingPolicy={"gang": {"minCount": 10000}}, scheduleTimeoutSeconds=86400),
+    "keep-min-count-with-recovery": with_spec(satisfactionPolicy="KeepMinCount", staleGracePeriodSeconds=1),
+    "once-satisfied-max-grace": with_spec(satisfactionPolicy="OnceSatisfied", staleGracePeriodSeconds=86400),
     "upstream-fields": with_spec(
         priorityClassName="high-priority",
         priority=-5,
@@ -201,6 +203,10 @@ INVALID: dict[str, dict[str, Any]] = {
     "min-count-bool": with_spec(schedulingPolicy={"gang": {"minCount": True}}),
     "policy-not-object": with_spec(schedulingPolicy="gang"),
     "timeout-zero": with_spec(scheduleTimeoutSeconds=0),
+    "unknown-satisfaction-policy": with_spec(satisfactionPolicy="Always"),
+    "stale-grace-zero": with_spec(staleGracePeriodSeconds=0),
+    "stale-grace-too-long": with_spec(staleGracePeriodSeconds=86401),
+    "stale-grace-string": with_spec(staleGracePeriodSeconds="60"),
     "topology-duplicate-key": with_spec(schedulingConstraints={"topology": [{"key": "a"}, {"key": "a"}]}),
     "topology-mode-unknown": with_spec(schedulingConstraints={"topology": [{"key": "a", "mode": "Soft"}]}),
     "topology-preferred-above-required": with_spec(
@@ -303,7 +309,7 @@ def test_model_applies_the_crd_default_timeout() -> None:
 def test_printer_columns_are_the_documented_ones() -> None:
     crd = yaml.safe_load(CRD_PATH.read_text())
     columns = [c["name"] for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]]
-    assert columns == ["Policy", "MinCount", "Scheduled", "Running", "Phase", "Age"]
+    assert columns == ["Policy", "MinCount", "Scheduled", "Running", "Satisfied", "Phase", "Age"]
     assert crd["spec"]["names"]["shortNames"] == ["lpg"]
     assert crd["spec"]["versions"][0]["subresources"] == {"status": {}}
 
@@ -324,3 +330,10 @@ def test_switching_between_basic_and_gang_is_refused_with_a_clear_message(
 ) -> None:
     (error,) = crd_update_errors(pg(old), pg(new))
     assert error.startswith(".spec.schedulingPolicy: schedulingPolicy cannot switch between basic and gang")
+
+
+def test_model_applies_the_crd_default_satisfaction_policy() -> None:
+    default = SCHEMA["properties"]["spec"]["properties"]["satisfactionPolicy"]["default"]
+    group = PodGroup.model_validate(VALID["gang"])
+    assert group.spec.satisfaction_policy == default == "OnceSatisfied"
+    assert group.spec.stale_grace_period_seconds is None

@@ -27,8 +27,9 @@ _UNSET = object()
 
 
 class GangPermit:
-    """A gang member may bind once at least minCount members are bound or reserved (assumed);
-    until then it waits, for at most the PodGroup's scheduleTimeoutSeconds."""
+    """A gang member may bind once at least minCount members are bound, reserved (assumed) or
+    succeeded, or at once when its OnceSatisfied gang reached minCount before; until then it waits,
+    for at most the PodGroup's scheduleTimeoutSeconds."""
 
     name: ClassVar[str] = "GangPermit"
 
@@ -41,8 +42,8 @@ class GangPermit:
         if group is None or not group.is_gang:
             return SUCCESS, 0.0
         current = self.cache.podgroup(group.key) or group
-        reserved = self.cache.scheduled_count(group.key)
-        if reserved >= current.min_count:
+        reserved = self.cache.satisfying_count(group.key)
+        if reserved >= current.min_count or self.cache.once_satisfied(group.key):
             self.waiting.allow_group(group.key)
             return SUCCESS, 0.0
         return (
@@ -53,7 +54,7 @@ class GangPermit:
     def recheck(self, key: GroupKey) -> None:
         """Re-evaluate the waiting members of a group (its minCount was lowered)."""
         group = self.cache.podgroup(key)
-        if group is not None and self.cache.scheduled_count(key) >= group.min_count:
+        if group is not None and self.cache.satisfying_count(key) >= group.min_count:
             self.waiting.allow_group(key)
 
 

@@ -11,13 +11,19 @@ real pods.
   and ``status.failed`` the finished ones that still exist.
 - Once ``spec.completions`` pods succeeded (an Indexed Job: one per index), the Job gets the conditions
   SuccessCriteriaMet and Complete (reason ``CompletionsReached``) and ``completionTime``; a succeeded
-  pod is not replaced.
-
+  pod (an Indexed Job: a succeeded index) is not replaced, whenever the others finish.
+- A failed pod is replaced (an Indexed Job: its index gets a new pod) while ``status.failed`` is at
+  most ``spec.backoffLimit`` (default 6). One failure more and the Job fails as upstream's
+  ``exceedsBackoffLimit``: conditions FailureTarget and Failed, reason ``BackoffLimitExceeded``,
+  message "Job has reached the specified backoff limit"; its active pods are deleted and nothing is
+  created any more. Failures are remembered by pod uid, as the pod tracking finalizer makes upstream
+  count a failed pod that was deleted since.
 - From 1.37, with ``WorkloadWithJob``: the Job's Workload and PodGroup, created before its pods, and
   the pods' ``spec.schedulingGroup`` (``job_scheduling.py``).
 
-Out of scope: backoff and failure policies (a failed pod is replaced), the pod tracking finalizer
-(a deleted finished pod is no longer counted), Complete waiting for terminating pods.
+Out of scope: the delay before a failed pod is replaced (upstream backs off from 10 s), podFailurePolicy,
+backoffLimitPerIndex, successPolicy, the pod tracking finalizer itself (a deleted succeeded pod is no
+longer counted), Complete waiting for terminating pods.
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ def pods_to_create(job: JsonObject, pods: list[JsonObject]) -> list[int | None]:
         spec.get("suspend")
         or job["metadata"].get("deletionTimestamp")
         or (job.get("status") or {}).get("completionTime")
+        or finished_condition(job) is not None
     ):
         return []
     parallelism = int(spec.get("parallelism") or 0)
@@ -102,6 +109,42 @@ def completion_status(when: str) -> JsonObject:
             for kind in ("SuccessCriteriaMet", "Complete")
         ],
         "completionTime": when,
+    }
+
+
+BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
+BACKOFF_LIMIT_MESSAGE = "Job has reached the specified backoff limit"
+
+
+def finished_condition(job: JsonObject) -> str | None:
+    """``Complete`` or ``Failed`` when the Job has that condition True (it then creates no pods)."""
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("type") in ("Complete", "Failed") and condition.get("status") == "True":
+            return str(condition["type"])
+    return None
+
+
+def exceeds_backoff_limit(job: JsonObject, failures: int) -> bool:
+    """upstream's ``exceedsBackoffLimit``: more failed pods than ``spec.backoffLimit``."""
+    limit = (job.get("spec") or {}).get("backoffLimit")
+    return isinstance(limit, int) and failures > limit
+
+
+def failure_status(when: str) -> JsonObject:
+    """FailureTarget then Failed, as a Job controller with the pod replacement policy writes them
+    (here at once: the active pods are deleted in the same sync)."""
+    return {
+        "conditions": [
+            {
+                "type": kind,
+                "status": "True",
+                "reason": BACKOFF_LIMIT_EXCEEDED,
+                "message": BACKOFF_LIMIT_MESSAGE,
+                "lastProbeTime": when,
+                "lastTransitionTime": when,
+            }
+            for kind in ("FailureTarget", "Failed")
+        ],
     }
 
 
@@ -174,6 +217,7 @@ class JobController:
         # job uid -> pod key -> pod; pods this controller created are added before their watch event
         self._pods_by_job: dict[str, dict[str, JsonObject]] = {}
         self._job_keys: dict[str, str] = {}
+        self._failed_uids: dict[str, set[str]] = {}  # job uid -> its pods seen Failed, deleted or not
         # one worker: two syncs of one Job at once would both create its missing pods
         self._queue = WorkQueue(self._sync, workers=1, name="job-controller")
         self._task: asyncio.Task[None] | None = None
@@ -201,6 +245,7 @@ class JobController:
             self._job_keys.pop(uid, None)
             self._gone[key] = uid
             self._queue.add(key)
+            self._failed_uids.pop(uid, None)
             return
         self._job_keys[uid] = key
         self._queue.add(key)
@@ -218,6 +263,8 @@ class JobController:
         if uid is None:
             return
         owned = self._pods_by_job.setdefault(uid, {})
+        if (pod.get("status") or {}).get("phase") == "Failed":
+            self._failed_uids.setdefault(uid, set()).add(str(pod["metadata"].get("uid", "")))
         if event_type == "DELETED":
             owned.pop(object_key(pod), None)
         else:
@@ -235,6 +282,10 @@ class JobController:
             return
         meta = job["metadata"]
         owned = self._pods_by_job.setdefault(meta["uid"], {})
+        failures = len(self._failed_uids.get(meta["uid"], ()))
+        if finished_condition(job) is None and exceeds_backoff_limit(job, failures):
+            await self._fail(job, list(owned.values()), failures)
+            return
         try:
             pod_group = await self._ensure_workload_and_pod_group(job, list(owned.values()))
         except ApiError as exc:
@@ -258,7 +309,7 @@ class JobController:
         status: JsonObject = {
             "active": sum(1 for pod in pods if is_active(pod)) or None,
             "succeeded": phases.count("Succeeded") or None,
-            "failed": phases.count("Failed") or None,
+            "failed": failures or None,
         }
         current = job.get("status") or {}
         if not current.get("completionTime") and completed(job, pods):
@@ -269,6 +320,23 @@ class JobController:
                     f"/apis/batch/v1/namespaces/{meta['namespace']}/jobs/{meta['name']}/status",
                     {"status": status},
                 )
+
+    async def _fail(self, job: JsonObject, pods: list[JsonObject], failures: int) -> None:
+        """The backoff limit is exceeded: delete the active pods and mark the Job Failed."""
+        meta = job["metadata"]
+        for pod in pods:
+            if is_active(pod):
+                with contextlib.suppress(ApiError):
+                    await self.http.delete(
+                        f"/api/v1/namespaces/{meta['namespace']}/pods/{pod['metadata']['name']}"
+                    )
+        status: JsonObject = {**failure_status(now_rfc3339()), "active": None, "failed": failures}
+        log.info("job failed", job=f"{meta['namespace']}/{meta['name']}", reason=BACKOFF_LIMIT_EXCEEDED)
+        with contextlib.suppress(ApiError):
+            await self.http.patch(
+                f"/apis/batch/v1/namespaces/{meta['namespace']}/jobs/{meta['name']}/status",
+                {"status": status},
+            )
 
     async def _collect_orphans(self, uid: str) -> None:
         """Delete what a sync created for a Job deleted meanwhile: the API server's garbage collection ran
