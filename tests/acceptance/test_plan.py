@@ -91,6 +91,7 @@ async def test_plan_says_what_the_operator_then_does(tmp_path: Path) -> None:
             lambda: _when(nodes_of(env, "fit-"), lambda n: len(n) == 3), what="fit bound"
         )
         assert bound == planned
+        await eventually(lambda: _when(nodes_of(env, "trainjob-"), lambda n: len(n) == 2), what="job bound")
         # a gang that fits once fit's pods are gone: what a reservation would hold, and when
         later = [podgroup("later", 2), *(pod(f"later-{i}", "later", cpu="25") for i in range(2))]
         (waiting,) = await plan([write(tmp_path / "later.yaml", later)], settings)
@@ -99,7 +100,6 @@ async def test_plan_says_what_the_operator_then_does(tmp_path: Path) -> None:
         assert (hint["held"], hint["possible"], hint["waitingFor"]) == (False, True, 5)  # fit, trainjob
         assert sorted(n["name"] for n in hint["nodes"]) == ["node-000", "node-001"]
         assert hint["expectedStart"] == "unknown"  # those pods declare no activeDeadlineSeconds
-        await eventually(lambda: _when(nodes_of(env, "trainjob-"), lambda n: len(n) == 2), what="job bound")
 
         async def unschedulable() -> dict[str, Any]:
             status = await env.podgroup_status("big")

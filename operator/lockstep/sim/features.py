@@ -60,9 +60,9 @@ GATES_1_37: Mapping[str, bool] = {
     # PodGroup (and template) preemptionPolicy (alpha, off upstream, off here: forbidden).
     "PodGroupPreemptionPolicy": False,
     # Job spec.scheduling and the Job controller's Workload and PodGroup (alpha, KEP-5547, off
-    # upstream, off here): on, every root Job gets an upstream PodGroup and its pods name it, which
-    # conflicts with a Job that joins lockstep's PodGroup through the pod template lines (lockstep
-    # refuses a pod naming two groups; tests/acceptance/test_upstream_podgroups.py on the default 1.37).
+    # upstream, off here as well): on, every root Job gets an upstream PodGroup (Basic without
+    # spec.scheduling) and its pods name it; a Job joining lockstep's PodGroup through the pod template
+    # lines still does (tests/acceptance/test_upstream_137.py runs both with the gate on).
     "WorkloadWithJob": False,
     # DRA: GA in 1.37 (DRADeviceTaints, DRAResourceClaimDeviceStatus, DRAExtendedResource) or
     # beta and on (DRAPartitionableDevices, DRADeviceBindingConditions, DRAConsumableCapacity).
