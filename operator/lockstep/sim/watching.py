@@ -307,3 +307,35 @@ class WorkQueue:
                 report = log.debug if isinstance(exc, ApiError) and exc.status == 409 else log.warning
                 report("sync failed, retrying", queue=self._name, key=key, error=str(exc), retry_in=delay)
                 self.add_after(key, delay)
+
+
+class ObjectController:
+    """A controller that reconciles one kind's objects: the informer's changes queue the object's key
+    for ``sync`` (one worker); ``start`` runs the watch and the queue, ``stop`` ends both. A deleted
+    object is not queued: what it made goes with it through the garbage collector."""
+
+    def __init__(self, informer: Informer, name: str) -> None:
+        self.informer = informer
+        self.name = name
+        self._queue = WorkQueue(self.sync, workers=1, name=name)
+        self._task: asyncio.Task[None] | None = None
+        informer.add_handler(self._on_object)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self.informer.run(), name=f"sim-{self.name}-watch")
+        self._queue.start()
+
+    async def stop(self) -> None:
+        await self._queue.stop()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def _on_object(self, event_type: str, obj: JsonObject) -> None:
+        if event_type != "DELETED":
+            self._queue.add(object_key(obj))
+
+    async def sync(self, key: str) -> None:
+        raise NotImplementedError

@@ -13,14 +13,12 @@ and failure policies, restarts, the headless Service, JobSet status.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import copy
 
 import structlog
 
 from lockstep.sim.registry import jobset as api
-from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, WorkQueue, object_key
+from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, ObjectController
 
 log = structlog.get_logger("lockstep.sim.controllers.jobset")
 
@@ -81,32 +79,14 @@ def _child(
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": job_meta, "spec": job_spec}
 
 
-class JobSetController:
+class JobSetController(ObjectController):
     def __init__(self, http: KubeHttp) -> None:
         self.http = http
         self.jobsets = Informer(http, JOBSETS_PATH)
         self._created: set[tuple[str, str]] = set()  # (jobset uid, job name)
-        self._queue = WorkQueue(self._sync, workers=1, name="jobset-controller")
-        self._task: asyncio.Task[None] | None = None
-        self.jobsets.add_handler(self._on_jobset)
+        super().__init__(self.jobsets, "jobset-controller")
 
-    def start(self) -> None:
-        self._task = asyncio.create_task(self.jobsets.run(), name="sim-jobsets-watch")
-        self._queue.start()
-
-    async def stop(self) -> None:
-        await self._queue.stop()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    def _on_jobset(self, event_type: str, jobset: JsonObject) -> None:
-        if event_type != "DELETED":
-            self._queue.add(object_key(jobset))
-
-    async def _sync(self, key: str) -> None:
+    async def sync(self, key: str) -> None:
         jobset = self.jobsets.cache.get(key)
         if jobset is None:
             return

@@ -5,15 +5,13 @@ not replaced."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import copy
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
 
-from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, WorkQueue, object_key
+from lockstep.sim.watching import ApiError, Informer, JsonObject, KubeHttp, ObjectController
 
 log = structlog.get_logger("lockstep.sim.controllers")
 
@@ -53,34 +51,15 @@ def pod_from(
     }
 
 
-class PodOwnerController:
+class PodOwnerController(ObjectController):
     def __init__(self, http: KubeHttp, path: str, desired: DesiredPods, name: str) -> None:
         self.http = http
         self.objects = Informer(http, path)
         self.desired = desired
-        self.name = name
         self._created: set[tuple[str, str]] = set()  # (owner uid, pod name)
-        self._queue = WorkQueue(self._sync, workers=1, name=name)
-        self._task: asyncio.Task[None] | None = None
-        self.objects.add_handler(self._on_object)
+        super().__init__(self.objects, name)
 
-    def start(self) -> None:
-        self._task = asyncio.create_task(self.objects.run(), name=f"sim-{self.name}-watch")
-        self._queue.start()
-
-    async def stop(self) -> None:
-        await self._queue.stop()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    def _on_object(self, event_type: str, obj: JsonObject) -> None:
-        if event_type != "DELETED":
-            self._queue.add(object_key(obj))
-
-    async def _sync(self, key: str) -> None:
+    async def sync(self, key: str) -> None:
         obj: Any = self.objects.cache.get(key)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             return
