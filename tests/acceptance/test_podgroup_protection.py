@@ -180,7 +180,7 @@ async def test_a_terminating_upstream_podgroup_keeps_its_claim_and_binds_no_new_
             UPSTREAM_POD_GROUPS,
             NAMESPACE,
             {
-                "apiVersion": "scheduling.k8s.io/v1alpha2",
+                "apiVersion": UPSTREAM_POD_GROUPS.api_version,
                 "kind": "PodGroup",
                 "metadata": {"name": "up", "namespace": NAMESPACE},
                 "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "resourceClaims": TEMPLATE_CLAIM},
