@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from lockstep.api.groups import dialect_identity
 from lockstep.api.pod import InvalidObjectError, parse_resource_list
 from lockstep.scheduler.framework import DIALECT_COSCHEDULING, PodGroupInfo
 
@@ -50,17 +51,9 @@ def _int(spec: Mapping[str, Any], field: str, default: int | None) -> int | None
 def from_coscheduling(raw: Mapping[str, Any]) -> PodGroupInfo:
     """The core's group of a coscheduling PodGroup; a field lockstep cannot use makes it refused
     (``refusal`` names the field), never read as something else."""
-    meta = raw.get("metadata") or {}
-    namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
+    base = dialect_identity(raw, DIALECT_COSCHEDULING)
+    namespace, name = base.namespace, base.name
     spec = raw.get("spec") or {}
-    base = PodGroupInfo(
-        namespace=namespace,
-        name=name,
-        uid=str(meta.get("uid") or ""),
-        generation=int(meta.get("generation") or 0),
-        terminating=meta.get("deletionTimestamp") is not None,
-        dialect=DIALECT_COSCHEDULING,
-    )
     try:
         min_member = _int(spec, "minMember", 0) or 0
         if min_member < 0:

@@ -11,6 +11,7 @@ A group's priority is ``spec.priority`` when set, else the value of ``spec.prior
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from lockstep.api.podgroup import (
     CONDITION_SCHEDULED,
@@ -95,6 +96,20 @@ def _upstream_policy(podgroup: UpstreamPodGroup) -> tuple[str, float | None]:
             f"is not a whole number of seconds from 1 to {MAX_STALE_GRACE_PERIOD_SECONDS}"
         )
     return policy, float(raw)
+
+
+def dialect_identity(raw: Mapping[str, Any], dialect: str) -> PodGroupInfo:
+    """A group of another scheduler's PodGroup object (coscheduling, Volcano) with only what its
+    metadata says: the adapter adds what its spec says, or why it is refused."""
+    meta = raw.get("metadata") or {}
+    return PodGroupInfo(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name")),
+        uid=str(meta.get("uid") or ""),
+        generation=int(meta.get("generation") or 0),
+        terminating=meta.get("deletionTimestamp") is not None,
+        dialect=dialect,
+    )
 
 
 def group_priority(

@@ -38,35 +38,20 @@ VOLCANO_TASK_SPEC_KEY = "volcano.sh/task-spec"
 KUEUE_POD_GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
 
 
+# (dialect, in the labels or the annotations, key, API group): how other schedulers' pods name a group
+_DIALECT_MEMBERSHIP = (
+    (DIALECT_COSCHEDULING, "label", COSCHEDULING_POD_GROUP_LABEL, "scheduling.x-k8s.io"),
+    (DIALECT_VOLCANO, "annotation", VOLCANO_GROUP_NAME_ANNOTATION, "scheduling.volcano.sh"),
+    (DIALECT_KUEUE, "label", KUEUE_POD_GROUP_NAME_LABEL, "kueue.x-k8s.io"),
+)
+
+
 def _dialect_groups(labels: Mapping[str, Any], annotations: Mapping[str, Any]) -> tuple[GroupClaim, ...]:
     claims = []
-    if labels.get(COSCHEDULING_POD_GROUP_LABEL):
-        claims.append(
-            GroupClaim(
-                DIALECT_COSCHEDULING,
-                str(labels[COSCHEDULING_POD_GROUP_LABEL]),
-                f"the label {COSCHEDULING_POD_GROUP_LABEL}",
-                "scheduling.x-k8s.io",
-            )
-        )
-    if annotations.get(VOLCANO_GROUP_NAME_ANNOTATION):
-        claims.append(
-            GroupClaim(
-                DIALECT_VOLCANO,
-                str(annotations[VOLCANO_GROUP_NAME_ANNOTATION]),
-                f"the annotation {VOLCANO_GROUP_NAME_ANNOTATION}",
-                "scheduling.volcano.sh",
-            )
-        )
-    if labels.get(KUEUE_POD_GROUP_NAME_LABEL):
-        claims.append(
-            GroupClaim(
-                DIALECT_KUEUE,
-                str(labels[KUEUE_POD_GROUP_NAME_LABEL]),
-                f"the label {KUEUE_POD_GROUP_NAME_LABEL}",
-                "kueue.x-k8s.io",
-            )
-        )
+    for dialect, where, key, api_group in _DIALECT_MEMBERSHIP:
+        value = (labels if where == "label" else annotations).get(key)
+        if value:
+            claims.append(GroupClaim(dialect, str(value), f"the {where} {key}", api_group))
     return tuple(claims)
 
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from lockstep.api.groups import group_priority
+from lockstep.api.groups import dialect_identity, group_priority
 from lockstep.api.pod import InvalidObjectError, parse_resource_list
 from lockstep.scheduler.framework import DIALECT_VOLCANO, PodGroupInfo
 
@@ -66,17 +66,9 @@ def _count(value: Any, field: str) -> int:
 def from_volcano(raw: Mapping[str, Any], priority_classes: Mapping[str, int]) -> PodGroupInfo:
     """The core's group of a Volcano PodGroup; a field lockstep cannot use makes it refused
     (``refusal`` names the field). Raises UnknownPriorityClassError as the other shapes do."""
-    meta = raw.get("metadata") or {}
-    namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
+    base = dialect_identity(raw, DIALECT_VOLCANO)
+    namespace, name = base.namespace, base.name
     spec = raw.get("spec") or {}
-    base = PodGroupInfo(
-        namespace=namespace,
-        name=name,
-        uid=str(meta.get("uid") or ""),
-        generation=int(meta.get("generation") or 0),
-        terminating=meta.get("deletionTimestamp") is not None,
-        dialect=DIALECT_VOLCANO,
-    )
     key = f"{namespace}/{name}"
     try:
         min_member = _count(spec.get("minMember", 0), "spec.minMember")
