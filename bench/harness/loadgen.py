@@ -11,6 +11,7 @@ from typing import Any
 from harness.api import ApiClient, ApiError
 from harness.tracker import Tracker
 from harness.workloads import (
+    GANGS_IN_FLIGHT,
     NAMESPACE,
     PODGROUP_API_VERSION,
     SCHEDULER_NAME,
@@ -26,7 +27,6 @@ from harness.workloads import (
 
 PODS_PATH = f"/api/v1/namespaces/{NAMESPACE}/pods"
 PODGROUPS_PATH = f"/apis/{PODGROUP_API_VERSION}/namespaces/{NAMESPACE}/podgroups"
-GANGS_IN_FLIGHT = 8
 GONE = 410
 
 
@@ -71,7 +71,7 @@ class LoadGenerator:
 
     async def create_gang(self, gang: GangSpec) -> None:
         self.tracker.add_gang(gang)
-        if gang.scheduler == SCHEDULER_NAME:
+        if gang.scheduler == SCHEDULER_NAME and gang.pod_group:
             await self.client.create(PODGROUPS_PATH, podgroup_manifest(gang))
         await asyncio.gather(*(self._create_pod(gang, i) for i in range(gang.pods)))
         self.created_gangs.append(gang)
@@ -98,7 +98,7 @@ class LoadGenerator:
         )
         await self.client.delete(f"{PODGROUPS_PATH}/{gang.name}")
 
-    async def run(self, gangs: Sequence[GangSpec]) -> None:
+    async def run(self, gangs: Sequence[GangSpec], in_flight: int = GANGS_IN_FLIGHT) -> None:
         queue: asyncio.Queue[GangSpec] = asyncio.Queue()
         for gang in gangs:
             queue.put_nowait(gang)
@@ -107,7 +107,7 @@ class LoadGenerator:
             while not queue.empty():
                 await self.create_gang(queue.get_nowait())
 
-        await asyncio.gather(*(worker() for _ in range(min(GANGS_IN_FLIGHT, len(gangs)))))
+        await asyncio.gather(*(worker() for _ in range(min(in_flight, len(gangs)))))
 
 
 async def churn(generator: LoadGenerator, workload: Workload, creation: asyncio.Task[None]) -> int:

@@ -22,6 +22,10 @@ from harness.api import ApiClient, load_kubeconfig
 LOCKSTEP = [sys.executable, "-m", "lockstep"]
 BIGSIM = [sys.executable, str(Path(__file__).resolve().parent / "bigsim.py")]
 STOP_GRACE_SECONDS = 10.0
+# ``lockstep sim`` gives itself 60 s to start, enough for 5,000 nodes on a busy machine; bigger
+# clusters get as much per node.
+SIM_START_NODES = 5000
+SIM_START_SECONDS = 60.0
 
 
 class ProcessFailed(RuntimeError):
@@ -32,6 +36,7 @@ class ProcessFailed(RuntimeError):
 class ProcessUsage:
     cpu_seconds: float
     rss_peak_mb: float
+    rss_mb: float = 0.0
 
 
 def parse_cpu_seconds(stat_line: str, ticks_per_second: int) -> float:
@@ -41,15 +46,15 @@ def parse_cpu_seconds(stat_line: str, ticks_per_second: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks_per_second
 
 
-def parse_rss_peak_mb(status_text: str) -> float:
-    """VmHWM of a ``/proc/<pid>/status`` text, in MB (10^6 bytes)."""
+def parse_status_mb(status_text: str, field: str = "VmHWM") -> float:
+    """VmHWM (or another ``field``, VmRSS) of a ``/proc/<pid>/status`` text, in MB (10^6 bytes)."""
     for line in status_text.splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             value, unit = line.split()[1:3]
             if unit != "kB":
-                raise ValueError(f"/proc status VmHWM in unexpected unit {unit!r}")
+                raise ValueError(f"/proc status {field} in unexpected unit {unit!r}")
             return int(value) * 1024 / 1e6
-    raise ValueError("/proc status has no VmHWM line")
+    raise ValueError(f"/proc status has no {field} line")
 
 
 def process_usage(pid: int) -> ProcessUsage:
@@ -57,7 +62,8 @@ def process_usage(pid: int) -> ProcessUsage:
     status = Path(f"/proc/{pid}/status").read_text()
     return ProcessUsage(
         cpu_seconds=parse_cpu_seconds(stat, os.sysconf("SC_CLK_TCK")),
-        rss_peak_mb=parse_rss_peak_mb(status),
+        rss_peak_mb=parse_status_mb(status),
+        rss_mb=parse_status_mb(status, "VmRSS"),
     )
 
 
@@ -123,13 +129,22 @@ async def start_sim(
 ) -> Child:
     """``lockstep sim`` in its own process; returns once its kubeconfig works and all nodes exist.
 
-    With ``max_pods`` the same emulator is started through ``bigsim.py`` with that many pods per node.
+    With ``max_pods``, or more than ``SIM_START_NODES`` nodes, the same emulator is started through
+    ``bigsim.py``, with that many pods per node and time to create every node.
     ``env`` replaces the process environment (another ``PYTHONPATH``: another tree's emulator).
     """
     kubeconfig = workdir / "kubeconfig"
     kubeconfig.unlink(missing_ok=True)
+    if max_pods is None and nodes <= SIM_START_NODES:
+        program = [*LOCKSTEP, "sim"]
+    else:
+        start_timeout = SIM_START_SECONDS * max(1.0, nodes / SIM_START_NODES)
+        ready_within = max(ready_within, start_timeout * 2)
+        program = [*BIGSIM, "--start-timeout", str(start_timeout)]
+        if max_pods is not None:
+            program += ["--max-pods", str(max_pods)]
     argv = [
-        *([*LOCKSTEP, "sim"] if max_pods is None else [*BIGSIM, "--max-pods", str(max_pods)]),
+        *program,
         "--nodes",
         str(nodes),
         "--devices-per-node",

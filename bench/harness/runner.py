@@ -197,7 +197,8 @@ async def measure(
     start = time.monotonic()
     timed_out = False
     try:
-        creation = asyncio.create_task(generator.run(workload.gangs), name="bench-load")
+        load = generator.run(workload.gangs, workload.gangs_in_flight)
+        creation = asyncio.create_task(load, name="bench-load")
         replaced = await churn(generator, workload, creation)
         await creation
         create_done = time.monotonic()
@@ -246,7 +247,13 @@ async def measure(
         "watch_events": float(watcher.events),
         "gangs_replaced": float(replaced),
         "sim_cpu_seconds": round(sim_usage_after.cpu_seconds - sim_usage_before.cpu_seconds, 2),
+        "sim_rss_peak_mb": round(sim_usage_after.rss_peak_mb, 1),
+        "nodes": float(len(node_names)),
     }
+    if usage_before is not None:
+        # The operator's resident memory once it has listed the nodes and bound the warm-up pod, and
+        # before any of the workload exists: its cost of the cluster's nodes.
+        result.extra["operator_rss_start_mb"] = round(usage_before.rss_mb, 1)
 
     lags = status_lags(tracker.pods, tracker.status_at)
     if lags and operator is not None:

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from lockstep.sim.cluster import node_name as sim_node_name
+
 NAMESPACE = "bench"
 SCHEDULER_NAME = "lockstep"
 OTHER_SCHEDULER = "default-scheduler"
@@ -20,6 +22,7 @@ RESOURCE_API_VERSION = "resource.k8s.io/v1"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 CLAIM_NAME = "gpu"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+GANGS_IN_FLIGHT = 8
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class GangSpec:
     counted: bool = True
     scheduler: str = SCHEDULER_NAME  # another name: lockstep ignores the pods, and no PodGroup is created
     one_per_node: bool = False  # members carry required pod anti-affinity on the hostname against each other
+    pod_group: bool = True  # False: lone pods, with no PodGroup and no pod-group label
+    node_name: str | None = None  # required node affinity on metadata.name, as a DaemonSet's pod has
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,7 @@ class Workload:
     setup: tuple[dict[str, Any], ...] = ()
     churn: ChurnSpec | None = None
     baseline: bool = False
+    gangs_in_flight: int = GANGS_IN_FLIGHT  # gangs the load generator creates at once
 
     @property
     def pods_total(self) -> int:
@@ -113,6 +119,13 @@ def pod_manifest(gang: GangSpec, index: int, shape: NodeShape, namespace: str = 
         "terminationGracePeriodSeconds": 0,
         "containers": [container],
     }
+    if gang.node_name is not None:
+        pinned = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [gang.node_name]}]}
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [pinned]}
+            }
+        }
     if gang.one_per_node:
         term = {"labelSelector": {"matchLabels": {POD_GROUP_LABEL: gang.name}}, "topologyKey": HOSTNAME_LABEL}
         spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
@@ -128,7 +141,7 @@ def pod_manifest(gang: GangSpec, index: int, shape: NodeShape, namespace: str = 
         "metadata": {
             "name": pod_name(gang, index),
             "namespace": namespace,
-            "labels": {POD_GROUP_LABEL: gang.name},
+            "labels": {POD_GROUP_LABEL: gang.name} if gang.pod_group else {},
         },
         "spec": spec,
     }
@@ -200,6 +213,14 @@ CLUSTER: dict[str, tuple[int, int]] = {
     "mixed": (1000, 0),
     "churn": (1000, 0),
     "anti-affinity": (1000, 0),
+    "upstream-basic-10k": (5000, 0),
+    "upstream-basic-50k": (5000, 0),
+    "upstream-gangs-1000": (5000, 0),
+    "upstream-gangs-2000": (5000, 0),
+    "upstream-gangs-3000": (5000, 0),
+    "upstream-claim-template": (500, 10),
+    "upstream-daemonset": (15000, 0),
+    "upstream-saturation": (20000, 0),
 }
 SHARED_CLAIM_PODS = 1000
 
@@ -367,6 +388,121 @@ def anti_affinity(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workl
     )
 
 
+# Upstream's scheduler_perf shapes (kubernetes test/integration/scheduler_perf), with lockstep's own
+# PodGroups for the gangs. Lone pods are created 64 at a time, gangs of 3 21 at a time, so about as
+# many creates are in flight as with 8 gangs of 8.
+PODS_IN_FLIGHT = 64
+
+
+def _lone_pods(name: str, scale: float, pods_at_full_scale: int, description: str, **spec: Any) -> Workload:
+    nodes, devices_per_node = cluster_size(name, scale)
+    pods = _scaled(pods_at_full_scale, scale)
+    prefix = name.removeprefix("upstream-")
+    gangs = tuple(
+        GangSpec(f"{prefix}-{i}", pods=1, min_count=1, pod_group=False, **spec) for i in range(pods)
+    )
+    return Workload(
+        name=name,
+        description=description.format(nodes=nodes, pods=pods),
+        nodes=nodes,
+        devices_per_node=devices_per_node,
+        gangs=gangs,
+        pods_expected=pods,
+        gangs_in_flight=PODS_IN_FLIGHT,
+    )
+
+
+def upstream_basic(pods: int) -> Callable[[float, NodeShape, DeviceDriver], Workload]:
+    """misc/performance-config.yaml SchedulingBasic: lone pods of pod-default.yaml (100m, 500Mi)."""
+
+    def build_basic(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
+        name = f"upstream-basic-{pods // 1000}k"
+        what = "SchedulingBasic: {nodes:,} nodes, {pods:,} lone pods of 100m CPU and 500Mi"
+        return _lone_pods(name, scale, pods, what, cpu_millis=100, memory_mib=500)
+
+    return build_basic
+
+
+def upstream_gangs(gang_count: int) -> Callable[[float, NodeShape, DeviceDriver], Workload]:
+    """gangscheduling/performance-config.yaml: gangs of 3 (minCount 3), pods of 100m and 100Mi."""
+
+    def build_gangs(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
+        name = f"upstream-gangs-{gang_count}"
+        nodes, _ = cluster_size(name, scale)
+        count = _scaled(gang_count, scale)
+        gangs = tuple(
+            GangSpec(f"gang-{i}", pods=3, min_count=3, cpu_millis=100, memory_mib=100) for i in range(count)
+        )
+        return Workload(
+            name=name,
+            description=f"GangScheduling: {nodes:,} nodes, {count:,} gangs of 3 (minCount 3), 100m and 100Mi",
+            nodes=nodes,
+            devices_per_node=0,
+            gangs=gangs,
+            pods_expected=count * 3,
+            gangs_in_flight=PODS_IN_FLIGHT // 3,
+        )
+
+    return build_gangs
+
+
+def upstream_claim_template(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
+    """dra/performance-config.yaml SchedulingWithResourceClaimTemplate 5000pods_500nodes: 10 devices a
+    node (maxClaimsPerNode 10), so the pods fill the cluster exactly; upstream measures the second
+    2,500 after 2,500 init pods, this measures all 5,000."""
+    what = (
+        "SchedulingWithResourceClaimTemplate: {nodes:,} nodes x 10 devices, {pods:,} lone pods with a "
+        "template claim"
+    )
+    workload = _lone_pods("upstream-claim-template", scale, 5000, what, cpu_millis=100, claim="template")
+    return replace(workload, setup=(claim_template_manifest(driver),))
+
+
+def upstream_daemonset(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
+    """misc/performance-config.yaml SchedulingDaemonset: one pod per node, each pinned to its node by
+    required node affinity on metadata.name (templates/daemonset-pod.yaml), no requests."""
+    nodes, _ = cluster_size("upstream-daemonset", scale)
+    gangs = tuple(
+        GangSpec(
+            f"daemonset-{i}",
+            pods=1,
+            min_count=1,
+            cpu_millis=0,
+            memory_mib=0,
+            pod_group=False,
+            node_name=sim_node_name(i, nodes),
+        )
+        for i in range(nodes)
+    )
+    return Workload(
+        name="upstream-daemonset",
+        description=f"SchedulingDaemonset: {nodes:,} nodes, one lone pod pinned to each by metadata.name",
+        nodes=nodes,
+        devices_per_node=0,
+        gangs=gangs,
+        pods_expected=nodes,
+        gangs_in_flight=PODS_IN_FLIGHT,
+    )
+
+
+def upstream_saturation(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
+    """batching/performance-config.yaml ResourceSaturation 20000Nodes_20000Pods: each pod takes 3/4 of
+    a node's CPU (3 of 4 upstream), so every node holds one and the last pods find few free nodes."""
+    what = "ResourceSaturation: {nodes:,} nodes, {pods:,} lone pods of 3/4 of a node's CPU (one per node)"
+    return _lone_pods("upstream-saturation", scale, 20000, what, cpu_millis=shape.cpu_millis * 3 // 4)
+
+
+UPSTREAM_BUILDERS: dict[str, Callable[[float, NodeShape, DeviceDriver], Workload]] = {
+    "upstream-basic-10k": upstream_basic(10000),
+    "upstream-basic-50k": upstream_basic(50000),
+    "upstream-gangs-1000": upstream_gangs(1000),
+    "upstream-gangs-2000": upstream_gangs(2000),
+    "upstream-gangs-3000": upstream_gangs(3000),
+    "upstream-claim-template": upstream_claim_template,
+    "upstream-daemonset": upstream_daemonset,
+    "upstream-saturation": upstream_saturation,
+}
+
 BUILDERS: dict[str, Callable[[float, NodeShape, DeviceDriver], Workload]] = {
     "basic": basic,
     "claim-template": claim_template,
@@ -379,11 +515,12 @@ BUILDERS: dict[str, Callable[[float, NodeShape, DeviceDriver], Workload]] = {
 
 
 def build(name: str, scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
-    if name not in BUILDERS:
-        raise ValueError(f"unknown workload {name!r}; known: {', '.join(BUILDERS)}")
+    builders = BUILDERS | UPSTREAM_BUILDERS
+    if name not in builders:
+        raise ValueError(f"unknown workload {name!r}; known: {', '.join(builders)}")
     if scale <= 0:
         raise ValueError(f"workload {name}: scale must be positive, got {scale}")
-    return BUILDERS[name](scale, shape, driver)
+    return builders[name](scale, shape, driver)
 
 
 def replacement(gang: GangSpec, generation: int) -> GangSpec:

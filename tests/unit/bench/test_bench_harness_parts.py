@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from harness.api import classify, load_kubeconfig
-from harness.procs import parse_cpu_seconds, parse_rss_peak_mb
+from harness.procs import parse_cpu_seconds, parse_status_mb
 from harness.results import status_lags
 from harness.tracker import Tracker
 from harness.workloads import GangSpec
@@ -96,9 +96,10 @@ def test_proc_stat_cpu_seconds_survive_spaces_and_parens_in_the_command() -> Non
 
 def test_proc_status_peak_rss_is_vmhwm() -> None:
     status = "Name:\tpython\nVmPeak:\t  900000 kB\nVmHWM:\t  204800 kB\nVmRSS:\t 100 kB\n"
-    assert parse_rss_peak_mb(status) == pytest.approx(209.7152)
+    assert parse_status_mb(status) == pytest.approx(209.7152)
+    assert parse_status_mb(status, "VmRSS") == pytest.approx(0.1024)
     with pytest.raises(ValueError, match="VmHWM"):
-        parse_rss_peak_mb("Name:\tx\n")
+        parse_status_mb("Name:\tx\n")
 
 
 def test_process_usage_of_this_process_is_plausible() -> None:

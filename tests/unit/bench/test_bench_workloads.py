@@ -4,6 +4,7 @@ import pytest
 
 from harness.workloads import (
     BUILDERS,
+    UPSTREAM_BUILDERS,
     NAMESPACE,
     POD_GROUP_LABEL,
     DeviceDriver,
@@ -45,6 +46,28 @@ def test_every_workload_scales_down_to_a_tiny_cluster() -> None:
         assert 1 <= workload.pods_expected <= workload.pods_total <= 200
         names = [g.name for g in workload.gangs]
         assert len(names) == len(set(names)), f"{name}: gang names must be unique"
+
+
+def test_upstream_shapes_have_scheduler_perf_sizes_and_lone_pods_carry_no_group() -> None:
+    sizes = {name: build(name, 1.0, SHAPE, DRIVER) for name in UPSTREAM_BUILDERS}
+    assert (sizes["upstream-basic-50k"].nodes, sizes["upstream-basic-50k"].pods_total) == (5000, 50000)
+    assert {(g.pods, g.min_count) for g in sizes["upstream-gangs-3000"].gangs} == {(3, 3)}
+    assert sizes["upstream-gangs-3000"].pods_total == 9000
+    dra = sizes["upstream-claim-template"]
+    assert dra.nodes * dra.devices_per_node == dra.pods_expected == 5000
+    saturation = sizes["upstream-saturation"]
+    assert saturation.nodes == saturation.pods_expected == 20000
+    assert SHAPE.cpu_millis // saturation.gangs[0].cpu_millis == 1  # one pod per node
+
+    daemonset = sizes["upstream-daemonset"]
+    assert daemonset.nodes == daemonset.pods_expected == 15000
+    pod = pod_manifest(daemonset.gangs[-1], 0, SHAPE)
+    assert POD_GROUP_LABEL not in pod["metadata"]["labels"]
+    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["node-14999"]
+    for name in UPSTREAM_BUILDERS:
+        tiny = build(name, 0.001, SHAPE, DRIVER)
+        assert 1 <= tiny.pods_expected <= tiny.pods_total <= 60, name
 
 
 def test_mixed_interleaves_infeasible_gangs_that_would_starve_the_feasible_ones_if_held() -> None:
