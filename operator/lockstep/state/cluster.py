@@ -123,6 +123,33 @@ class _Group:
             self.satisfied_at = max(self.satisfied_at, self.info.min_count)
 
 
+class _Bucket(dict[str, None]):
+    """Node names of one free-cpu bucket, in the order they entered it; ``left`` counts those that
+    left since the dict was built.
+
+    A dict keeps the slot of a deleted key until it grows, and iterating skips such slots one by one.
+    Nodes that fill up leave their bucket from the front and none may enter it again, so a walk from
+    the start would cost as much as every node that ever left: a cost per pod growing with the
+    cluster. :func:`_leave` rebuilds the bucket (same order) once as many have left as remain.
+    """
+
+    __slots__ = ("left",)
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        super().__init__(dict.fromkeys(names))
+        self.left = 0
+
+
+def _leave(buckets: dict[int, _Bucket], bucket: int, name: str) -> None:
+    members = buckets[bucket]
+    del members[name]
+    members.left += 1
+    if not members:
+        del buckets[bucket]
+    elif members.left > len(members):
+        buckets[bucket] = _Bucket(members)
+
+
 class ClusterCache:
     def __init__(self, scheduler_name: str, topology_key: str = "topology.kubernetes.io/zone") -> None:
         self.scheduler_name = scheduler_name
@@ -135,8 +162,8 @@ class ClusterCache:
         self._pods_on_node: dict[str, set[str]] = {}  # also for nodes not (yet) in the cache
         self._groups: dict[GroupKey, _Group] = {}
         self._labels: dict[str, dict[str, set[str]]] = {}
-        self._cpu_buckets: dict[int, dict[str, None]] = {}
-        self._domain_buckets: dict[str, dict[int, dict[str, None]]] = {}
+        self._cpu_buckets: dict[int, _Bucket] = {}
+        self._domain_buckets: dict[str, dict[int, _Bucket]] = {}
         self._node_bucket: dict[str, tuple[str | None, int]] = {}
         self._node_free: dict[str, tuple[str | None, int]] = {}  # node -> (domain, free cpu)
         self._domain_free: dict[str, int] = {}
@@ -539,9 +566,9 @@ class ClusterCache:
             return
         self._unbucket(node.name)
         bucket = place[1]
-        self._cpu_buckets.setdefault(bucket, {})[node.name] = None
+        self._cpu_buckets.setdefault(bucket, _Bucket())[node.name] = None
         if domain is not None:
-            self._domain_buckets.setdefault(domain, {}).setdefault(bucket, {})[node.name] = None
+            self._domain_buckets.setdefault(domain, {}).setdefault(bucket, _Bucket())[node.name] = None
         self._node_bucket[node.name] = place
 
     def _unbucket(self, name: str) -> None:
@@ -549,9 +576,9 @@ class ClusterCache:
         if place is None:
             return
         domain, bucket = place
-        del self._cpu_buckets[bucket][name]
+        _leave(self._cpu_buckets, bucket, name)
         if domain is not None:
-            del self._domain_buckets[domain][bucket][name]
+            _leave(self._domain_buckets[domain], bucket, name)
 
     def _forget_free(self, name: str) -> None:
         previous = self._node_free.pop(name, None)

@@ -294,3 +294,19 @@ def test_incremental_counts_always_match_a_recount(operations: list[tuple[str, i
         zone = info.labels["zone"]
         free[zone] = free.get(zone, 0) + info.allocatable["cpu"] - info.requested.get("cpu", 0)
     assert dict(cache.domain_free_cpu()) == free
+
+
+def test_nodes_leaving_a_free_cpu_bucket_from_the_front_keep_the_rest_in_order_and_compact() -> None:
+    cache = ClusterCache("lockstep", topology_key="zone")
+    names = [f"n{i:03d}" for i in range(200)]
+    for name in names:
+        cache.upsert_node(node(name, cpu=16000, labels={"zone": "a"}))
+    for name in names[:190]:  # each fills up and leaves the emptiest bucket, oldest first
+        cache.upsert_pod(pod(f"p-{name}", cpu=15000, node_name=name))
+    assert list(cache.nodes_by_free_cpu(8000, most_free_first=True)) == names[190:]
+    assert list(cache.nodes_by_free_cpu(8000, True, domain="a")) == names[190:]
+    cache.delete_pod("uid-p-n000")  # freed again: it re-enters last
+    assert list(cache.nodes_by_free_cpu(8000, most_free_first=True)) == [*names[190:], "n000"]
+    # A walk from a bucket's start must not pass the slots of every node that ever left it.
+    buckets = [*cache._cpu_buckets.values(), *cache._domain_buckets["a"].values()]
+    assert all(bucket.left <= len(bucket) for bucket in buckets)
