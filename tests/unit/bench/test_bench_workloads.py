@@ -4,9 +4,9 @@ import pytest
 
 from harness.workloads import (
     BUILDERS,
-    UPSTREAM_BUILDERS,
     NAMESPACE,
     POD_GROUP_LABEL,
+    UPSTREAM_BUILDERS,
     DeviceDriver,
     NodeShape,
     build,
