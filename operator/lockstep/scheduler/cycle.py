@@ -132,18 +132,25 @@ class GroupCycle:
         self.domain_order = domain_order
         # Told of every joint search (metrics).
         self.on_search: Callable[[SearchResult], None] | None = None
+        # The nodes a composite's domain confines the group to (lockstep.scheduler.composite; None:
+        # every node): its own topology levels are resolved inside them.
+        self.scope: frozenset[str] | None = None
         # Topology: the nodes of the one domain the cycle may use (None: every node).
         self._domain: frozenset[str] | None = None
 
     def run(self, group: PodGroupInfo | None, pods: Sequence[PodInfo]) -> CycleOutcome:
-        if group is None or not pods or not (group.topology_keys or group.preferred_topology_keys):
-            outcome = self._run(group, pods)
-            if not outcome.status.ok and self._search_may_help(group, pods, outcome):
-                assert group is not None
-                found, note = self._search(group, pods, [None])
-                return found if found is not None else _noted(outcome, note)
-            return outcome
-        return self._run_in_domains(group, pods)
+        self._domain = self.scope
+        try:
+            if group is None or not pods or not (group.topology_keys or group.preferred_topology_keys):
+                outcome = self._run(group, pods)
+                if not outcome.status.ok and self._search_may_help(group, pods, outcome):
+                    assert group is not None
+                    found, note = self._search(group, pods, [None])
+                    return found if found is not None else _noted(outcome, note)
+                return outcome
+            return self._run_in_domains(group, pods)
+        finally:
+            self._domain = None
 
     def _run_in_domains(self, group: PodGroupInfo, pods: Sequence[PodInfo]) -> CycleOutcome:
         """Topology (``lockstep.scheduler.topology``): the levels innermost first, each level's
@@ -151,6 +158,8 @@ class GroupCycle:
         of the last level (the required one, or the whole cluster) does, the joint search looks in
         its domains; a required level none of whose domains fits is Unschedulable, naming them."""
         nodes = self.cache.nodes
+        if self.scope is not None:
+            nodes = {name: nodes[name] for name in self.scope if name in nodes}
         unit = member_unit(pods)
         slots = {name: member_slots(node, unit) for name, node in nodes.items()}
         placed = {
@@ -188,7 +197,7 @@ class GroupCycle:
                     order = [max(holding, key=lambda d: (d.slots, d.free_cpu))]
                 level_tries: list[DomainTry] = []
                 for domain in order:
-                    self._domain = domain.nodes if level.keys else None
+                    self._domain = domain.nodes if level.keys else self.scope
                     outcome = self._run(group, pods)
                     code = outcome.status.code
                     if outcome.status.ok:
@@ -221,7 +230,7 @@ class GroupCycle:
                 if not level.preferred:
                     last, last_tries, last_count = order, level_tries, len(order) + len(small)
         finally:
-            self._domain = None
+            self._domain = self.scope
         required = group.topology_keys
         note = ""
         roomy = [d for d in last if d.slots >= needed]
@@ -289,7 +298,7 @@ class GroupCycle:
         total = self.cache.live_member_count(group.key) + self.cache.succeeded_count(group.key)
         try:
             for domain in domains:
-                self._domain = domain
+                self._domain = domain if domain is not None else self.scope
                 placements = search.run()
                 if placements is not None:
                     result = search.result(found=True)
@@ -308,7 +317,7 @@ class GroupCycle:
                 if search.exhausted:
                     break
         finally:
-            self._domain = None
+            self._domain = self.scope
         result = search.result(found=False)
         if self.on_search is not None:
             self.on_search(result)

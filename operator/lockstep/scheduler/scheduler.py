@@ -26,6 +26,13 @@ from lockstep import POD_GROUP_LABEL
 from lockstep.api.pod import preemption_message
 from lockstep.config import ScoreStrategy, Settings
 from lockstep.scheduler.bind_queue import BindQueue
+from lockstep.scheduler.composite import (
+    CompositeCycle,
+    CompositeVerdict,
+    HierarchyProblem,
+    hierarchy,
+    root_of,
+)
 from lockstep.scheduler.cycle import CycleOutcome, GroupCycle, Placement
 from lockstep.scheduler.framework import (
     BINDING_NOTE_SERVICE,
@@ -260,6 +267,10 @@ class Scheduler:
             spread=settings.score_strategy is ScoreStrategy.LEAST_ALLOCATED,
             search_budget=settings.joint_search_budget,
         )
+        self.composite_cycle = CompositeCycle(self.cache, self.cycle)
+        # Told of each CompositePodGroup's verdict after its hierarchy's cycle (its status, explain).
+        self.on_composite: Callable[[CompositeVerdict], None] | None = None
+        self.composite_verdicts: dict[tuple[str, str], CompositeVerdict] = {}
         devices = (services or {}).get(STORE_SERVICE)
         self.planner = PreemptionPlanner(
             self.cache,
@@ -565,6 +576,9 @@ class Scheduler:
             for pod in self.cache.unscheduled_members(key):
                 self._spawn(self.report_unschedulable(pod, reason_for(Code.UNSCHEDULABLE), group.refusal))
             return
+        if group is not None and group.parent:
+            self._schedule_hierarchy(key, group)
+            return
         if group is not None and group.min_task_members and total >= min_count:
             present = task_counts(self.cache.members(key))
             short_tasks = task_minimums_status(group, present, "present")
@@ -664,6 +678,50 @@ class Scheduler:
         self._after_cycle(key, group, outcome, report_pods=not quiet)
         if retry_by is not None:
             self.queue.retry_by(key, self.clock() + max(retry_by - self.wall_clock(), 0.0))
+
+    def _schedule_hierarchy(self, key: GroupKey, group: PodGroupInfo) -> None:
+        """A PodGroup with a parent CompositePodGroup: its root's hierarchy is placed in one cycle
+        (``lockstep.scheduler.composite``), each PodGroup's outcome then handled as its own cycle's.
+        Preemption is not planned for a hierarchy: it waits for capacity, and its status says so."""
+        root = root_of(self.cache, group)
+        if isinstance(root, HierarchyProblem):
+            pending = self._pending(key)
+            total = self.cache.live_member_count(key) + self.cache.succeeded_count(key)
+            min_count = group.min_count if group.is_gang else 1
+            lifted = _PODGROUP_MISSING_LIFTED_BY | {ClusterEvent.GROUP_UPDATED} | _POD_CHANGED
+            self.queue.gate(key, lifted)
+            code = Code.WAIT if root.waits else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            self._record(
+                key, code, root.message, min_count=min_count, total=total, causes={root.cause: pending}
+            )
+            for pod in self.cache.unscheduled_members(key):
+                self._tell(pod, root.cause, root.message)
+            return
+        tree = hierarchy(self.cache, root)
+        leaves = tree.leaves()
+        pods_of = {
+            leaf.key: sorted(self.cache.unscheduled_members(leaf.key), key=lambda p: -p.priority)
+            for leaf in leaves
+        }
+        priority = max(self._priority(leaf.key) for leaf in leaves)
+        holds = self.nominations_above(key, priority)
+        with self.cache.pods_held(holds), self.reservations.holding_for(key, priority):
+            result = self.composite_cycle.run(tree, pods_of)
+        for verdict in result.verdicts.values():
+            self.composite_verdicts[verdict.composite.key] = verdict
+            if self.on_composite is not None:
+                self.on_composite(verdict)
+        for leaf in leaves:
+            outcome = result.outcomes.get(leaf.key)
+            if outcome is None or not pods_of[leaf.key]:
+                continue  # nothing of it to place or tell
+            if not outcome.status.ok and result.status.is_rejection:
+                note = f"{root}: preemption is not planned for CompositePodGroup hierarchies"
+                outcome = dataclasses.replace(
+                    outcome,
+                    status=dataclasses.replace(outcome.status, reasons=(*outcome.status.reasons, note)),
+                )
+            self._after_cycle(leaf.key, leaf, outcome)
 
     # ------------------------------------------------------------------ preemption
 
