@@ -28,7 +28,7 @@ from lockstep.api.upstream_podgroup import UpstreamDisruptionMode, UpstreamSched
 GROUP = "scheduling.k8s.io"
 VERSION = "v1alpha3"
 PLURAL = "compositepodgroups"
-KIND = "CompositePodGroup"
+KIND: Literal["CompositePodGroup"] = "CompositePodGroup"
 CONDITION_INITIALLY_SCHEDULED = "CompositePodGroupInitiallyScheduled"
 REASON_INVALID = "Invalid"
 # KEP-6012's limit of a group hierarchy (Workload templates: WorkloadMaxTreeDepth); a deeper runtime

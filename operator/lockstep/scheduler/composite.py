@@ -89,7 +89,8 @@ def root_of(cache: ClusterCache, group: PodGroupInfo) -> CompositeInfo | Hierarc
     missing composite, a cycle of parent links, more than ``MAX_DEPTH`` levels (the PodGroup
     included), a composite being deleted or refused."""
     where = f"PodGroup {group.key}: {PARENT_FIELD}"
-    name, seen, chain = group.parent, [group.name], []
+    name, seen = group.parent, [group.name]
+    chain: list[CompositeInfo] = []
     while True:
         composite = cache.composite(group.namespace, name)
         if composite is None:
@@ -140,6 +141,7 @@ class CompositeVerdict:
     placed_whole: int  # children placed whole (before or in this cycle)
     children: int
     topology: tuple[DomainTry, ...] = ()
+    invalid: bool = False  # the hierarchy is invalid (a cycle, too deep): reason Invalid
 
 
 @dataclass(slots=True)
@@ -206,10 +208,12 @@ class CompositeCycle:
         satisfied = composite.once_scheduled or (composite.is_gang and before >= composite.min_group_count)
         if not composite.topology_keys:
             placed, whole, status = self._children(tree, scope, satisfied)
+            if not status.ok:
+                status = _named(status, composite)
             self._verdicts[composite.key] = CompositeVerdict(composite, status, whole, tree.size)
             if not placed.whole:
                 self._release(placed.placements)
-                return _Placed(False, [], placed.summary)
+                return _Placed(False, [], status.message)
             return placed
         key = composite.topology_keys[-1]
         pending = [pod for leaf in tree.leaves() for pod in self._pods_of.get(leaf.key, ())]
@@ -268,7 +272,7 @@ class CompositeCycle:
         if satisfied or whole >= needed:
             return _Placed(True, placements, ""), whole, SUCCESS
         policy = f"minGroupCount {needed}" if composite.is_gang else "a basic composite needs one"
-        message = f"{composite}: {policy}: {whole} of {len(children)} child groups placed whole"
+        message = f"{policy}: {whole} of {len(children)} child groups placed whole"
         if failures:
             message += " (" + "; ".join(failures) + ")"
         status = Status.unschedulable(PLACEMENT_PLUGIN, COMPOSITE_UNSATISFIED, message)
@@ -346,6 +350,10 @@ class CompositeCycle:
     def _release(self, placements: Sequence[Placement]) -> None:
         for placement in reversed(placements):
             self.cycle.release(placement)
+
+
+def _named(status: Status, composite: CompositeInfo) -> Status:
+    return dataclasses.replace(status, reasons=tuple(f"{composite}: {r}" for r in status.reasons))
 
 
 def _subtrees(tree: Hierarchy) -> list[Hierarchy]:

@@ -27,13 +27,14 @@ from lockstep.api.pod import preemption_message
 from lockstep.config import ScoreStrategy, Settings
 from lockstep.scheduler.bind_queue import BindQueue
 from lockstep.scheduler.composite import (
+    INVALID_HIERARCHY,
     CompositeCycle,
     CompositeVerdict,
     HierarchyProblem,
     hierarchy,
     root_of,
 )
-from lockstep.scheduler.cycle import CycleOutcome, GroupCycle, Placement
+from lockstep.scheduler.cycle import PLACEMENT_PLUGIN, CycleOutcome, GroupCycle, Placement
 from lockstep.scheduler.framework import (
     BINDING_NOTE_SERVICE,
     SUCCESS,
@@ -696,6 +697,10 @@ class Scheduler:
             )
             for pod in self.cache.unscheduled_members(key):
                 self._tell(pod, root.cause, root.message)
+            parent = self.cache.composite(group.namespace, group.parent)
+            if root.cause == INVALID_HIERARCHY and parent is not None and self.on_composite is not None:
+                status = Status.unresolvable(PLACEMENT_PLUGIN, root.cause, root.message)
+                self.on_composite(CompositeVerdict(parent, status, 0, 0, invalid=True))
             return
         tree = hierarchy(self.cache, root)
         leaves = tree.leaves()
@@ -715,7 +720,7 @@ class Scheduler:
             outcome = result.outcomes.get(leaf.key)
             if outcome is None or not pods_of[leaf.key]:
                 continue  # nothing of it to place or tell
-            if not outcome.status.ok and result.status.is_rejection:
+            if not outcome.status.ok and result.status.is_rejection and outcome.diagnoses:
                 note = f"{root}: preemption is not planned for CompositePodGroup hierarchies"
                 outcome = dataclasses.replace(
                     outcome,

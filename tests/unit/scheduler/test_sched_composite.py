@@ -75,7 +75,10 @@ async def test_hierarchical_scheduling_three_levels_with_gang_and_basic_composit
     assert verdicts[("default", "cpg-root")].status.ok
     assert verdicts[("default", "cpg-root")].placed_whole == 2
     assert verdicts[("default", "cpg-sub3")].status.code is Code.UNSCHEDULABLE
-    assert "minGroupCount 2: 1 of 2 child groups placed whole" in verdicts[("default", "cpg-sub3")].status.message
+    assert (
+        "minGroupCount 2: 1 of 2 child groups placed whole"
+        in verdicts[("default", "cpg-sub3")].status.message
+    )
     pg6 = scheduler.attempts[GroupKey("default", "pg6")]
     assert pg6.code is Code.UNSCHEDULABLE
     assert "CompositePodGroup default/cpg-sub3" in pg6.message
@@ -112,7 +115,10 @@ async def test_min_group_count_not_met_places_nothing_of_the_hierarchy() -> None
     assert verdict.status.code is Code.UNSCHEDULABLE and verdict.placed_whole == 2
     attempt = scheduler.attempts[GroupKey("default", "pg1")]
     assert attempt.code is Code.UNSCHEDULABLE
-    assert "CompositePodGroup default/cpg-root: minGroupCount 3: 2 of 3 child groups placed whole" in attempt.message
+    assert (
+        "CompositePodGroup default/cpg-root: minGroupCount 3: 2 of 3 child groups placed whole"
+        in attempt.message
+    )
 
 
 async def test_basic_composite_lets_its_gangs_schedule_independently() -> None:
@@ -198,7 +204,10 @@ async def test_a_child_naming_a_missing_composite_waits_and_its_pods_are_told_th
     assert not api.bind_calls
     attempt = scheduler.attempts[GroupKey("default", "pg1")]
     assert attempt.code is Code.WAIT
-    assert "spec.parentCompositePodGroupName: CompositePodGroup default/nowhere does not exist" in attempt.message
+    assert (
+        "spec.parentCompositePodGroupName: CompositePodGroup default/nowhere does not exist"
+        in attempt.message
+    )
     told = {pod for pod, _, reason in api.patch_calls if reason == COMPOSITE_NOT_FOUND}
     assert told == {"default/pg1-pod-0", "default/pg1-pod-1"}
     assert "does not exist" in api.pods["default/pg1-pod-0"].scheduled_condition.message
