@@ -30,6 +30,7 @@ from lockstep.scheduler.composite import (
     INVALID_HIERARCHY,
     CompositeCycle,
     CompositeVerdict,
+    Hierarchy,
     HierarchyProblem,
     hierarchy,
     root_of,
@@ -37,8 +38,10 @@ from lockstep.scheduler.composite import (
 from lockstep.scheduler.cycle import PLACEMENT_PLUGIN, CycleOutcome, GroupCycle, Placement
 from lockstep.scheduler.framework import (
     BINDING_NOTE_SERVICE,
+    PREEMPTION_POLICY_NEVER,
     SUCCESS,
     Code,
+    CompositeInfo,
     GroupKey,
     Plugin,
     PodCondition,
@@ -708,25 +711,73 @@ class Scheduler:
             leaf.key: sorted(self.cache.unscheduled_members(leaf.key), key=lambda p: -p.priority)
             for leaf in leaves
         }
-        priority = max(self._priority(leaf.key) for leaf in leaves)
-        holds = self.nominations_above(key, priority)
-        with self.cache.pods_held(holds), self.reservations.holding_for(key, priority):
+        # One key stands for the hierarchy wherever one plan or reservation is kept: its first PodGroup.
+        anchor = leaves[0].key
+        priority = max(
+            [self._priority(leaf.key) for leaf in leaves] + [c.priority or 0 for c in tree.composites()]
+        )
+        holds = self.nominations_above(anchor, priority)
+        preemption: PlanVerdict | None = None
+        members = [pod for pods in pods_of.values() for pod in pods]
+        with self.cache.pods_held(holds), self.reservations.holding_for(anchor, priority):
             result = self.composite_cycle.run(tree, pods_of)
+            if self._may_preempt_hierarchy(anchor, result.status):
+                preemption = self._plan_hierarchy(anchor, root, tree, pods_of, priority)
+        if preemption is not None:
+            self._act_on(anchor, members, preemption)
         for verdict in result.verdicts.values():
+            if verdict.composite == root and preemption is not None and not verdict.status.ok:
+                status = verdict.status
+                noted = (*status.reasons, f"preemption: {preemption.message}")
+                verdict = dataclasses.replace(verdict, status=dataclasses.replace(status, reasons=noted))
             self.composite_verdicts[verdict.composite.key] = verdict
             if self.on_composite is not None:
                 self.on_composite(verdict)
+        # Pods whose preemption is under way were told why at the attempt that planned it.
+        quiet = (anchor in self._plans and preemption is None) or (
+            preemption is not None and preemption.result is PlanResult.WAITING
+        )
         for leaf in leaves:
             outcome = result.outcomes.get(leaf.key)
             if outcome is None or not pods_of[leaf.key]:
                 continue  # nothing of it to place or tell
-            if not outcome.status.ok and result.status.is_rejection and outcome.diagnoses:
-                note = f"{root}: preemption is not planned for CompositePodGroup hierarchies"
+            if not outcome.status.ok and preemption is not None:
+                note = f"{root}: preemption: {preemption.message}"
                 outcome = dataclasses.replace(
                     outcome,
                     status=dataclasses.replace(outcome.status, reasons=(*outcome.status.reasons, note)),
                 )
-            self._after_cycle(leaf.key, leaf, outcome)
+            self._after_cycle(leaf.key, leaf, outcome, report_pods=not quiet)
+
+    def _may_preempt_hierarchy(self, anchor: GroupKey, status: Status) -> bool:
+        return (
+            self.preemption_api is not None
+            and anchor not in self._plans
+            and status.code is Code.UNSCHEDULABLE
+        )
+
+    def _plan_hierarchy(
+        self,
+        anchor: GroupKey,
+        root: CompositeInfo,
+        tree: Hierarchy,
+        pods_of: Mapping[GroupKey, Sequence[PodInfo]],
+        priority: int,
+    ) -> PlanVerdict:
+        """Preemption for the root of a hierarchy: each trial is the hierarchy's own cycle."""
+        if root.preemption_policy == PREEMPTION_POLICY_NEVER:
+            return PlanVerdict(
+                PlanResult.NOT_ELIGIBLE, f"{root}: preemptionPolicy is Never: waits without preempting"
+            )
+        taken = {victim.uid for plan in self._plans.values() for victim in plan.victims}
+
+        def trial() -> list[Placement] | None:
+            tried = self.composite_cycle.run(tree, pods_of)
+            return tried.placements if tried.status.ok else None
+
+        pending = [pod for pods in pods_of.values() for pod in pods]
+        own = [leaf.key for leaf in tree.leaves()]
+        return self.planner.plan(anchor, None, pending, priority, taken, own=own, place=trial)
 
     # ------------------------------------------------------------------ preemption
 

@@ -6,12 +6,15 @@ The trees are upstream's: ``test/integration/scheduler/podgroup`` ``TestCPGHiera
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
-from sched_helpers import gang, make_node, make_pod, make_scheduler, settle
+from sched_helpers import FakeClock, gang, make_node, make_pod, make_scheduler, settle
+from test_preemption_planner import FlakyPreemptionAPI
 
 from lockstep.scheduler.composite import COMPOSITE_NOT_FOUND, INVALID_HIERARCHY, root_of
 from lockstep.scheduler.framework import Code, CompositeInfo, GroupKey, PodGroupInfo
+from lockstep.state.cluster import ClusterCache
 
 BLOCK = "example.com/block"
 RACK = "example.com/rack"
@@ -228,3 +231,63 @@ def test_cycles_and_depth_are_invalid_hierarchies() -> None:
     deep = root_of(cache, child("pg", 1, "c1"))
     assert not isinstance(deep, CompositeInfo) and "deeper than 4 levels" in deep.message
     assert root_of(cache, child("pg", 1, "c2")) == cache.composite("default", "c4")
+
+
+# --- preemption (scheduler_perf/cpg: CPGPreemptionBasic, CPGPreemptionCPG, at their 2-node sizes) ----
+
+
+async def _until_bound(scheduler: object, api: object, clock: FakeClock, names: list[str]) -> None:
+    deadline = asyncio.get_running_loop().time() + 10
+    while asyncio.get_running_loop().time() < deadline:
+        await settle(scheduler)  # type: ignore[arg-type]
+        if all(api.pods[f"default/{name}"].node_name for name in names):  # type: ignore[attr-defined]
+            return
+        await asyncio.sleep(0.05)
+        clock.advance(0.5)  # backoffs expire
+    raise AssertionError(f"not bound: {names}")
+
+
+async def test_a_composite_preempts_lower_priority_pods_for_its_whole_tree() -> None:
+    """CPGPreemptionBasic: 2 nodes full of low-priority pods; a CPG (gang 2) of two one-pod gangs of
+    nearly a node each preempts what it needs and binds both children."""
+    clock = FakeClock()
+    preemption = FlakyPreemptionAPI(ClusterCache("lockstep"), failing_deletes=0)
+    scheduler, api, cache = make_scheduler(clock=clock, preemption_api=preemption)
+    preemption.cache = cache
+    for node in ("n0", "n1"):
+        cache.upsert_node(make_node(node, cpu="4"))
+        for i in range(2):
+            cache.upsert_pod(make_pod(f"low-{node}-{i}", cpu="2", priority=10, node_name=node))
+    cache.upsert_composite(composite("cpg", 2, priority=100))
+    for name in ("pg-0", "pg-1"):
+        cache.upsert_podgroup(child(name, 1, "cpg"))
+        api.add(make_pod(f"{name}-pod-0", cpu="3", group=name, priority=100))
+    await _until_bound(scheduler, api, clock, ["pg-0-pod-0", "pg-1-pod-0"])
+    assert len(preemption.deleted) == 4  # 3 cpu on each node: both low pods of each node go
+
+
+async def test_a_composite_in_disruption_mode_all_is_preempted_whole() -> None:
+    """CPGPreemptionCPG: a low-priority CPG in disruptionMode all over two one-pod gangs, one on each
+    node; the preemptor needs one node only, yet the whole low CPG goes (KEP-6012: the highest ancestor
+    in mode all is the preemption unit), while a single-mode CPG loses only the child in the way."""
+    for mode, expected in (("all", {"low-0-pod-0", "low-1-pod-0"}), ("single", None)):
+        clock = FakeClock()
+        preemption = FlakyPreemptionAPI(ClusterCache("lockstep"), failing_deletes=0)
+        scheduler, api, cache = make_scheduler(clock=clock, preemption_api=preemption)
+        preemption.cache = cache
+        cache.upsert_composite(composite("low", 2, priority=10, disruption_mode=mode))
+        for i, node in enumerate(("n0", "n1")):
+            cache.upsert_node(make_node(node, cpu="4"))
+            cache.upsert_podgroup(child(f"low-{i}", 1, "low"))
+            cache.upsert_pod(
+                make_pod(f"low-{i}-pod-0", cpu="2", group=f"low-{i}", priority=10, node_name=node)
+            )
+            cache.upsert_pod(make_pod(f"filler-{i}", cpu="2", priority=50, node_name=node))
+        cache.upsert_composite(composite("high", 1, priority=100))
+        cache.upsert_podgroup(child("urgent", 1, "high"))
+        api.add(make_pod("urgent-pod-0", cpu="2", group="urgent", priority=100))
+        await _until_bound(scheduler, api, clock, ["urgent-pod-0"])
+        if expected is not None:
+            assert set(preemption.deleted) == expected
+        else:
+            assert len(preemption.deleted) == 1 and preemption.deleted[0].startswith("low-")
