@@ -14,6 +14,9 @@ import pytest
 from acceptance_harness import eventually, pod, podgroup, simulated_cluster
 from test_dialects import KUBECTL, Kubectl
 
+from lockstep.config import load_settings
+from lockstep.explain import explain
+
 ZONE = "topology.kubernetes.io/zone"
 RACK = "lockstep.dev/rack"
 CPG = "scheduling.k8s.io/v1alpha3"
@@ -117,7 +120,9 @@ async def test_a_composite_of_two_rack_gangs_lands_in_the_one_zone_holding_both(
             return found["message"] if found is not None and found["status"] == "False" else None
 
         message = await eventually(told, what="the orphan told why")
-        assert "spec.parentCompositePodGroupName: CompositePodGroup acceptance/missing does not exist" in message
+        assert (
+            "spec.parentCompositePodGroupName: CompositePodGroup acceptance/missing does not exist" in message
+        )
         assert (await kubectl.get("pods", "orphan-0"))["spec"].get("nodeName") is None
 
 
@@ -149,6 +154,9 @@ async def test_lockstep_podgroups_under_a_composite_bind_all_or_nothing(tmp_path
         assert "minGroupCount 2: 1 of 2 child groups placed whole" in message
         assert "PodGroup acceptance/too-big" in message
         assert await env.bound("fits") == 0  # all or nothing
+        text = await explain("acceptance/fits", load_settings(kubeconfig=str(kubectl.kubeconfig)))
+        assert "CompositePodGroup acceptance/pair (gang, minGroupCount 2):" in text
+        assert "1 of 2 child groups placed whole" in text
 
         await kubectl.run("delete", "pods", "too-big-0", "too-big-1", "--wait=false")
         await kubectl.apply(*(pod(f"small-{i}", "too-big", cpu="1") for i in range(2)))
