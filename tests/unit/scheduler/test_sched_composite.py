@@ -9,9 +9,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
+import pytest
+from pydantic import ValidationError
 from sched_helpers import FakeClock, gang, make_node, make_pod, make_scheduler, settle
 from test_preemption_planner import FlakyPreemptionAPI
 
+from lockstep.api.composite_podgroup import CompositePodGroup
+from lockstep.api.groups import UnknownPriorityClassError, from_composite, from_lockstep, from_upstream
+from lockstep.api.podgroup import PodGroup
+from lockstep.api.upstream_podgroup import UpstreamPodGroup
 from lockstep.scheduler.composite import COMPOSITE_NOT_FOUND, INVALID_HIERARCHY, root_of
 from lockstep.scheduler.framework import Code, CompositeInfo, GroupKey, PodGroupInfo
 from lockstep.state.cluster import ClusterCache
@@ -291,3 +297,68 @@ async def test_a_composite_in_disruption_mode_all_is_preempted_whole() -> None:
             assert set(preemption.deleted) == expected
         else:
             assert len(preemption.deleted) == 1 and preemption.deleted[0].startswith("low-")
+
+
+# --- the adapters: both PodGroup shapes name the parent; a CompositePodGroup is a group of groups ----
+
+
+def test_both_podgroup_shapes_carry_the_parent_and_a_composite_parses_into_the_group_of_groups() -> None:
+    spec = {"parentCompositePodGroupName": "training", "schedulingPolicy": {"gang": {"minCount": 2}}}
+    meta = {"name": "r0", "namespace": "demo"}
+    upstream = UpstreamPodGroup.model_validate(
+        {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": meta, "spec": spec}
+    )
+    assert from_upstream(upstream, {}).parent == "training"
+    own = PodGroup.model_validate(
+        {"apiVersion": "scheduling.lockstep.dev/v1alpha1", "kind": "PodGroup", "metadata": meta, "spec": spec}
+    )
+    assert from_lockstep(own, {}).parent == "training"
+    raw = {
+        "apiVersion": "scheduling.k8s.io/v1alpha3",
+        "kind": "CompositePodGroup",
+        "metadata": {"name": "training", "namespace": "demo", "uid": "u1", "generation": 1},
+        "spec": {
+            "workloadRef": {"workloadName": "w", "templateName": "t"},
+            "schedulingPolicy": {"gang": {"minGroupCount": 3}},
+            "schedulingConstraints": {"topology": [{"key": BLOCK}]},
+            "disruptionMode": {"all": {}},
+            "priorityClassName": "high",
+        },
+        "status": {
+            "conditions": [
+                {
+                    "type": "CompositePodGroupInitiallyScheduled",
+                    "status": "True",
+                    "reason": "Scheduled",
+                    "message": "",
+                    "lastTransitionTime": "2026-12-01T00:00:00Z",
+                }
+            ]
+        },
+    }
+    info = from_composite(CompositePodGroup.model_validate(raw), {"high": 1000})
+    assert (info.is_gang, info.min_group_count, info.topology_keys) == (True, 3, (BLOCK,))
+    assert (info.disruption_mode, info.priority, info.once_scheduled) == ("all", 1000, True)
+    basic = dict(raw, spec={**raw["spec"], "schedulingPolicy": {"basic": {}}, "priorityClassName": None})
+    assert not from_composite(CompositePodGroup.model_validate(basic), {}).is_gang
+    with pytest.raises(
+        UnknownPriorityClassError, match=r"CompositePodGroup demo/training: spec\.priorityClassName"
+    ):
+        from_composite(CompositePodGroup.model_validate(raw), {})
+    bad = dict(raw, spec={**raw["spec"], "schedulingPolicy": {"gang": {"minGroupCount": 0}}})
+    with pytest.raises(ValidationError, match="minGroupCount"):
+        CompositePodGroup.model_validate(bad)
+
+
+async def test_a_refused_composite_refuses_its_hierarchy_naming_the_field() -> None:
+    scheduler, api, cache = make_scheduler()
+    cache.upsert_node(make_node("node1", cpu="20"))
+    refusal = "CompositePodGroup default/bad: spec.schedulingPolicy.gang.minGroupCount: must be >= 1"
+    cache.upsert_composite(CompositeInfo("default", "bad", refusal=refusal))
+    cache.upsert_podgroup(child("pg1", 1, "bad"))
+    pods(api, "pg1", 1)
+    await settle(scheduler)
+    attempt = scheduler.attempts[GroupKey("default", "pg1")]
+    assert attempt.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert "spec.parentCompositePodGroupName" in attempt.message and "minGroupCount" in attempt.message
+    assert not api.bind_calls
