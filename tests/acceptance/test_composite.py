@@ -11,11 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acceptance_harness import eventually, pod, podgroup, simulated_cluster
+from acceptance_harness import NAMESPACE, eventually, pod, podgroup, simulated_cluster
 from test_dialects import KUBECTL, Kubectl
 
 from lockstep.config import load_settings
 from lockstep.explain import explain
+from lockstep.plan import plan
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "27-composite-gang.yaml"
 
 ZONE = "topology.kubernetes.io/zone"
 RACK = "lockstep.dev/rack"
@@ -76,6 +79,11 @@ async def test_a_composite_of_two_rack_gangs_lands_in_the_one_zone_holding_both(
         nodes=6, devices_per_node=0, zones=2, rack_size=2, kube_version="1.37"
     ) as env:
         kubectl = Kubectl(env, tmp_path)
+        settings = load_settings(kubeconfig=str(kubectl.kubeconfig))
+        # lockstep plan of the example: both replicas fit, in one zone (zone a: one rack each)
+        answers = {a["group"]: a for a in await plan([str(EXAMPLE)], settings, NAMESPACE)}
+        assert answers["demo/replica-0"]["fits"] and len(answers["demo/replica-0"]["placements"]) == 2
+        assert await env.pods() == [], "plan wrote nothing"
         await kubectl.apply(
             composite("training", 2, ZONE),
             upstream_child("replica-0", 2, "training"),
