@@ -8,6 +8,7 @@ Listing needs only ``list`` on the kinds below (and API discovery); nothing is w
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -183,6 +184,9 @@ def dry_run(core: SchedulerCore, key: GroupKey, keep: bool = False) -> DryRun | 
         return f"{problem[0]}: {problem[1]}"
     if group is None:
         return "the PodGroup is not valid, so lockstep does not schedule it (see its status message)"
+    kept = _kept_hierarchies.get(core, {}).get(key)
+    if kept is not None:
+        return kept  # placed with its hierarchy by the dry run of a sibling, kept
     pods = core.cache.unscheduled_members(key)
     total = core.cache.live_member_count(key)
     if not pods:
@@ -228,4 +232,15 @@ def _dry_run_hierarchy(core: SchedulerCore, group: PodGroupInfo, keep: bool) -> 
             for placement in reversed(result.placements):
                 scheduler.cycle.release(placement)
     verdicts = tuple(result.verdicts[c.key] for c in tree.composites() if c.key in result.verdicts)
+    if keep and result.status.ok:
+        kept = _kept_hierarchies.setdefault(core, {})
+        for leaf in leaves:
+            if leaf.key != group.key and leaf.key in result.outcomes:
+                kept[leaf.key] = DryRun(result.outcomes[leaf.key], None, verdicts)
     return DryRun(result.outcomes[group.key], None, verdicts)
+
+
+# The PodGroups a kept dry run placed with their hierarchy, per core: their own dry run answers that.
+_kept_hierarchies: weakref.WeakKeyDictionary[SchedulerCore, dict[GroupKey, DryRun]] = (
+    weakref.WeakKeyDictionary()
+)

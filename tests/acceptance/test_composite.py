@@ -82,7 +82,8 @@ async def test_a_composite_of_two_rack_gangs_lands_in_the_one_zone_holding_both(
         settings = load_settings(kubeconfig=str(kubectl.kubeconfig))
         # lockstep plan of the example: both replicas fit, in one zone (zone a: one rack each)
         answers = {a["group"]: a for a in await plan([str(EXAMPLE)], settings, NAMESPACE)}
-        assert answers["demo/replica-0"]["fits"] and len(answers["demo/replica-0"]["placements"]) == 2
+        for replica in ("demo/replica-0", "demo/replica-1"):
+            assert answers[replica]["fits"] and len(answers[replica]["placements"]) == 2
         assert await env.pods() == [], "plan wrote nothing"
         await kubectl.apply(
             composite("training", 2, ZONE),
