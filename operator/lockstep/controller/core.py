@@ -176,6 +176,7 @@ class SchedulerCore:
         self._priority_classes: dict[str, int] = {}  # PriorityClass name -> value
         # PodGroups (either shape) naming a priorityClassName, as last seen: parsed again when it changes
         self._class_users: dict[GroupKey, dict[str, Any]] = {}
+        self._composite_class_users: dict[tuple[str, str], dict[str, Any]] = {}  # likewise, composites
         self.upstream_status = UpstreamStatusWriter(client)
         self.composite_status = CompositeStatusWriter(client)
         self.scheduler.on_composite = self._composite_verdict
@@ -383,6 +384,9 @@ class SchedulerCore:
             value = raw.get("value")
             self._priority_classes[name] = int(value) if isinstance(value, int | float) else 0
         self.dialects.on_priority_class(name)
+        for composite_raw in list(self._composite_class_users.values()):
+            if (composite_raw.get("spec") or {}).get("priorityClassName") == name:
+                self.on_composite_podgroup("MODIFIED", composite_raw)
         for key, group_raw in list(self._class_users.items()):
             if (group_raw.get("spec") or {}).get("priorityClassName") == name:
                 if key.upstream:
@@ -438,9 +442,14 @@ class SchedulerCore:
         meta = _meta(raw)
         namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
         if event_type == "DELETED":
+            self._composite_class_users.pop((namespace, name), None)
             self.composite_status.observe((namespace, name), None)
             self.cache.delete_composite(namespace, name)
             return
+        if (raw.get("spec") or {}).get("priorityClassName"):
+            self._composite_class_users[(namespace, name)] = raw
+        else:
+            self._composite_class_users.pop((namespace, name), None)
         try:
             composite = CompositePodGroup.model_validate(raw)
             info = from_composite(composite, self._priority_classes)

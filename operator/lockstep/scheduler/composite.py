@@ -22,6 +22,10 @@ the root whichever of its PodGroups is popped, as kube-scheduler queues the root
 - A composite already scheduled (``CompositePodGroupInitiallyScheduled`` True, or ``minGroupCount``
   children placed whole before this cycle) has no barrier any more: each child goes on its own.
 
+Binding is each PodGroup's own: its members wait at Permit for its minCount (GangPermit), not for the
+whole tree as upstream's Permit does; the tree was placed in one cycle, so a failed binding of one
+PodGroup sends that PodGroup, not its siblings, back to the queue.
+
 Cycles, a depth beyond ``MAX_DEPTH`` and a missing parent are found here (``root_of``), as kube-scheduler
 finds them at runtime: the PodGroups are refused or wait, told why, naming the field.
 """
