@@ -174,3 +174,51 @@ async def test_lockstep_podgroups_under_a_composite_bind_all_or_nothing(tmp_path
 
 async def _all_bound(env: Any, groups: tuple[str, ...], each: int) -> bool:
     return all([await env.bound(group) == each for group in groups])
+
+
+async def test_a_composite_in_disruption_mode_all_is_preempted_whole_and_says_so(tmp_path: Path) -> None:
+    """One node: a low-priority composite (disruptionMode all) of two one-pod gangs fills it; a
+    high-priority composite needing most of the node preempts both low pods, not one, and the low
+    composite's DisruptionTarget is True (PreemptionByScheduler)."""
+    async with simulated_cluster(nodes=1, devices_per_node=0, kube_version="1.37") as env:
+        kubectl = Kubectl(env, tmp_path)
+        classes = [
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": n},
+                "value": v,
+            }
+            for n, v in (("low", 10), ("high", 1000))
+        ]
+        low = composite("low", 2)
+        low["spec"].update(disruptionMode={"all": {}}, priorityClassName="low")
+        high = composite("high", 1)
+        high["spec"]["priorityClassName"] = "high"
+        members = []
+        for name, parent, cpu, priority in (("low-0", "low", "15", "low"), ("low-1", "low", "15", "low")):
+            child = upstream_child(name, 1, parent)
+            del child["spec"]["schedulingConstraints"]
+            members += [child, upstream_member(f"{name}-pod", name, cpu=cpu)]
+            members[-1]["spec"]["priorityClassName"] = priority
+        await kubectl.apply(*classes, low, *members)
+        await eventually(lambda: _all_bound_upstream(kubectl, ("low-0-pod", "low-1-pod")), what="low bound")
+
+        urgent = upstream_child("urgent", 1, "high")
+        del urgent["spec"]["schedulingConstraints"]
+        preemptor = upstream_member("urgent-pod", "urgent", cpu="20")
+        preemptor["spec"]["priorityClassName"] = "high"
+        await kubectl.apply(high, urgent, preemptor)
+        await eventually(lambda: _all_bound_upstream(kubectl, ("urgent-pod",)), what="the preemptor bound")
+        remaining = {p["metadata"]["name"] for p in await listed(kubectl, "pods")}
+        assert not remaining & {"low-0-pod", "low-1-pod"}, "the low composite was preempted whole"
+        target = condition(await kubectl.get("compositepodgroups", "low"), "DisruptionTarget")
+        assert target is not None and (target["status"], target["reason"]) == (
+            "True",
+            "PreemptionByScheduler",
+        )
+
+
+async def _all_bound_upstream(kubectl: Kubectl, names: tuple[str, ...]) -> bool:
+    pods = {p["metadata"]["name"]: p for p in await listed(kubectl, "pods")}
+    return all(name in pods and pods[name]["spec"].get("nodeName") for name in names)

@@ -31,6 +31,8 @@ PLURAL = "compositepodgroups"
 KIND: Literal["CompositePodGroup"] = "CompositePodGroup"
 CONDITION_INITIALLY_SCHEDULED = "CompositePodGroupInitiallyScheduled"
 REASON_INVALID = "Invalid"
+CONDITION_DISRUPTION_TARGET = "DisruptionTarget"
+REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 # KEP-6012's limit of a group hierarchy (Workload templates: WorkloadMaxTreeDepth); a deeper runtime
 # hierarchy is invalid, detected by the scheduler.
 MAX_DEPTH = 4

@@ -300,6 +300,9 @@ class SchedulerCore:
 
     def _preempted(self, plan: PreemptionPlan) -> None:
         who = f"{'group' if plan.group.pod_group else 'pod'} {plan.group.namespace}/{plan.group.name}"
+        for composite in plan.composites:
+            message = f"preempted whole (disruptionMode all) by {who}, priority {plan.priority}"
+            self.composite_status.disrupted(composite, message)
         for victim in plan.victims:
             reason = plan.reasons.get(victim.uid, REASON_POD)
             self.metrics.preemption_victims.labels(reason).inc()

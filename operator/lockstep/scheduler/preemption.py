@@ -66,6 +66,8 @@ class PreemptionPlan:
     reasons: dict[str, str]  # victim uid -> REASON_POD | REASON_GANG
     nominations: tuple[tuple[PodInfo, str], ...]  # the group's pods and where the trial put them
     violated_budgets: tuple[str, ...] = ()  # namespace/name of the PDBs the plan goes beyond
+    # the CompositePodGroups (namespace, name) preempted whole: their DisruptionTarget is written
+    composites: tuple[tuple[str, str], ...] = ()
 
     def victims_by_group(self) -> dict[GroupKey, int]:
         return dict(Counter(victim.group_key for victim in self.victims))
@@ -120,6 +122,7 @@ class _Unit:
     whole_gang: bool
     spare: int = 0  # for a member of a gang in Pod mode: how many of the gang's pods may go alone
     budget_hits: dict[str, int] = field(default_factory=dict)
+    composite: tuple[str, str] | None = None  # the CompositePodGroup preempted whole, if any
 
 
 class PreemptionPlanner:
@@ -233,6 +236,7 @@ class PreemptionPlanner:
             reasons=reasons,
             nominations=nominations,
             violated_budgets=tuple(sorted(self._violations(final))),
+            composites=tuple(sorted({unit.composite for unit in final if unit.composite is not None})),
         )
         return PlanVerdict(PlanResult.PLANNED, f"preempting {plan.describe_victims()}", plan, trials)
 
@@ -322,7 +326,9 @@ class PreemptionPlanner:
             )
             if top < priority:
                 units.append(
-                    _Unit(members[0].group_key, tuple(members), top, True, 0, _hits(members, budgets))
+                    _Unit(
+                        members[0].group_key, tuple(members), top, True, 0, _hits(members, budgets), ancestor
+                    )
                 )
         return units
 

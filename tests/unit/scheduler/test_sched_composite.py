@@ -20,6 +20,7 @@ from lockstep.api.podgroup import PodGroup
 from lockstep.api.upstream_podgroup import UpstreamPodGroup
 from lockstep.scheduler.composite import COMPOSITE_NOT_FOUND, INVALID_HIERARCHY, root_of
 from lockstep.scheduler.framework import Code, CompositeInfo, GroupKey, PodGroupInfo
+from lockstep.scheduler.preemption import PreemptionPlan
 from lockstep.state.cluster import ClusterCache
 
 BLOCK = "example.com/block"
@@ -281,6 +282,8 @@ async def test_a_composite_in_disruption_mode_all_is_preempted_whole() -> None:
         preemption = FlakyPreemptionAPI(ClusterCache("lockstep"), failing_deletes=0)
         scheduler, api, cache = make_scheduler(clock=clock, preemption_api=preemption)
         preemption.cache = cache
+        plans: list[PreemptionPlan] = []
+        scheduler.on_preempted = plans.append
         cache.upsert_composite(composite("low", 2, priority=10, disruption_mode=mode))
         for i, node in enumerate(("n0", "n1")):
             cache.upsert_node(make_node(node, cpu="4"))
@@ -295,7 +298,9 @@ async def test_a_composite_in_disruption_mode_all_is_preempted_whole() -> None:
         await _until_bound(scheduler, api, clock, ["urgent-pod-0"])
         if expected is not None:
             assert set(preemption.deleted) == expected
+            assert plans[0].composites == (("default", "low"),)  # its DisruptionTarget is written
         else:
+            assert plans[0].composites == ()
             assert len(preemption.deleted) == 1 and preemption.deleted[0].startswith("low-")
 
 
