@@ -119,14 +119,18 @@ def sim_command(args: argparse.Namespace) -> int:
         )
         return USAGE_EXIT
     if not args.pod_start_seconds >= 0:
-        print(f"lockstep sim: --pod-start-seconds must not be negative, got {args.pod_start_seconds}",
-              file=sys.stderr)
+        print(
+            f"lockstep sim: --pod-start-seconds must not be negative, got {args.pod_start_seconds}",
+            file=sys.stderr,
+        )
         return USAGE_EXIT
     for flag in ("node_monitor_grace_period", "node_monitor_period", "pod_gc_period"):
         if not getattr(args, flag) > 0:
             option = "--" + flag.replace("_", "-")
-            print(f"lockstep sim: {option} must be a positive number of seconds, got {getattr(args, flag)}",
-                  file=sys.stderr)
+            print(
+                f"lockstep sim: {option} must be a positive number of seconds, got {getattr(args, flag)}",
+                file=sys.stderr,
+            )
             return USAGE_EXIT
     configure_logging(fmt="console", level="warning", stream=sys.stderr)
     cluster = SimCluster(

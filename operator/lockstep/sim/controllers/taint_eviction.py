@@ -10,9 +10,10 @@ Tolerations match as ``Toleration.ToleratesTaint``: same effect or none, same ke
 operator Exists, and with operator Equal (the default) the same value. The deletion first sets the pod
 condition DisruptionTarget=True (reason ``DeletionByTaintManager``, message "Taint manager: deleting due
 to NoExecute taint"), after the pod's other conditions as upstream's ``UpdatePodCondition`` puts it,
-records a Normal event ``TaintManagerEviction``, then DELETEs the pod with the default grace period. A planned deletion is cancelled when the taints go or the pod tolerates them
-forever. Every pod gets 300 s tolerations for ``node.kubernetes.io/not-ready`` and ``unreachable`` at
-creation (the DefaultTolerationSeconds admission in ``registry/core.py``) unless it sets its own.
+records a Normal event ``TaintManagerEviction``, then DELETEs the pod with the default grace period.
+A planned deletion is cancelled when the taints go or the pod tolerates them forever. Every pod gets
+300 s tolerations for ``node.kubernetes.io/not-ready`` and ``unreachable`` at creation (the
+DefaultTolerationSeconds admission in ``registry/core.py``) unless it sets its own.
 """
 
 from __future__ import annotations
