@@ -27,6 +27,7 @@ pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "examples" / "gang-health" / "README.md"
+GUIDE = REPO / "docs" / "user-guide.md"
 KUBECTL = shutil.which("kubectl")
 START_TIMEOUT = 60.0
 STEPS_TIMEOUT = 240.0
@@ -153,3 +154,17 @@ def test_the_example_recovers_a_keep_min_count_gang_from_a_lost_node(cluster: di
     satisfied = next(c for c in group["status"]["conditions"] if c["type"] == "PodGroupSatisfied")
     assert (satisfied["status"], satisfied["reason"]) == ("True", "MinCountSatisfied")
     assert group["status"]["running"] == 4
+
+
+def test_the_user_guide_quotes_the_example_as_its_readme_has_it() -> None:
+    """docs/user-guide.md ("Try it on lockstep sim") repeats the README's commands: none may drift."""
+    guide = GUIDE.read_text()
+    section = guide[guide.index("**Try it on `lockstep sim`.**") :]
+    quoted = [shlex.split(line, comments=True) for line in shell_blocks(section)[0].splitlines() if line]
+    readme = [
+        shlex.split(line, comments=True) for b in shell_blocks(README.read_text()) for line in b.splitlines()
+    ]
+    missing = [" ".join(command) for command in quoted if command not in readme]
+    assert not missing, (
+        f"commands of the user guide that examples/gang-health/README.md does not run: {missing}"
+    )
