@@ -13,6 +13,7 @@ from test_sim_cluster import eventually, get_or_none
 
 from lockstep.sim.cluster import SimCluster
 from lockstep.sim.controllers.kubelet import LOST_ANNOTATION
+from lockstep.sim.faults import FaultRule
 from lockstep.sim.workload import EXIT_CODE, RUN_SECONDS
 
 NS = "clock"
@@ -309,13 +310,18 @@ async def test_kubectl_loses_a_node_by_its_lost_annotation_and_restores_it_by_re
 async def test_the_pods_of_a_deleted_node_are_deleted_by_the_pod_gc_after_its_quarantine(
     cluster: SimCluster,
 ) -> None:
+    await run_pod(cluster, "unlucky", node="node-001")  # first in the pod GC's pass
     await run_pod(cluster, "orphan", node="node-001")
+    await pod_in_phase(cluster, "unlucky", "Running")
     await pod_in_phase(cluster, "orphan", "Running")
+    # every write of the pod GC to the first pod fails: the others are collected all the same
+    cluster.server.faults.add(FaultRule(verb="patch", resource="pods", name="unlucky", status=500))
     http = cluster.http
     await http.delete("/api/v1/nodes/node-001")
     deleted = time.monotonic()
     await eventually(lambda: _gone(cluster, "orphan"), "the orphaned pod deleted by the pod GC")
     assert time.monotonic() - deleted >= 0.4  # twice pod_gc_period: the node was missing that long
+    assert not await _gone(cluster, "unlucky")
 
 
 async def _gone(sim: SimCluster, name: str) -> bool:
