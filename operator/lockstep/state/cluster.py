@@ -149,6 +149,8 @@ class ClusterCache:
         self._leaving: dict[str, None] = {}  # uids of pods being deleted or marked as victims
         self._budgets: dict[tuple[str, str], DisruptionBudget] = {}
         self._listeners: list[ClusterListener] = []
+        self._node_generation = 0
+        self._usage_watchers: list[set[str]] = []
 
     # ----------------------------------------------------------------- listeners
 
@@ -463,8 +465,23 @@ class ClusterCache:
 
     # ----------------------------------------------------------------- nodes
 
+    @property
+    def node_generation(self) -> int:
+        """Changes whenever a node is added or deleted or a node's labels change (not with what is
+        placed on it): a grouping of the nodes by their labels holds until it changes."""
+        return self._node_generation
+
+    def watch_node_usage(self) -> set[str]:
+        """A set to which the cache adds the name of every node whose usage or capacity changes (its
+        requests, pod count or allocatable); the watcher empties it as it reads it."""
+        changed: set[str] = set()
+        self._usage_watchers.append(changed)
+        return changed
+
     def upsert_node(self, node: NodeInfo) -> None:
         old = self._nodes.get(node.name)
+        if old is None or old.labels != node.labels:
+            self._node_generation += 1
         if old is not None:
             self._unindex_labels(old)
             self._count_images(old, -1)
@@ -490,6 +507,7 @@ class ClusterCache:
         node = self._nodes.pop(name, None)
         if node is None:
             return
+        self._node_generation += 1
         self._unindex_labels(node)
         self._count_images(node, -1)
         self._unbucket(name)
@@ -524,6 +542,8 @@ class ClusterCache:
 
     def _rebucket(self, node: NodeInfo) -> None:
         """Refresh the node's place in the free-cpu indexes and its domain's free-cpu total."""
+        for changed in self._usage_watchers:
+            changed.add(node.name)
         domain = node.labels.get(self.topology_key)
         free = node.allocatable.get("cpu", 0) - node.requested.get("cpu", 0)
         previous = self._node_free.get(node.name)
