@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -56,6 +56,7 @@ log = logging.getLogger(__name__)
 
 PLACEMENT_PLUGIN = "GangScheduling"
 SHOWN_SMALL_DOMAINS = 8  # domains too small for the group named one by one in the status, per level
+SMALL_DOMAIN_SHARE = 16  # a domain of fewer than 1/16 of the nodes has its candidates ordered directly
 
 
 def placement_feasible(progress: PlacementProgress, is_gang: bool = True) -> Status:
@@ -470,14 +471,18 @@ class GroupCycle:
                 if narrowed is None or name in narrowed:
                     seen.add(name)
                     yield name
-        rest = (
-            narrowed
-            if narrowed is not None
-            else self.cache.nodes_by_free_cpu(pod.requests.get("cpu", 0), self.spread)
-        )
+        domain = self._domain
+        rest: Iterable[str]
+        if narrowed is not None:
+            rest = narrowed
+        elif domain is not None and len(domain) * SMALL_DOMAIN_SHARE < len(self.cache.nodes):
+            # a few nodes of many (a rack): ordered directly, not found among all of them
+            rest = self.cache.order_by_free_cpu(domain, pod.requests.get("cpu", 0), self.spread)
+            domain = None
+        else:
+            rest = self.cache.nodes_by_free_cpu(pod.requests.get("cpu", 0), self.spread)
         if seen:
             rest = (name for name in rest if name not in seen)
-        domain = self._domain
         yield from rest if domain is None else (name for name in rest if name in domain)
 
     def _find_feasible(self, state: CycleState, pod: PodInfo, filters: list[FilterPlugin]) -> list[NodeInfo]:
