@@ -7,7 +7,9 @@ level above it, so a rack named ``r1`` in two blocks is two domains.
 
 The group cycle (``lockstep.scheduler.cycle``) tries the levels innermost first: the smallest preferred
 domain that can hold the whole group, then the next level up, finally the required domain (or, with
-no required level, the whole cluster). Within a level it tries domains in :func:`best_fit` order.
+no required level, the whole cluster). Within a level it tries domains in :func:`best_fit` order;
+:func:`why_chosen` says, for the status and ``lockstep explain``, why the domain it placed the group
+in was chosen.
 
 Room is estimated, not simulated: :func:`member_slots` is an upper bound on how many of the group's
 members a node can still take (free capacity over the smallest request of each resource any member
@@ -301,7 +303,7 @@ def why_chosen(
     group's ``placed`` members limit them to the domain holding those); ``domain`` is the first of
     them where the whole cycle succeeded, or the one tried when ``order`` ranked none."""
     if not domain.labels:
-        return "no required level: the whole cluster"
+        return "no required level"
     if placed:
         return f"already holds the group's placed members, on {len(placed)} nodes"
     if not any(d is domain for d in candidates):
