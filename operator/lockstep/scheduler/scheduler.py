@@ -39,6 +39,7 @@ from lockstep.scheduler.framework import (
     Status,
 )
 from lockstep.scheduler.group_checks import MIN_RESOURCES, task_counts, task_minimums_status
+from lockstep.scheduler.plugin_context import PluginContext
 from lockstep.scheduler.plugins.capacity_reservation import RESERVATION_SERVICE
 from lockstep.scheduler.plugins.dynamic_resources import STORE_SERVICE
 from lockstep.scheduler.plugins.gang import GangPermit
@@ -52,7 +53,7 @@ from lockstep.scheduler.preemption import (
     PreemptionPlanner,
     ReleasableDevices,
 )
-from lockstep.scheduler.profile import DEFAULT_PLUGINS, PluginContext, build_profile
+from lockstep.scheduler.profile import DEFAULT_PLUGINS, build_profile
 from lockstep.scheduler.queue import GroupQueue, GroupState
 from lockstep.scheduler.records import REASON_WAITING, GroupAttempt, PodDiagnosis, merge_causes, reason_for
 from lockstep.scheduler.reservation import (
