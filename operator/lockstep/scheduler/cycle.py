@@ -46,7 +46,9 @@ from lockstep.scheduler.topology import (
     DomainOrder,
     DomainTry,
     best_fit,
+    domains_of,
     levels,
+    member_slots,
     member_unit,
     why_chosen,
 )
@@ -180,8 +182,20 @@ class GroupCycle:
         plan = levels(group.topology_keys, group.preferred_topology_keys)
         by_level: list[list[Domain]] = []
         above: dict[tuple[tuple[str, str], ...], int] = {}
+        # Inside a composite's domain the domains are of its nodes only (a rack label may repeat across
+        # blocks); the index knows the whole cluster's.
+        scoped = (
+            {name: member_slots(node, unit) for name, node in nodes.items()}
+            if self.scope is not None
+            else None
+        )
         for level in reversed(plan):  # outermost first, for each domain's room in the level above
-            found = self.domain_index.domains(level.keys, unit, above) if level.keys else []
+            if not level.keys:
+                found = []
+            elif scoped is not None:
+                found = domains_of(nodes.values(), level.keys, scoped, above)
+            else:
+                found = self.domain_index.domains(level.keys, unit, above)
             by_level.append(found)
             above = {d.labels: d.slots for d in found}
         by_level.reverse()

@@ -367,3 +367,16 @@ async def test_a_refused_composite_refuses_its_hierarchy_naming_the_field() -> N
     assert attempt.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert "spec.parentCompositePodGroupName" in attempt.message and "minGroupCount" in attempt.message
     assert not api.bind_calls
+
+
+async def test_a_child_s_racks_are_the_composite_block_s_even_where_rack_names_repeat() -> None:
+    """Rack r1 in block a and rack r1 in block b are two racks: inside block a a child sees only a's r1.
+    Each block has one rack of 3, so two gangs of 3 each in a rack cannot share a block: none binds."""
+    scheduler, api, cache = make_scheduler()
+    _blocks(cache, {"a/r1": 3, "b/r1": 3})
+    cache.upsert_composite(composite("cpg-root", 2, topology_keys=(BLOCK,)))
+    for name in ("pg-1", "pg-2"):
+        cache.upsert_podgroup(child(name, 3, "cpg-root", topology_keys=(RACK,)))
+        pods(api, name, 3)
+    await settle(scheduler)
+    assert not api.bind_calls
