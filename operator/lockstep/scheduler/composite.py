@@ -296,11 +296,7 @@ class CompositeCycle:
     def _domains(
         self, tree: Hierarchy, scope: frozenset[str] | None, pending: Sequence[PodInfo]
     ) -> list[Domain]:
-        nodes = self.cache.nodes
-        if scope is not None:
-            nodes = {name: nodes[name] for name in scope if name in nodes}
         unit = member_unit(pending)
-        slots = {name: member_slots(node, unit) for name, node in nodes.items()}
         placed = {
             node
             for leaf in tree.leaves()
@@ -308,7 +304,12 @@ class CompositeCycle:
             for node in [member.node_name or self.cache.assumed_node(member.uid)]
             if node
         }
-        found = domains_of(nodes.values(), tree.composite.topology_keys, slots)
+        keys = tree.composite.topology_keys
+        if scope is None:  # a root: the cluster's domains, kept across cycles
+            found = self.cycle.domain_index.domains(keys, unit)
+        else:  # inside the parent's domain, of its nodes only
+            nodes = [node for name in scope if (node := self.cache.nodes.get(name)) is not None]
+            found = domains_of(nodes, keys, {node.name: member_slots(node, unit) for node in nodes})
         wanted = max(len(pending), 1)
         return self.domain_order(found, 1 if pending else 0, wanted, placed)
 
