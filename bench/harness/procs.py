@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,17 +127,21 @@ async def start_sim(
     max_pods: int | None = None,
     ready_within: float = 120.0,
     env: dict[str, str] | None = None,
+    extra_args: Sequence[str] = (),
 ) -> Child:
     """``lockstep sim`` in its own process; returns once its kubeconfig works and all nodes exist.
 
     With ``max_pods``, or more than ``SIM_START_NODES`` nodes, the same emulator is started through
     ``bigsim.py``, with that many pods per node and time to create every node.
-    ``env`` replaces the process environment (another ``PYTHONPATH``: another tree's emulator).
+    ``env`` replaces the process environment (another ``PYTHONPATH``: another tree's emulator);
+    ``extra_args`` go to ``lockstep sim`` (its periods, say), which ``bigsim.py`` does not take.
     """
     kubeconfig = workdir / "kubeconfig"
     kubeconfig.unlink(missing_ok=True)
     if max_pods is None and nodes <= SIM_START_NODES:
         program = [*LOCKSTEP, "sim"]
+    elif extra_args:
+        raise ValueError(f"start_sim: extra_args {list(extra_args)} need lockstep sim, not bigsim.py")
     else:
         start_timeout = SIM_START_SECONDS * max(1.0, nodes / SIM_START_NODES)
         ready_within = max(ready_within, start_timeout * 2)
@@ -153,6 +158,7 @@ async def start_sim(
         str(free_port()),
         "--kubeconfig",
         str(kubeconfig),
+        *extra_args,
     ]
     child = Child("lockstep sim", argv, workdir / "sim.log", env)
     deadline = time.monotonic() + ready_within

@@ -14,6 +14,7 @@ Events that could make a parked group schedulable are reported to the registered
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ from lockstep.api.groups import from_lockstep
 from lockstep.api.podgroup import PodGroup
 from lockstep.scheduler.framework import (
     ONCE_SATISFIED,
+    CompositeInfo,
     DisruptionBudget,
     GroupKey,
     NodeInfo,
@@ -165,6 +167,8 @@ class ClusterCache:
         self._cpu_buckets: dict[int, _Bucket] = {}
         self._domain_buckets: dict[str, dict[int, _Bucket]] = {}
         self._node_bucket: dict[str, tuple[str | None, int]] = {}
+        self._bucket_entry: dict[str, int] = {}  # node -> when it entered its bucket (order within it)
+        self._bucket_entries = itertools.count()
         self._node_free: dict[str, tuple[str | None, int]] = {}  # node -> (domain, free cpu)
         self._domain_free: dict[str, int] = {}
         self._placed_index = PlacedPodIndex(lambda: ((self._pods[u], n) for u, n in self._placed.items()))
@@ -175,7 +179,10 @@ class ClusterCache:
         self._placed_priorities: Counter[int] = Counter()  # priority -> placed pods with it
         self._leaving: dict[str, None] = {}  # uids of pods being deleted or marked as victims
         self._budgets: dict[tuple[str, str], DisruptionBudget] = {}
+        self._composites: dict[tuple[str, str], CompositeInfo] = {}
         self._listeners: list[ClusterListener] = []
+        self._node_generation = 0
+        self._usage_watchers: list[set[str]] = []
 
     # ----------------------------------------------------------------- listeners
 
@@ -490,8 +497,23 @@ class ClusterCache:
 
     # ----------------------------------------------------------------- nodes
 
+    @property
+    def node_generation(self) -> int:
+        """Changes whenever a node is added or deleted or a node's labels change (not with what is
+        placed on it): a grouping of the nodes by their labels holds until it changes."""
+        return self._node_generation
+
+    def watch_node_usage(self) -> set[str]:
+        """A set to which the cache adds the name of every node whose usage or capacity changes (its
+        requests, pod count or allocatable); the watcher empties it as it reads it."""
+        changed: set[str] = set()
+        self._usage_watchers.append(changed)
+        return changed
+
     def upsert_node(self, node: NodeInfo) -> None:
         old = self._nodes.get(node.name)
+        if old is None or old.labels != node.labels:
+            self._node_generation += 1
         if old is not None:
             self._unindex_labels(old)
             self._count_images(old, -1)
@@ -517,6 +539,7 @@ class ClusterCache:
         node = self._nodes.pop(name, None)
         if node is None:
             return
+        self._node_generation += 1
         self._unindex_labels(node)
         self._count_images(node, -1)
         self._unbucket(name)
@@ -551,6 +574,8 @@ class ClusterCache:
 
     def _rebucket(self, node: NodeInfo) -> None:
         """Refresh the node's place in the free-cpu indexes and its domain's free-cpu total."""
+        for changed in self._usage_watchers:
+            changed.add(node.name)
         domain = node.labels.get(self.topology_key)
         free = node.allocatable.get("cpu", 0) - node.requested.get("cpu", 0)
         previous = self._node_free.get(node.name)
@@ -567,6 +592,7 @@ class ClusterCache:
         self._unbucket(node.name)
         bucket = place[1]
         self._cpu_buckets.setdefault(bucket, _Bucket())[node.name] = None
+        self._bucket_entry[node.name] = next(self._bucket_entries)
         if domain is not None:
             self._domain_buckets.setdefault(domain, {}).setdefault(bucket, _Bucket())[node.name] = None
         self._node_bucket[node.name] = place
@@ -575,6 +601,7 @@ class ClusterCache:
         place = self._node_bucket.pop(name, None)
         if place is None:
             return
+        del self._bucket_entry[name]
         domain, bucket = place
         _leave(self._cpu_buckets, bucket, name)
         if domain is not None:
@@ -611,6 +638,15 @@ class ClusterCache:
         for bucket in sorted((b for b in buckets if b >= lowest), reverse=most_free_first):
             yield from buckets[bucket]
 
+    def order_by_free_cpu(self, names: Iterable[str], at_least: int, most_free_first: bool) -> list[str]:
+        """Those of ``names`` that ``nodes_by_free_cpu(at_least, most_free_first)`` yields, in its order,
+        without walking every node: for a few nodes of a large cluster."""
+        lowest = at_least.bit_length() if at_least > 0 else 0
+        sign = -1 if most_free_first else 1
+        buckets, entries = self._node_bucket, self._bucket_entry
+        kept = [name for name in names if name in buckets and buckets[name][1] >= lowest]
+        return sorted(kept, key=lambda name: (sign * buckets[name][1], entries[name]))
+
     # ----------------------------------------------------------------- PodGroups
 
     def upsert_podgroup(self, podgroup: PodGroup | PodGroupInfo) -> None:
@@ -645,6 +681,61 @@ class ClusterCache:
     def podgroups(self) -> list[PodGroupInfo]:
         """Every PodGroup (either shape) the cache knows."""
         return [group.info for group in self._groups.values() if group.info is not None]
+
+    # ----------------------------------------------------------------- CompositePodGroups
+
+    def upsert_composite(self, info: CompositeInfo) -> None:
+        """A CompositePodGroup added or changed: the PodGroups under it may be placed differently now."""
+        old = self._composites.get(info.key)
+        self._composites[info.key] = info
+        if old != info:
+            event = ClusterEvent.GROUP_ADDED if old is None else ClusterEvent.GROUP_UPDATED
+            for leaf in self.composite_leaves(info.namespace, info.name):
+                self._emit(event, leaf.key)
+
+    def delete_composite(self, namespace: str, name: str) -> None:
+        if self._composites.pop((namespace, name), None) is None:
+            return
+        for leaf in self.composite_leaves(namespace, name):
+            self._emit(ClusterEvent.GROUP_UPDATED, leaf.key)
+
+    def composite(self, namespace: str, name: str) -> CompositeInfo | None:
+        return self._composites.get((namespace, name))
+
+    def composites(self) -> list[CompositeInfo]:
+        return list(self._composites.values())
+
+    def composite_children(self, namespace: str, name: str) -> tuple[list[PodGroupInfo], list[CompositeInfo]]:
+        """The PodGroups (either shape) and the CompositePodGroups naming this one as their parent,
+        each sorted by name."""
+        groups = sorted(
+            (
+                g.info
+                for g in self._groups.values()
+                if g.info is not None and g.info.parent == name and g.info.namespace == namespace
+            ),
+            key=lambda info: (info.name, info.upstream),
+        )
+        composites = sorted(
+            (c for c in self._composites.values() if c.parent == name and c.namespace == namespace),
+            key=lambda c: c.name,
+        )
+        return groups, composites
+
+    def composite_leaves(self, namespace: str, name: str) -> list[PodGroupInfo]:
+        """Every PodGroup in the composite's subtree (a cycle in the parent links ends the walk)."""
+        leaves: list[PodGroupInfo] = []
+        seen: set[str] = set()
+        todo = [name]
+        while todo:
+            current = todo.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            groups, composites = self.composite_children(namespace, current)
+            leaves += groups
+            todo += [c.name for c in composites]
+        return leaves
 
     def bound_count(self, key: GroupKey) -> int:
         """Members the API shows bound, not being deleted."""
