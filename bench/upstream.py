@@ -64,10 +64,10 @@ def memory_per_node_kb(runs: Sequence[WorkloadRun]) -> float | None:
 
 def table(runs: Sequence[WorkloadRun]) -> str:
     lines = [
-        "| workload | nodes | bound | pods/s | ceiling pods/s | ratio | operator CPU (ms/pod) | "
+        "| workload | scale | nodes | bound | pods/s | ceiling pods/s | ratio | operator CPU (ms/pod) | "
         "operator RSS with nodes / peak (MB) | MB per 1,000 pods | emulator CPU (s) / RSS (MB) | "
         "started (UTC) | load avg |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         lockstep, ceiling = run.phases.get("lockstep"), run.phases.get("ceiling")
@@ -81,7 +81,7 @@ def table(runs: Sequence[WorkloadRun]) -> str:
         )
         per_pod = (peak - start) / lockstep.pods_bound * 1000 if lockstep.pods_bound else 0.0
         lines.append(
-            f"| {run.workload} | {int(lockstep.extra.get('nodes', 0)):,} | "
+            f"| {run.workload} | {run.scale:g} | {int(lockstep.extra.get('nodes', 0)):,} | "
             f"{lockstep.pods_bound:,}/{lockstep.pods_expected:,} | {lockstep.pods_per_second:,.0f} | "
             f"{ceiling.pods_per_second:,.0f} | {run.ceiling_ratio or 0:.2f} | "
             f"{cpu / max(1, lockstep.pods_bound) * 1000:.2f} | {start:.0f} / {peak:.0f} | {per_pod:.1f} | "
