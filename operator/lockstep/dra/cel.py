@@ -899,7 +899,7 @@ class Selector:
             raise CELError(expression, f"must evaluate to bool or the unknown type, not {output}")
         self._runner = _DRARunner(_environment(), tree, functions, cost_limit)
         # Where cel-expr-python agrees with this evaluator (lockstep.dra.cel_fast), it decides first.
-        self.fast = compile_fast(expression, tree, self.estimated_cost(), cost_limit)
+        self.fast = compile_fast(expression, tree, self.estimated_cost, cost_limit)
 
     def estimated_cost(self) -> int:
         """cel-go's worst-case cost estimate, which kube-apiserver compares to SELECTOR_MAX_COST."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import lark
@@ -31,7 +31,6 @@ import re2
 
 from lockstep.dra.cel_errors import qualify
 from lockstep.dra.k8s_types import Quantity, SemverError, parse_semver
-
 
 _NODES = frozenset(
     {
@@ -91,7 +90,9 @@ def _plain_string(tree: Any) -> str:
         tree = tree.children[0]
     if isinstance(tree, lark.Tree) and tree.data == "literal":
         token = tree.children[0]
-        if isinstance(token, lark.Token) and token.type == "STRING_LIT" and (match := _PLAIN_STRING.match(token.value)):
+        is_string = isinstance(token, lark.Token) and token.type == "STRING_LIT"
+        match = _PLAIN_STRING.match(str(token)) if is_string else None
+        if match is not None:
             return next(group for group in match.groups() if group is not None)
     raise _Declined
 
@@ -199,14 +200,16 @@ class FastSelector:
         return value if isinstance(value, bool) else None
 
 
-def compile_fast(expression: str, tree: Any, estimated_cost: int, cost_limit: int) -> FastSelector | None:
+def compile_fast(
+    expression: str, tree: Any, estimated_cost: Callable[[], int], cost_limit: int
+) -> FastSelector | None:
     """The fast form of a selector today's evaluator compiled to ``tree``, or None if it declines."""
-    if estimated_cost > cost_limit or _environment() is None:
-        return None
     found: set[Reference] = set()
     try:
         _references(tree, found)
     except (_Declined, RecursionError):
+        return None
+    if estimated_cost() > cost_limit or _environment() is None:
         return None
     try:
         # Unchecked: its checker refuses comprehensions over dyn values (device.attributes[d].n.all(..)),
