@@ -56,7 +56,7 @@ class ResourceKind:
 class ConnectionInfo:
     """One API server and the credentials for it, as :mod:`lockstep.kube.credentials` loads them: the
     session here and Kopf's login (``lockstep.controller.handlers``) both use it. Certificates are
-    files (kubernetes_asyncio writes a kubeconfig's embedded data to temporary files)."""
+    files (a kubeconfig's embedded data is written to temporary files)."""
 
     server: str  # e.g. "https://10.0.0.1:6443"
     ca_path: str | None = None
