@@ -22,8 +22,8 @@ from aiohttp import web
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import Configuration
 
-from lockstep.kube.client import PODS, KubeClient
 from lockstep.kube import credentials
+from lockstep.kube.client import PODS, KubeClient
 from lockstep.kube.credentials import CredentialsError, load_connection_info
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl to make certificates")
