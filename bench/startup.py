@@ -19,12 +19,12 @@ operator's exit, to its 'stopped' line (drain, last PodGroup statuses and Events
 log runs at info for it) and from that line to the exit; every gang must be bound whole or not at all.
 
 ``--takeover term|kill``: two replicas with leader election (the defaults: 15 s lease, 2 s retry
-period). The second starts once the first holds the Lease, and is a warm standby once its /metrics
-answer (its informers are primed by then). The leader is then SIGTERMed (it drains and releases the
-Lease) or SIGKILLed (the Lease expires) while pods are still pending. Measured: from the leader's
-loss (the released Lease seen, or the SIGKILL plus the lease duration) to the standby's acquireTime,
-and from that acquireTime (the standby's clock, the same machine's) to the first binding the watch
-sees after it.
+period). The second starts once the first holds the Lease, and is a warm standby 3 s after its
+/metrics answer (its informers are primed by then, Kopf started). The leader is then SIGTERMed (it
+drains and releases the Lease) or SIGKILLed (the Lease expires) while pods are still pending.
+Measured: from the leader's loss (the released Lease seen, or the SIGKILL plus the lease duration)
+to the standby's acquireTime, and from that acquireTime (the standby's clock, the same machine's) to
+the first binding the watch sees after it.
 
 ``--tree before=/tmp/old/operator --tree after=operator`` compares source trees (each a directory
 holding the ``lockstep`` package; the emulator and the operator both run from it): their runs
@@ -99,6 +99,9 @@ LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/lockstep"
 # lockstep run's defaults, passed explicitly: the SIGKILLed leader's Lease is acquirable this long after
 LEASE_SECONDS = 15.0
 RETRY_PERIOD_SECONDS = 2.0
+# How long the standby runs after its /metrics answer before the leader is lost: Kopf starts with
+# /metrics, on a thread; a standby of a real deployment has been up for much longer.
+STANDBY_SETTLE_SECONDS = 3.0
 
 
 def start_replica(kubeconfig: Path, workdir: Path, name: str, env: dict[str, str] | None) -> Child:
@@ -137,13 +140,21 @@ def monotonic_of(timestamp: str) -> float:
     return wall - time.time() + time.monotonic()
 
 
-async def metrics_answer(address: str) -> bool:
+async def metrics_served(address: str) -> bool:
+    """Whether ``lockstep run`` serves /metrics at ``address``: it does once its informers are
+    primed (and at least ``DEFERRED_START_SECONDS`` later); its port accepts connections before."""
     try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(*address.rsplit(":", 1)), 0.5)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(*address.rsplit(":", 1)), 1.0)
     except (OSError, TimeoutError):
         return False
-    writer.close()
-    return True
+    try:
+        writer.write(b"GET /metrics HTTP/1.0\r\n\r\n")
+        status_line = await asyncio.wait_for(reader.readline(), 1.0)
+    except (OSError, TimeoutError):
+        return False
+    finally:
+        writer.close()
+    return status_line.split()[1:2] == [b"200"]
 
 
 async def take_over(
@@ -162,12 +173,13 @@ async def take_over(
             await asyncio.sleep(0.01)
         standby = start_replica(kubeconfig, workdir, "standby", env)
         assert standby.metrics_url is not None
-        while not await metrics_answer(standby.metrics_url):
+        while not await metrics_served(standby.metrics_url):
             standby.check_alive()
             watcher.check()
             if time.monotonic() > deadline:
                 raise ProcessFailed("the standby's /metrics never answered")
             await asyncio.sleep(0.05)
+        await asyncio.sleep(STANDBY_SETTLE_SECONDS)
         if tracker.complete.is_set():
             raise ProcessFailed("the leader bound every pod before the standby was warm: use more --pods")
         bound_before = tracker.bound_count
