@@ -1,7 +1,7 @@
 """Start-up: from the exec of ``lockstep run`` to its first and its last binding, everything pre-created.
 
 ``python bench/startup.py [--nodes 1000] [--pods 5000] [--gang-size 8] [--runs 3] [--json]
-[--tree NAME=DIR ...] [--shutdown | --takeover term|kill]``
+[--tree NAME=DIR ...] [--until-first-bind] [--shutdown | --takeover term|kill]``
 
 As the kube-scheduler comparison was measured: ``lockstep sim`` runs with the nodes, then every
 PodGroup and pod is created (nothing is scheduled, no operator runs), a watch on the pods is opened,
@@ -270,6 +270,7 @@ async def one_run(
     workdir: Path,
     env: dict[str, str] | None = None,
     mode: str = "startup",
+    until_first_bind: bool = False,
 ) -> dict[str, Any]:
     gangs = tuple(
         GangSpec(f"start-{i:05d}", pods=gang_size, min_count=gang_size, cpu_millis=100)
@@ -310,7 +311,7 @@ async def one_run(
                 return {**result, "nodes": nodes, "pods": workload.pods_expected}
             deadline = exec_at + 300.0
             cpu_at_first_bind: tuple[float, float] | None = None
-            while not tracker.complete.is_set():
+            while not tracker.complete.is_set() and not (until_first_bind and cpu_at_first_bind):
                 operator.check_alive()
                 watcher.check()
                 if time.monotonic() > deadline:
@@ -323,6 +324,8 @@ async def one_run(
             await watcher.stop()
             bound = [t.bound_at for t in tracker.pods.values() if t.bound_at is not None]
             first, last = min(bound) - exec_at, max(bound) - exec_at
+            if until_first_bind:
+                last = float("nan")
             return {
                 "nodes": nodes,
                 "pods": workload.pods_expected,
@@ -355,6 +358,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=[],
         metavar="NAME=DIR",
         help="a source tree to compare (its directory holding the lockstep package); runs alternate",
+    )
+    parser.add_argument(
+        "--until-first-bind",
+        action="store_true",
+        help="stop each run at its first binding (on a loaded machine binding everything takes minutes)",
     )
     modes = parser.add_mutually_exclusive_group()
     modes.add_argument(
@@ -427,7 +435,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, directory in args.trees.items():
             env = tree_env(directory)
             with tempfile.TemporaryDirectory(prefix="lockstep-startup-") as tmp:
-                run = one_run(args.nodes, args.pods, args.gang_size, Path(tmp), env, args.mode)
+                run = one_run(
+                    args.nodes, args.pods, args.gang_size, Path(tmp), env, args.mode, args.until_first_bind
+                )
                 runs[name].append(asyncio.run(run))
     if args.mode != "startup":
         if args.json:
