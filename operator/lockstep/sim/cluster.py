@@ -327,6 +327,7 @@ class SimCluster:
             delete_delay=self.kubelet_delete_delay,
             run_seconds=self.pod_run_seconds,
             pvcs=pvcs,
+            nodes=nodes,
         )
         self._claim_controller = ClaimController(http, pods, claims)
         self._pv_controller = PersistentVolumeController(http, pvs, pvcs, pods)
