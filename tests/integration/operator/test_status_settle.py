@@ -115,7 +115,17 @@ def test_waiting_for_members_or_their_claims_is_a_passing_phase_and_other_waits_
 
 def test_only_phases_on_the_way_to_binding_wait_the_settle_window() -> None:
     pending = {"phase": "Pending", "total": 4, "scheduled": 0}
-    assert hold_for({}, {"phase": "Scheduling", "total": 4, "scheduled": 2}) is Hold.PASSING
+    # the phases the scheduler ends by itself wait longest: a backlog of gangs costs one write each
+    assert hold_for({}, {"phase": "Scheduling", "total": 4, "scheduled": 2}) is Hold.BACKLOG
+    assert hold_for({}, pending) is Hold.BACKLOG  # not attempted yet: waiting its turn
+    errored = {
+        **pending,
+        "lastAttemptTime": "2026-12-02T00:00:00Z",
+        "unschedulableReasons": [{"reason": "E"}],
+    }
+    assert hold_for({}, errored) is Hold.PASSING  # a scheduler error is no backlog
+    arriving = {"phase": "Waiting", "unschedulableReasons": [{"reason": "TooFewPods", "count": 1}]}
+    assert hold_for({}, arriving) is Hold.PASSING
     scheduled = {"phase": "Scheduled", "total": 4, "scheduled": 4, "running": 0}
     assert hold_for(pending, scheduled) is Hold.SCHEDULED  # a moment for the containers, no more
     assert hold_for(scheduled, {**scheduled, "running": 2}) is Hold.CONTAINERS
