@@ -39,6 +39,16 @@ async def test_a_two_level_gang_takes_the_rack_of_the_tightest_zone_so_a_wider_g
         pair = await labels_of(env, "pair-")
         assert len({labels[RACK] for labels in pair}) == 1  # one rack, preferred
         assert {labels[ZONE] for labels in pair} == {"zone-b"}  # of the zone it fills exactly
+        where = f"placed in {ZONE}=zone-b, {RACK}={pair[0][RACK]} (best fit: 0 member slots left over"
+
+        async def scheduled_message() -> str:
+            status = await env.podgroup_status("pair")
+            condition = next(
+                (c for c in status.get("conditions") or [] if c["type"] == "PodGroupScheduled"), {}
+            )
+            return condition.get("message", "") if condition.get("status") == "True" else ""
+
+        assert where in await eventually(scheduled_message, what="pair's PodGroupScheduled condition")
         assert len({labels[ZONE] for labels in await labels_of(env, "quad-")}) == 1
 
 
@@ -66,4 +76,15 @@ async def test_a_v1beta1_gang_with_a_required_zone_goes_best_fit() -> None:
                 await env.client.create(PODS, NAMESPACE, member)
             await eventually(lambda n=name, s=size: placed(env, f"{n}-", s), what=f"{name} bound")
         assert {labels[ZONE] for labels in await labels_of(env, "pair-")} == {"zone-b"}
+        where = f"placed in {ZONE}=zone-b (best fit: 0 member slots left over, the fewest of the 2 domains"
+
+        async def scheduled_message() -> str:
+            pair = await env.client.get(UPSTREAM_POD_GROUPS, NAMESPACE, "pair")
+            conditions = (pair.get("status") or {}).get("conditions") or []
+            condition = next((c for c in conditions if c["type"] == "PodGroupInitiallyScheduled"), {})
+            return condition.get("message", "") if condition.get("status") == "True" else ""
+
+        assert where in await eventually(
+            scheduled_message, what="pair's PodGroupInitiallyScheduled condition"
+        )
         assert {labels[ZONE] for labels in await labels_of(env, "quad-")} == {"zone-a"}

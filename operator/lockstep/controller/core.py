@@ -794,6 +794,7 @@ class SchedulerCore:
             reasons=reasons,
             queue_position=self.scheduler.queue.position(GroupKey(key[0], key[1])),
             expected_start=self.expected_start(GroupKey(key[0], key[1])),
+            domain=attempt.domain,
         )
 
     def expected_start(self, key: GroupKey) -> str | None:

@@ -69,6 +69,7 @@ class AttemptSummary:
     # (RFC 3339, from a reservation with known deadlines) or None: "unknown"
     queue_position: tuple[int, int] | None = None
     expected_start: str | None = None
+    domain: str = ""  # the topology domain holding the group, and why it was chosen
 
 
 @dataclass(slots=True)
@@ -348,8 +349,9 @@ def waiting_beyond_min_count(min_count: int, counts: MemberCounts) -> int:
     return max(0, counts.total - max(counts.scheduled, min_count))
 
 
-def _bound_message(min_count: int, counts: MemberCounts, beyond: int) -> str:
+def _bound_message(min_count: int, counts: MemberCounts, beyond: int, domain: str = "") -> str:
     message = f"{counts.scheduled} of {counts.total} pods bound (minCount {min_count})"
+    message += f"; placed in {domain}" if domain else ""
     return message + (f"; {beyond} members beyond minCount waiting" if beyond else "")
 
 
@@ -368,7 +370,8 @@ def _scheduled_condition(
         # members); its message follows the counts, which change in the same writes. Its
         # observedGeneration moves on only once the current spec's minCount is met: the
         # OnceSatisfied policy reads "True at this generation" as "satisfied at this minCount".
-        kept = {**existing, "message": _bound_message(min_count, counts, beyond)}
+        domain = attempt.domain if attempt is not None else ""
+        kept = {**existing, "message": _bound_message(min_count, counts, beyond, domain)}
         if counts.scheduled >= min_count:
             kept["observedGeneration"] = generation
         return kept
@@ -376,7 +379,7 @@ def _scheduled_condition(
         return dict(existing)  # not attempted by this process yet: keep what the last leader wrote
     if counts.scheduled >= min_count:
         status, reason = "True", "Scheduled"
-        message = _bound_message(min_count, counts, beyond)
+        message = _bound_message(min_count, counts, beyond, attempt.domain if attempt is not None else "")
     elif attempt is None:
         status, reason = "False", "Pending"
         message = (

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -42,13 +42,13 @@ from lockstep.scheduler.search import DEFAULT_BUDGET, JointSearch, SearchResult
 from lockstep.scheduler.topology import (
     UNBOUNDED,
     Domain,
+    DomainIndex,
     DomainOrder,
     DomainTry,
     best_fit,
-    domains_of,
     levels,
-    member_slots,
     member_unit,
+    why_chosen,
 )
 from lockstep.state.cluster import ClusterCache
 
@@ -56,6 +56,7 @@ log = logging.getLogger(__name__)
 
 PLACEMENT_PLUGIN = "GangScheduling"
 SHOWN_SMALL_DOMAINS = 8  # domains too small for the group named one by one in the status, per level
+SMALL_DOMAIN_SHARE = 16  # a domain of fewer than 1/16 of the nodes has its candidates ordered directly
 
 
 def placement_feasible(progress: PlacementProgress, is_gang: bool = True) -> Status:
@@ -130,6 +131,7 @@ class GroupCycle:
         self.spread = spread  # least-allocated: try the emptiest nodes first
         self.search_budget = search_budget  # node evaluations of one joint search; 0: no search
         self.domain_order = domain_order
+        self.domain_index = DomainIndex(cache)
         # Told of every joint search (metrics).
         self.on_search: Callable[[SearchResult], None] | None = None
         # Topology: the nodes of the one domain the cycle may use (None: every node).
@@ -152,7 +154,6 @@ class GroupCycle:
         its domains; a required level none of whose domains fits is Unschedulable, naming them."""
         nodes = self.cache.nodes
         unit = member_unit(pods)
-        slots = {name: member_slots(node, unit) for name, node in nodes.items()}
         placed = {
             node
             for member in self.cache.members(group.key)
@@ -171,7 +172,7 @@ class GroupCycle:
         by_level: list[list[Domain]] = []
         above: dict[tuple[tuple[str, str], ...], int] = {}
         for level in reversed(plan):  # outermost first, for each domain's room in the level above
-            found = domains_of(nodes.values(), level.keys, slots, above) if level.keys else []
+            found = self.domain_index.domains(level.keys, unit, above) if level.keys else []
             by_level.append(found)
             above = {d.labels: d.slots for d in found}
         by_level.reverse()
@@ -179,7 +180,7 @@ class GroupCycle:
             for level, found in zip(plan, by_level, strict=True):
                 if not level.keys:  # no required level: the whole cluster
                     found = [Domain((), frozenset(), UNBOUNDED, 0)]
-                order = self.domain_order(found, needed, wanted, placed)
+                ranked = order = self.domain_order(found, needed, wanted, placed)
                 # Members placed already pin the group to the domain holding them (a required
                 # constraint: its replacements go there or nowhere).
                 holding = [d for d in found if d.nodes.issuperset(placed)] if placed and level.keys else found
@@ -192,7 +193,10 @@ class GroupCycle:
                     outcome = self._run(group, pods)
                     code = outcome.status.code
                     if outcome.status.ok:
-                        why = _why_chosen(domain, wanted, level.preferred)
+                        why = why_chosen(domain, ranked, wanted, placed, self.domain_order)
+                        if tries:
+                            missed = ", ".join(dict.fromkeys(t.level for t in tries))
+                            why += f"; no {missed} domain could take the group"
                         chosen = DomainTry(level.key, level.preferred, domain.name, why, True)
                         return dataclasses.replace(outcome, topology=(*tries, *level_tries, chosen))
                     if code in (Code.ERROR, Code.WAIT) or outcome.status.cause == "TooFewPods":
@@ -201,7 +205,8 @@ class GroupCycle:
                     level_tries.append(
                         DomainTry(level.key, level.preferred, domain.name, outcome.status.message)
                     )
-                small = sorted((d for d in found if d not in order), key=lambda d: (-d.slots, d.name))
+                tried_ids = {id(d) for d in order}
+                small = sorted((d for d in found if id(d) not in tried_ids), key=lambda d: (-d.slots, d.name))
                 if small:
                     shown = small if len(small) <= SHOWN_SMALL_DOMAINS else small[: SHOWN_SMALL_DOMAINS - 1]
                     for domain in shown:
@@ -466,14 +471,18 @@ class GroupCycle:
                 if narrowed is None or name in narrowed:
                     seen.add(name)
                     yield name
-        rest = (
-            narrowed
-            if narrowed is not None
-            else self.cache.nodes_by_free_cpu(pod.requests.get("cpu", 0), self.spread)
-        )
+        domain = self._domain
+        rest: Iterable[str]
+        if narrowed is not None:
+            rest = narrowed
+        elif domain is not None and len(domain) * SMALL_DOMAIN_SHARE < len(self.cache.nodes):
+            # a few nodes of many (a rack): ordered directly, not found among all of them
+            rest = self.cache.order_by_free_cpu(domain, pod.requests.get("cpu", 0), self.spread)
+            domain = None
+        else:
+            rest = self.cache.nodes_by_free_cpu(pod.requests.get("cpu", 0), self.spread)
         if seen:
             rest = (name for name in rest if name not in seen)
-        domain = self._domain
         yield from rest if domain is None else (name for name in rest if name in domain)
 
     def _find_feasible(self, state: CycleState, pod: PodInfo, filters: list[FilterPlugin]) -> list[NodeInfo]:
@@ -626,14 +635,6 @@ def _noted(outcome: CycleOutcome, note: str) -> CycleOutcome:
         return outcome
     status = dataclasses.replace(outcome.status, reasons=(*outcome.status.reasons, note))
     return dataclasses.replace(outcome, status=status)
-
-
-def _why_chosen(domain: Domain, wanted: int, preferred: bool) -> str:
-    if not domain.labels:
-        return "no required level: the whole cluster"
-    room = "room not bounded by requests" if domain.slots >= UNBOUNDED else f"room for at most {domain.slots}"
-    where = "smallest preferred domain that holds the group" if preferred else "required domain"
-    return f"chosen: {where}, best fit ({room}, {wanted} to place)"
 
 
 def _counter(causes: dict[str, int] | Counter[str]) -> Mapping[str, int]:

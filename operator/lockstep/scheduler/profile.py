@@ -8,11 +8,10 @@ sorts each plugin into the extension points whose protocol it implements.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TypeVar
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from lockstep.config import DEFAULT_SCORE_WEIGHTS, ScoreStrategy, Settings
+from lockstep.config import DEFAULT_SCORE_WEIGHTS, ScoreStrategy
 from lockstep.scheduler.framework import (
     BatchScorePlugin,
     CandidateNodesPlugin,
@@ -28,6 +27,7 @@ from lockstep.scheduler.framework import (
     ReservePlugin,
     ScorePlugin,
 )
+from lockstep.scheduler.plugin_context import PluginContext, PluginFactory
 from lockstep.scheduler.plugins.capacity_reservation import RESERVATION_SERVICE, CapacityReservation
 from lockstep.scheduler.plugins.dynamic_resources import DynamicResources, dra_extended_resources
 from lockstep.scheduler.plugins.gang import GangPermit, GangTopology
@@ -49,32 +49,6 @@ from lockstep.scheduler.plugins.volume_binding import VolumeBinding, volume_stor
 from lockstep.scheduler.plugins.volume_restrictions import VolumeRestrictions
 from lockstep.scheduler.plugins.volume_zone import VolumeZone
 from lockstep.scheduler.reservation import ReservationBook
-from lockstep.scheduler.waiting import WaitingPods
-from lockstep.state.cluster import ClusterCache
-
-T = TypeVar("T")
-
-
-@dataclass(slots=True)
-class PluginContext:
-    """What plugin factories may use. ``services`` carries objects other parts of lockstep hand to
-    their plugins (e.g. the DRA claim tracker and claim API port), by name."""
-
-    settings: Settings
-    cache: ClusterCache
-    waiting: WaitingPods
-    services: Mapping[str, object] = field(default_factory=dict)
-
-    def service(self, name: str, kind: type[T]) -> T:
-        value = self.services.get(name)
-        if not isinstance(value, kind):
-            raise LookupError(
-                f"plugin service {name!r} is missing or not a {kind.__name__} (got {type(value).__name__})"
-            )
-        return value
-
-
-PluginFactory = Callable[[PluginContext], Plugin]
 
 
 def _reservation_book(ctx: PluginContext) -> ReservationBook:

@@ -68,6 +68,9 @@ class GroupAttempt:
     causes: Mapping[str, int] = field(default_factory=_frozen)
     pods: tuple[PodDiagnosis, ...] = ()
     next_retry_at: float | None = None  # wall clock; None: waits for an event
+    # The topology domain holding the group and why it was chosen ("zone=a, rack=r1 (best fit: ...)"),
+    # kept by later attempts while members stay placed; "" without topology.
+    domain: str = ""
 
     @property
     def missing_pods(self) -> int:

@@ -39,6 +39,7 @@ from lockstep.scheduler.framework import (
     Status,
 )
 from lockstep.scheduler.group_checks import MIN_RESOURCES, task_counts, task_minimums_status
+from lockstep.scheduler.plugin_context import PluginContext
 from lockstep.scheduler.plugins.capacity_reservation import RESERVATION_SERVICE
 from lockstep.scheduler.plugins.dynamic_resources import STORE_SERVICE
 from lockstep.scheduler.plugins.gang import GangPermit
@@ -52,7 +53,7 @@ from lockstep.scheduler.preemption import (
     PreemptionPlanner,
     ReleasableDevices,
 )
-from lockstep.scheduler.profile import DEFAULT_PLUGINS, PluginContext, build_profile
+from lockstep.scheduler.profile import DEFAULT_PLUGINS, build_profile
 from lockstep.scheduler.queue import GroupQueue, GroupState
 from lockstep.scheduler.records import REASON_WAITING, GroupAttempt, PodDiagnosis, merge_causes, reason_for
 from lockstep.scheduler.reservation import (
@@ -828,6 +829,11 @@ class Scheduler:
                     f"{len(outcome.placements)} pods placed, "
                     f"{outcome.scheduled} of minCount {outcome.min_count} scheduled"
                 )
+            chosen = outcome.chosen_domain
+            domain = ""
+            if chosen is not None and outcome.placements:
+                domain = f"{chosen.domain.replace(',', ', ')} ({chosen.verdict})"
+                message += f"; placed in {domain}"
             if outcome.unplaced and satisfied:
                 message += f"; {outcome.unplaced} members beyond minCount wait"
                 if diagnoses:
@@ -848,6 +854,7 @@ class Scheduler:
                 causes=causes,
                 pods=diagnoses,
                 next_retry=next_retry,
+                domain=domain,
             )
         else:
             hints = hints_for(causes, diagnoses)
@@ -905,9 +912,13 @@ class Scheduler:
         causes: Mapping[str, int] | None = None,
         pods: tuple[PodDiagnosis, ...] = (),
         next_retry: float | None = None,
+        domain: str = "",
     ) -> GroupAttempt:
         previous = self._attempts.get(key)
         wall = self.wall_clock()
+        scheduled = self.cache.satisfying_count(key) if scheduled is None else scheduled
+        if not domain and previous is not None and scheduled:
+            domain = previous.domain  # the members placed are still there
         attempt = GroupAttempt(
             group=key,
             attempt=(previous.attempt + 1) if previous is not None else 1,
@@ -917,12 +928,13 @@ class Scheduler:
             timestamp=wall,
             min_count=min_count,
             total_pods=total,
-            scheduled=self.cache.satisfying_count(key) if scheduled is None else scheduled,
+            scheduled=scheduled,
             placed=placed,
             pending=self._pending(key) if pending is None else pending,
             causes=merge_causes((), causes),
             pods=pods,
             next_retry_at=None if next_retry is None else wall + (next_retry - self.clock()),
+            domain=domain,
         )
         self._attempts[key] = attempt
         self._notify_attempt(attempt)
@@ -1088,6 +1100,7 @@ class Scheduler:
             pending=self._pending(key),
             causes=merge_causes((), causes),
             next_retry_at=None if next_retry is None else wall + (next_retry - self.clock()),
+            domain=previous.domain if scheduled else "",
         )
         self._attempts[key] = attempt
         self._notify_attempt(attempt)

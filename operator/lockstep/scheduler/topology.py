@@ -7,20 +7,32 @@ level above it, so a rack named ``r1`` in two blocks is two domains.
 
 The group cycle (``lockstep.scheduler.cycle``) tries the levels innermost first: the smallest preferred
 domain that can hold the whole group, then the next level up, finally the required domain (or, with
-no required level, the whole cluster). Within a level it tries domains in :func:`best_fit` order.
+no required level, the whole cluster). Within a level it tries domains in :func:`best_fit` order;
+:func:`why_chosen` says, for the status and ``lockstep explain``, why the domain it placed the group
+in was chosen.
 
 Room is estimated, not simulated: :func:`member_slots` is an upper bound on how many of the group's
 members a node can still take (free capacity over the smallest request of each resource any member
 makes). A domain whose bound is below the members still needed cannot hold the group and is not
 tried; the estimate never skips a domain that could.
+
+:class:`DomainIndex` keeps, across cycles, the grouping of the nodes into the domains of each level
+(until a node is added, deleted or relabelled: ``ClusterCache.node_generation``) and each domain's
+room per member unit, updated node by node as usage changes (``ClusterCache.watch_node_usage``), so
+a cycle does not walk every node to find its domains. It returns what :func:`domains_of` would.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from lockstep.scheduler.framework import NodeInfo, PodInfo
+
+if TYPE_CHECKING:
+    from lockstep.state.cluster import ClusterCache
 
 UNBOUNDED = 1 << 30  # slots of a node when the members request nothing it counts
 
@@ -107,6 +119,135 @@ def domains_of(
     return found
 
 
+def _free_cpu(node: NodeInfo) -> int:
+    return node.allocatable.get("cpu", 0) - node.requested.get("cpu", 0)
+
+
+@dataclass(slots=True)
+class _Grouping:
+    """The domains of one level (named by ``keys``), in the order their first node appears in the
+    cache, and which domain each node is in."""
+
+    labels: list[tuple[tuple[str, str], ...]]
+    nodes: list[frozenset[str]]
+    domain_of: dict[str, int]
+
+
+@dataclass(slots=True)
+class _Room:
+    """The member slots and free cpu of every node for one member unit, and their sums per domain
+    of each level looked at (by the level's keys: slots, free cpu, one entry per domain)."""
+
+    slots: dict[str, int]
+    free_cpu: dict[str, int]
+    sums: dict[tuple[str, ...], tuple[list[int], list[int]]] = field(default_factory=dict)
+    changed: set[str] = field(default_factory=set)  # nodes whose usage changed since last read
+
+
+class DomainIndex:
+    """The domains of each level with their room, kept across cycles (see the module's docstring)."""
+
+    MAX_UNITS = 8  # member units whose room is kept (the least recently used is dropped)
+
+    def __init__(self, cache: ClusterCache) -> None:
+        self._cache = cache
+        self._changed: set[str] | None = None  # from the cache, once asked
+        self._generation = -1
+        self._groupings: dict[tuple[str, ...], _Grouping] = {}
+        self._rooms: OrderedDict[tuple[tuple[str, int], ...], _Room] = OrderedDict()
+
+    def domains(
+        self,
+        keys: Sequence[str],
+        unit: Mapping[str, int],
+        above: Mapping[tuple[tuple[str, str], ...], int] | None = None,
+    ) -> list[Domain]:
+        """What ``domains_of(cache.nodes.values(), keys, slots, above)`` returns, with ``slots``
+        each node's ``member_slots`` for ``unit``."""
+        keys = tuple(keys)
+        grouping = self._grouping(keys)
+        room = self._room(unit)
+        sums = room.sums.get(keys)
+        if sums is None:
+            slot_sums, free_sums = [0] * len(grouping.nodes), [0] * len(grouping.nodes)
+            for index, names in enumerate(grouping.nodes):
+                slot_sums[index] = sum(room.slots[name] for name in names)
+                free_sums[index] = sum(room.free_cpu[name] for name in names)
+            sums = room.sums[keys] = (slot_sums, free_sums)
+        slot_sums, free_sums = sums
+        found = []
+        for index, named in enumerate(grouping.labels):
+            parent = above.get(named[:-1], 0) if above else 0
+            room_left = min(slot_sums[index], UNBOUNDED)
+            found.append(Domain(named, grouping.nodes[index], room_left, free_sums[index], parent))
+        return found
+
+    def _refresh(self) -> None:
+        cache = self._cache
+        if self._changed is None:
+            self._changed = cache.watch_node_usage()
+        if cache.node_generation != self._generation:
+            self._generation = cache.node_generation
+            self._groupings.clear()
+            self._rooms.clear()
+            self._changed.clear()
+        elif self._changed:
+            for room in self._rooms.values():
+                room.changed |= self._changed
+            self._changed.clear()
+
+    def _grouping(self, keys: tuple[str, ...]) -> _Grouping:
+        self._refresh()
+        grouping = self._groupings.get(keys)
+        if grouping is not None:
+            return grouping
+        members: dict[tuple[str, ...], list[str]] = {}
+        for node in self._cache.nodes.values():
+            labels = node.labels
+            values = tuple(labels.get(key) for key in keys)
+            if None in values:
+                continue
+            members.setdefault(values, []).append(node.name)  # type: ignore[arg-type]
+        grouping = _Grouping([], [], {})
+        for index, (values, names) in enumerate(members.items()):
+            grouping.labels.append(tuple(zip(keys, values, strict=True)))
+            grouping.nodes.append(frozenset(names))
+            for name in names:
+                grouping.domain_of[name] = index
+        self._groupings[keys] = grouping
+        return grouping
+
+    def _room(self, unit: Mapping[str, int]) -> _Room:
+        self._refresh()
+        nodes = self._cache.nodes
+        key = tuple(sorted(unit.items()))
+        room = self._rooms.get(key)
+        if room is None:
+            room = _Room(
+                {name: member_slots(node, unit) for name, node in nodes.items()},
+                {name: _free_cpu(node) for name, node in nodes.items()},
+            )
+            self._rooms[key] = room
+            if len(self._rooms) > self.MAX_UNITS:
+                self._rooms.popitem(last=False)
+            return room
+        self._rooms.move_to_end(key)
+        for name in room.changed:
+            node = nodes[name]
+            slots, free = member_slots(node, unit), _free_cpu(node)
+            slot_change, free_change = slots - room.slots[name], free - room.free_cpu[name]
+            if not (slot_change or free_change):
+                continue
+            room.slots[name], room.free_cpu[name] = slots, free
+            for level, (slot_sums, free_sums) in room.sums.items():
+                index = self._groupings[level].domain_of.get(name)
+                if index is not None:
+                    slot_sums[index] += slot_change
+                    free_sums[index] += free_change
+        room.changed.clear()
+        return room
+
+
 def best_fit(
     domains: Collection[Domain], needed: int, wanted: int, placed: Collection[str] = ()
 ) -> list[Domain]:
@@ -148,6 +289,41 @@ def roomiest_first(
 
 
 DomainOrder = Callable[[Collection[Domain], int, int, Collection[str]], list[Domain]]
+
+
+def why_chosen(
+    domain: Domain,
+    candidates: Sequence[Domain],
+    wanted: int,
+    placed: Collection[str] = (),
+    order: DomainOrder = best_fit,
+) -> str:
+    """Why the cycle placed the group in ``domain``, for ``wanted`` members to place, for the status
+    and ``lockstep explain``. ``candidates``: the level's domains as ``order`` ranked them (the
+    group's ``placed`` members limit them to the domain holding those); ``domain`` is the first of
+    them where the whole cycle succeeded, or the one tried when ``order`` ranked none."""
+    if not domain.labels:
+        return "no required level"
+    if placed:
+        return f"already holds the group's placed members, on {len(placed)} nodes"
+    if not any(d is domain for d in candidates):
+        return "no domain has room by the estimate: the roomiest, tried for what its nodes lack"
+    if order is not best_fit:
+        name = getattr(order, "__name__", "domain order").replace("_", " ")
+        return f"{name}: room for at most {domain.slots}, {wanted} to place"
+    if domain.slots >= UNBOUNDED:
+        return f"best fit: room for all {wanted} members, not bounded by requests"
+    left = domain.slots - wanted
+    slots_left = f"{left} member slot{'' if left == 1 else 's'} left over"
+    if left >= 0:
+        whole = sum(1 for d in candidates if d.slots >= wanted)
+        if whole == 1:
+            return f"best fit: the only domain with room for all {wanted} members, {slots_left}"
+        return f"best fit: {slots_left}, the fewest of the {whole} domains with room for all {wanted} members"
+    return (
+        f"room for {domain.slots} of the {wanted} members, the most of the domains with room for the "
+        "members needed"
+    )
 
 
 @dataclass(frozen=True, slots=True)

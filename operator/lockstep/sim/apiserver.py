@@ -30,7 +30,7 @@ from multidict import CIMultiDict
 from lockstep.sim import crd as crds
 from lockstep.sim import errors as fe
 from lockstep.sim import openapi, protobuf, tables
-from lockstep.sim.decoding import DecodeError, check_decodable, check_definition
+from lockstep.sim.decoding import DecodeError, check_decodable, check_definition, drop_unknown_fields
 from lockstep.sim.errors import ApiError, FieldError, bad_request, generic_not_found, page_not_found
 from lockstep.sim.faults import FaultRule, Faults, RequestStats
 from lockstep.sim.features import FeatureGates
@@ -640,6 +640,7 @@ class ApiServer:
         # as BeforeCreate: system fields first, so defaulting can use the uid (Job selectors do)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now_rfc3339()
+        self._drop_unknown_fields(rt, obj, ctx)
         rt.strategy.decode(rt, obj, ctx)
         ctx.objects_of = self._objects_of
         rt.strategy.admit(rt, obj, None, ctx)
@@ -1094,6 +1095,7 @@ class ApiServer:
         repeat = 2 if rt.plural == "pods" and not rt.group else 1
         if meta.get("uid") and meta["uid"] != old_meta.get("uid"):
             errors.extend([fe.invalid("metadata.uid", meta["uid"], "field is immutable")] * repeat)
+        self._drop_unknown_fields(rt, new, ctx)
         rt.strategy.decode(rt, new, ctx)
         # what the subresource keeps from the stored object is copied, never shared with it
         result = self._apply_subresource(rt, current.copy(), new, ctx.subresource)
@@ -1188,6 +1190,22 @@ class ApiServer:
             raise bad_request(
                 f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {error.message}'
             ) from None
+
+    def _drop_unknown_fields(self, rt: ResourceType, obj: JsonObject, ctx: WriteContext) -> None:
+        """Go's decoder drops fields its struct lacks; with fieldValidation=Strict the request fails
+        naming them, with Warn (the server's default) each is a warning."""
+        if not rt.strategy.drops_unknown_fields:
+            return
+        unknown = drop_unknown_fields(self.kube_version, rt.group, rt.version, rt.kind, obj)
+        if not unknown or ctx.field_validation == "Ignore":
+            return
+        if ctx.field_validation == "Strict":
+            listed = ", ".join(f'unknown field "{u}"' for u in unknown)
+            raise bad_request(
+                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                f"strict decoding error: {listed}"
+            )
+        ctx.warnings.extend(f'unknown field "{u}"' for u in unknown)
 
     # ------------------------------------------------------------------ binding
 

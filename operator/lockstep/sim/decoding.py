@@ -8,9 +8,10 @@ the request, naming the field, with Go's ``encoding/json`` message::
 
 A create or update answers it as 400 (``<Kind> in version "v1" cannot be handled as a <Kind>: ...``),
 a patch as 422 on the field ``patch`` (see ``ApiServer._patch``). ``null`` decodes to the zero value
-anywhere, and unknown fields are not this module's business. The field types come from the upstream
-OpenAPI definitions the emulator also serves (``openapi.builtin_schemas``); kinds without one (custom
-resources) are checked by their CRD's structural schema instead.
+anywhere. The field types come from the upstream OpenAPI definitions the emulator also serves
+(``openapi.builtin_schemas``); kinds without one (custom resources) are checked by their CRD's
+structural schema instead. Unknown fields are dropped by :func:`drop_unknown_fields` for the kinds
+whose strategy asks for it (``Strategy.drops_unknown_fields``; the server applies ``fieldValidation``).
 """
 
 from __future__ import annotations
@@ -245,6 +246,46 @@ def kind_check(kube: KubeVersion, group: str, version: str, kind: str) -> Check 
 def check_definition(kube: KubeVersion, definition: str, obj: dict[str, Any]) -> None:
     """Raise DecodeError when ``obj`` cannot be decoded into the named upstream definition."""
     _compiler(kube).struct(definition)(obj)
+
+
+def drop_unknown_fields(
+    kube: KubeVersion, group: str, version: str, kind: str, obj: dict[str, Any]
+) -> list[str]:
+    """Drop the fields the kind's Go struct does not have, as Go's decoder does, and name them as
+    kube-apiserver does (``spec.schedulingConstraints.topology[0].mode``), sorted. Structs without
+    declared properties keep what they hold."""
+    definition = openapi.builtin_kinds(kube).get((group, version, kind))
+    if definition is None:
+        return []
+    unknown: list[str] = []
+    _drop_unknown(openapi.builtin_schemas(kube), {"$ref": REF_PREFIX + definition}, obj, "", unknown)
+    return sorted(unknown)
+
+
+def _drop_unknown(
+    schemas: dict[str, dict[str, Any]], schema: dict[str, Any], value: Any, path: str, unknown: list[str]
+) -> None:
+    schema = _target(schema)
+    if "$ref" in schema:
+        schema = schemas.get(schema["$ref"][len(REF_PREFIX) :]) or {}
+    kind = schema.get("type")
+    if kind == "array" and isinstance(value, list):
+        for index, item in enumerate(value):
+            _drop_unknown(schemas, schema.get("items") or {}, item, f"{path}[{index}]", unknown)
+    elif kind == "object" and isinstance(value, dict):
+        properties = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        if properties:
+            for key in list(value):
+                where = f"{path}.{key}" if path else key
+                if key not in properties:
+                    del value[key]
+                    unknown.append(where)
+                else:
+                    _drop_unknown(schemas, properties[key], value[key], where, unknown)
+        elif isinstance(extra, dict):
+            for key, item in value.items():
+                _drop_unknown(schemas, extra, item, f"{path}[{key}]", unknown)
 
 
 def check_decodable(kube: KubeVersion, group: str, version: str, kind: str, obj: dict[str, Any]) -> None:

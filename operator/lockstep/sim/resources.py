@@ -37,6 +37,10 @@ class WriteContext:
 class Strategy:
     """Hooks that make a resource type behave like its kube-apiserver registry strategy."""
 
+    # Unknown fields are dropped as Go's decoder does (warned of, or refused with
+    # fieldValidation=Strict) before ``decode``: kinds whose every field the emulator knows.
+    drops_unknown_fields = False
+
     def decode(self, rt: ResourceType, obj: JsonObject, ctx: WriteContext) -> None:
         """Reject what the real decoder would (400) and prune unknown fields; may mutate ``obj``."""
 

@@ -14,6 +14,7 @@ Events that could make a parked group schedulable are reported to the registered
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -138,6 +139,8 @@ class ClusterCache:
         self._cpu_buckets: dict[int, dict[str, None]] = {}
         self._domain_buckets: dict[str, dict[int, dict[str, None]]] = {}
         self._node_bucket: dict[str, tuple[str | None, int]] = {}
+        self._bucket_entry: dict[str, int] = {}  # node -> when it entered its bucket (order within it)
+        self._bucket_entries = itertools.count()
         self._node_free: dict[str, tuple[str | None, int]] = {}  # node -> (domain, free cpu)
         self._domain_free: dict[str, int] = {}
         self._placed_index = PlacedPodIndex(lambda: ((self._pods[u], n) for u, n in self._placed.items()))
@@ -149,6 +152,8 @@ class ClusterCache:
         self._leaving: dict[str, None] = {}  # uids of pods being deleted or marked as victims
         self._budgets: dict[tuple[str, str], DisruptionBudget] = {}
         self._listeners: list[ClusterListener] = []
+        self._node_generation = 0
+        self._usage_watchers: list[set[str]] = []
 
     # ----------------------------------------------------------------- listeners
 
@@ -463,8 +468,23 @@ class ClusterCache:
 
     # ----------------------------------------------------------------- nodes
 
+    @property
+    def node_generation(self) -> int:
+        """Changes whenever a node is added or deleted or a node's labels change (not with what is
+        placed on it): a grouping of the nodes by their labels holds until it changes."""
+        return self._node_generation
+
+    def watch_node_usage(self) -> set[str]:
+        """A set to which the cache adds the name of every node whose usage or capacity changes (its
+        requests, pod count or allocatable); the watcher empties it as it reads it."""
+        changed: set[str] = set()
+        self._usage_watchers.append(changed)
+        return changed
+
     def upsert_node(self, node: NodeInfo) -> None:
         old = self._nodes.get(node.name)
+        if old is None or old.labels != node.labels:
+            self._node_generation += 1
         if old is not None:
             self._unindex_labels(old)
             self._count_images(old, -1)
@@ -490,6 +510,7 @@ class ClusterCache:
         node = self._nodes.pop(name, None)
         if node is None:
             return
+        self._node_generation += 1
         self._unindex_labels(node)
         self._count_images(node, -1)
         self._unbucket(name)
@@ -524,6 +545,8 @@ class ClusterCache:
 
     def _rebucket(self, node: NodeInfo) -> None:
         """Refresh the node's place in the free-cpu indexes and its domain's free-cpu total."""
+        for changed in self._usage_watchers:
+            changed.add(node.name)
         domain = node.labels.get(self.topology_key)
         free = node.allocatable.get("cpu", 0) - node.requested.get("cpu", 0)
         previous = self._node_free.get(node.name)
@@ -540,6 +563,7 @@ class ClusterCache:
         self._unbucket(node.name)
         bucket = place[1]
         self._cpu_buckets.setdefault(bucket, {})[node.name] = None
+        self._bucket_entry[node.name] = next(self._bucket_entries)
         if domain is not None:
             self._domain_buckets.setdefault(domain, {}).setdefault(bucket, {})[node.name] = None
         self._node_bucket[node.name] = place
@@ -548,6 +572,7 @@ class ClusterCache:
         place = self._node_bucket.pop(name, None)
         if place is None:
             return
+        del self._bucket_entry[name]
         domain, bucket = place
         del self._cpu_buckets[bucket][name]
         if domain is not None:
@@ -583,6 +608,15 @@ class ClusterCache:
         lowest = at_least.bit_length() if at_least > 0 else 0
         for bucket in sorted((b for b in buckets if b >= lowest), reverse=most_free_first):
             yield from buckets[bucket]
+
+    def order_by_free_cpu(self, names: Iterable[str], at_least: int, most_free_first: bool) -> list[str]:
+        """Those of ``names`` that ``nodes_by_free_cpu(at_least, most_free_first)`` yields, in its order,
+        without walking every node: for a few nodes of a large cluster."""
+        lowest = at_least.bit_length() if at_least > 0 else 0
+        sign = -1 if most_free_first else 1
+        buckets, entries = self._node_bucket, self._bucket_entry
+        kept = [name for name in names if name in buckets and buckets[name][1] >= lowest]
+        return sorted(kept, key=lambda name: (sign * buckets[name][1], entries[name]))
 
     # ----------------------------------------------------------------- PodGroups
 

@@ -13,8 +13,9 @@ from lockstep.dra.features import allocator_features
 from lockstep.dra.store import ResourceStore
 from lockstep.scheduler.cycle import GroupCycle
 from lockstep.scheduler.framework import Code, GroupKey, NodeInfo, PodClaimRef, PodGroupInfo, PodInfo
+from lockstep.scheduler.plugin_context import PluginContext
 from lockstep.scheduler.plugins.dynamic_resources import CLAIM_API_SERVICE, STORE_SERVICE, DynamicResources
-from lockstep.scheduler.profile import PluginContext, build_profile
+from lockstep.scheduler.profile import build_profile
 from lockstep.scheduler.waiting import WaitingPods
 from lockstep.state.cluster import ClusterCache
 

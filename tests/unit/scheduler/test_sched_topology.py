@@ -11,7 +11,16 @@ from sched_helpers import gang, make_node, make_pod, make_scheduler, settle
 from lockstep.config import Settings
 from lockstep.explain import describe_topology
 from lockstep.scheduler.framework import Code, GroupKey, NodeInfo
-from lockstep.scheduler.topology import Domain, best_fit, domains_of, levels, member_slots, roomiest_first
+from lockstep.scheduler.topology import (
+    Domain,
+    DomainIndex,
+    best_fit,
+    domains_of,
+    levels,
+    member_slots,
+    roomiest_first,
+)
+from lockstep.state.cluster import ClusterCache
 
 ZONE = "topology.kubernetes.io/zone"
 BLOCK = "example.com/block"
@@ -62,6 +71,38 @@ def test_domains_are_named_by_every_level_above_so_equal_rack_names_stay_apart()
         (BLOCK, True),
         (ZONE, False),
     ]
+
+
+def test_the_domain_index_answers_as_domains_of_while_usage_and_labels_change() -> None:
+    cache = ClusterCache("lockstep")
+    for i in range(6):
+        cache.upsert_node(make_node(f"n{i}", cpu="4", labels={ZONE: f"z{i % 2}", RACK: f"r{i // 4}"}))
+    index = DomainIndex(cache)
+    units = ({"cpu": 1000}, {"cpu": 2000, "memory": 2**30})
+
+    def agrees() -> None:
+        for unit in units:
+            slots = {name: member_slots(node, unit) for name, node in cache.nodes.items()}
+            zones = domains_of(cache.nodes.values(), (ZONE,), slots)
+            above = {d.labels: d.slots for d in zones}
+            assert index.domains((ZONE,), unit) == zones
+            assert index.domains((ZONE, RACK), unit, above) == domains_of(
+                cache.nodes.values(), (ZONE, RACK), slots, above
+            )
+
+    agrees()
+    pod = make_pod("p", cpu="3")
+    cache.upsert_pod(pod)
+    cache.assume(pod, "n1")  # usage changes: the room of n1's domains follows
+    agrees()
+    cache.forget(pod.uid)
+    cache.assume(pod, "n4")
+    agrees()
+    cache.upsert_node(make_node("n0", cpu="4", labels={ZONE: "z1", RACK: "r0"}))  # relabelled
+    cache.upsert_node(make_node("n5", cpu="16", labels={ZONE: "z1", RACK: "r1"}))  # more capacity
+    cache.delete_node("n2")
+    cache.upsert_node(make_node("n9", cpu="4", labels={ZONE: "z2"}))  # no rack: zone level only
+    agrees()
 
 
 async def test_fragmentation_a_gang_of_4_takes_the_zone_of_4_so_a_gang_of_8_fits_the_zone_of_10() -> None:
@@ -224,5 +265,28 @@ def test_explain_shows_the_domains_tried_per_level_and_the_one_chosen() -> None:
         f"    tried {ZONE}=a,{RACK}=r2: too small: room for at most 2 of the 3 members needed",
         f"    tried {ZONE}=b,{RACK}=r1: too small: room for at most 1 of the 3 members needed",
         f"  topology level {ZONE} (required):",
-        f"    chose {ZONE}=a: chosen: required domain, best fit (room for at most 4, 3 to place)",
+        f"    chose {ZONE}=a: best fit: the only domain with room for all 3 members, 1 member slot left"
+        f" over; no {RACK} domain could take the group",
     ]
+
+
+async def test_the_status_names_the_chosen_domain_of_every_level_and_why() -> None:
+    scheduler, api, cache = make_scheduler()
+    racks(cache, {"a/b1/r1": 4, "a/b1/r2": 3, "b/b1/r1": 6})
+    group = dataclasses.replace(gang("g", 2), topology_keys=(ZONE,), preferred_topology_keys=(BLOCK, RACK))
+    cache.upsert_podgroup(group)
+    for i in range(3):
+        api.add(make_pod(f"p{i}", cpu="1", group="g"))
+    await settle(scheduler)
+    message = scheduler.attempts[GroupKey("default", "g")].message
+    assert message == (
+        f"3 pods placed, 3 of minCount 2 scheduled; placed in {ZONE}=a, {BLOCK}=b1, {RACK}=r2 (best fit: 0"
+        " member slots left over, the fewest of the 3 domains with room for all 3 members)"
+    )
+    api.add(make_pod("p3", cpu="1", group="g"))  # beyond minCount: its domain is the one holding the rest
+    await settle(scheduler)
+    message = scheduler.attempts[GroupKey("default", "g")].message
+    assert message.endswith(
+        f"placed in {ZONE}=a, {BLOCK}=b1 (already holds the group's placed members, on 3 nodes;"
+        f" no {RACK} domain could take the group)"
+    )

@@ -14,10 +14,10 @@ from lockstep.api.pod import parse_pod
 from lockstep.config import Settings
 from lockstep.scheduler.framework import Code, CycleState, GroupKey, NodeInfo, PodInfo
 from lockstep.scheduler.placement import HostPort
+from lockstep.scheduler.plugin_context import PluginContext
 from lockstep.scheduler.plugins.image_locality import ImageLocality
 from lockstep.scheduler.plugins.node_ports import NodePorts
 from lockstep.scheduler.plugins.pod_topology_spread import PodTopologySpread
-from lockstep.scheduler.profile import PluginContext
 from lockstep.scheduler.waiting import WaitingPods
 from lockstep.state.cluster import ClusterCache
 

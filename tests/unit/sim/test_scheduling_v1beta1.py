@@ -540,3 +540,20 @@ async def test_wrong_types_are_400s_naming_the_field(client: Client) -> None:
         "cannot unmarshal string into Go struct field "
         "GangSchedulingPolicy.spec.schedulingPolicy.gang.minCount of type int32"
     )
+
+
+async def test_a_topology_mode_is_an_unknown_field_dropped_or_refused_by_name(client: Client) -> None:
+    """Upstream's TopologyConstraint has ``key`` only: Go's decoder drops a ``mode`` (Preferred is
+    lockstep's own field), warning of it, and fieldValidation=Strict (kubectl's) refuses it."""
+    body = pod_group(schedulingConstraints={"topology": [{"key": "zone", "mode": "Preferred"}]})
+    status, answer, _ = await client.call("POST", PODGROUPS, body, params={"fieldValidation": "Strict"})
+    assert status == 400
+    assert answer["message"] == (
+        'PodGroup in version "v1beta1" cannot be handled as a PodGroup: strict decoding error: '
+        'unknown field "spec.schedulingConstraints.topology[0].mode"'
+    )
+    status, answer, headers = await client.call("POST", PODGROUPS, body)
+    assert status == 201 and answer["spec"]["schedulingConstraints"] == {"topology": [{"key": "zone"}]}
+    assert headers.getall("Warning") == [
+        '299 - "unknown field \\"spec.schedulingConstraints.topology[0].mode\\""'
+    ]

@@ -206,6 +206,31 @@ def test_free_cpu_index_orders_nodes_and_skips_ones_that_cannot_fit() -> None:
     assert list(cache.nodes_by_free_cpu(1000, True, domain="a")) == ["empty", "full"]
 
 
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.integers(0, 16000), min_size=1, max_size=12),
+    st.lists(st.tuples(st.integers(0, 11), st.integers(0, 11)), max_size=12),
+    st.integers(0, 16000),
+    st.booleans(),
+)
+def test_ordering_a_few_nodes_by_free_cpu_keeps_the_order_of_the_whole_index(
+    used: list[int], moves: list[tuple[int, int]], at_least: int, most_free_first: bool
+) -> None:
+    cache = ClusterCache("lockstep")
+    for i in range(len(used)):
+        cache.upsert_node(node(f"n{i}", cpu=16000))
+    for i, cpu in enumerate(used):
+        cache.upsert_pod(pod(f"p{i}", cpu=cpu, node_name=f"n{i}"))
+    for step, (source, target) in enumerate(moves):  # pods leave and arrive: nodes change buckets
+        if source < len(used):
+            cache.delete_pod(f"uid-p{source}")
+        if target < len(used):
+            cache.upsert_pod(pod(f"q{step}", cpu=used[target] // 2, node_name=f"n{target}"))
+    some = {f"n{i}" for i in range(0, len(used), 2)}
+    whole = [name for name in cache.nodes_by_free_cpu(at_least, most_free_first) if name in some]
+    assert cache.order_by_free_cpu(some, at_least, most_free_first) == whole
+
+
 def test_free_cpu_per_domain_follows_pods_nodes_and_labels() -> None:
     cache = ClusterCache("lockstep", topology_key="zone")
     cache.upsert_node(node("a1", cpu=4000, labels={"zone": "a"}))

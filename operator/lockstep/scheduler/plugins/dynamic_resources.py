@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from lockstep.api.resource import (
     DELETE_PROTECTION_FINALIZER,
@@ -84,11 +84,9 @@ from lockstep.scheduler.framework import (
     PodInfo,
     Status,
 )
+from lockstep.scheduler.plugin_context import PluginContext
 from lockstep.state.assume_cache import AssumeCacheError
 from lockstep.state.cluster import ClusterCache
-
-if TYPE_CHECKING:
-    from lockstep.scheduler.profile import PluginContext
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from lockstep.api.placement import parse_spread_constraint
 from lockstep.config import spread_constraint_list
@@ -43,12 +43,10 @@ from lockstep.scheduler.framework import (
     rejection_reasons,
 )
 from lockstep.scheduler.placement import SpreadConstraint
+from lockstep.scheduler.plugin_context import PluginContext
 from lockstep.scheduler.plugins.node_affinity import AffinityError, CompiledSelector, compile_selector
 from lockstep.scheduler.plugins.node_basics import tolerates
 from lockstep.state.cluster import ClusterCache
-
-if TYPE_CHECKING:
-    from lockstep.scheduler.profile import PluginContext
 
 HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"

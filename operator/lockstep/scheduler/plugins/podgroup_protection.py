@@ -15,15 +15,13 @@ written for them.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from lockstep.api.podgroup import PROTECTION_FINALIZER
 from lockstep.scheduler.framework import SUCCESS, CycleState, GroupKey, PodGroupInfo, PodInfo, Status
+from lockstep.scheduler.plugin_context import PluginContext
 from lockstep.scheduler.ports import PatchResult, PodGroupAPI
 from lockstep.state.cluster import ClusterCache
-
-if TYPE_CHECKING:
-    from lockstep.scheduler.profile import PluginContext
 
 PODGROUP_API_SERVICE = "podgroup.api"
 DELETING_CAUSE = "PodGroupDeleting"

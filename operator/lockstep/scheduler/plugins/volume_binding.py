@@ -32,7 +32,7 @@ import weakref
 from collections import Counter
 from collections.abc import Collection, Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from lockstep.api.resource import NodeSelector
 from lockstep.api.volume import (
@@ -44,13 +44,11 @@ from lockstep.api.volume import (
 )
 from lockstep.dra.node_selector import node_selector_matches
 from lockstep.scheduler.framework import SKIP, SUCCESS, CycleState, NodeInfo, PodInfo, Status
+from lockstep.scheduler.plugin_context import PluginContext
 from lockstep.scheduler.ports import VolumeAPI
 from lockstep.state.assume_cache import AssumeCacheError
 from lockstep.state.cluster import ClusterCache
 from lockstep.state.volumes import VolumeStore
-
-if TYPE_CHECKING:
-    from lockstep.scheduler.profile import PluginContext
 
 log = logging.getLogger(__name__)
 

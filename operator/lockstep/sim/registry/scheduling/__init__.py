@@ -245,6 +245,8 @@ class PodGroupStrategy(Strategy):
     """The spec is immutable; the server adds the protection finalizer at create; status names only
     claims of ``spec.resourceClaims``."""
 
+    drops_unknown_fields = True  # e.g. a topology entry's "mode": upstream's TopologyConstraint has key only
+
     def default(self, rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> None:
         spec = obj.setdefault("spec", {})
         if not isinstance(spec, dict):

@@ -623,6 +623,8 @@ class PodGroupStrategy(Strategy):
     ``{single: {}}``, the protection finalizer is stamped at create, only ``gang.minCount`` is mutable, and
     ``/status`` holds conditions and the claims' names (entries of ``spec.resourceClaims``)."""
 
+    drops_unknown_fields = True  # e.g. a topology entry's "mode": upstream's TopologyConstraint has key only
+
     def __init__(self, gates: FeatureGates) -> None:
         self.gates = gates
         self.rules = _Rules(gates)
