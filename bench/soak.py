@@ -12,7 +12,10 @@ every request 50-200 ms, drop watch streams every 10 s and answer resumed watche
 the operator with SIGKILL at random moments, restarting it each time. Gang health faults too: in
 about 1 group in 16 a member fails (exit code 1 after 2 s) and the group, with
 ``staleGracePeriodSeconds: 2``, has its other members evicted; ``--node-losses`` nodes are lost
-(a NoExecute taint nobody tolerates, then the Node deleted); once the workload settled, a gang of
+(a NoExecute taint nobody tolerates, then the Node deleted; the emulator's pod GC, every 5 s, removes
+what is left on it), the first one a node of one of two KeepMinCount gangs with a zone constraint
+(one member a node), whose lost members the soak recreates as their controller would; once the
+workload settled, a gang of
 node-sized members of a higher PriorityClass fits only by preempting. Meanwhile the invariants of
 :mod:`lockstep.sim.invariants` are checked every couple of seconds; a pod watch records bindings so a
 pod bound twice is caught. At the end:
@@ -29,9 +32,11 @@ pod bound twice is caught. At the end:
 - every ERROR line in the operator logs is explained by an injected fault;
 - no member that had finished is marked for a stale gang, no PodGroup says PodGroupSatisfied=True
   with fewer than minCount members running or succeeded;
+- no group with a required topology has live bound members in two domains (checked at every round:
+  the zoned gangs' replacements join their survivors' zone);
 - each fault class happened at least as often as claimed: the kills asked for, at least one
-  preemption victim, member failure and stale-gang eviction, and the node losses asked for (a run
-  whose faults did not happen checked nothing, and fails).
+  preemption victim, member failure and stale-gang eviction, the node losses asked for and a bound
+  replacement of a zoned gang (a run whose faults did not happen checked nothing, and fails).
 
 With ``--replicas 2`` a second phase runs two operators with leader election under the same faults,
 kills the leader, and checks that the other takes over within the lease duration (plus its polling
@@ -81,6 +86,11 @@ LEASE_NAMESPACE = "lockstep-system"
 SCHEDULER_NAME = "lockstep"
 POD_GROUP_LABEL = "scheduling.lockstep.dev/pod-group"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+# KeepMinCount gangs with a zone constraint, one member a node: the first node lost is one of theirs,
+# and the soak (as their controller) recreates the members lost with it
+ZONED_GANGS = 2
+ZONED_SIZE = 4
 PODGROUPS = f"/apis/scheduling.lockstep.dev/v1alpha1/namespaces/{NAMESPACE}/podgroups"
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 CLAIMS = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims"
@@ -122,6 +132,7 @@ EXIT_NOT_AVAILABLE = 3
 
 # How long a transient violation (gang mid-binding, claim reserved just before its Bind) may last.
 TRANSIENT_GRACE_SECONDS = 30.0
+POD_GC_PERIOD_SECONDS = 5.0
 CHECK_INTERVAL_SECONDS = 2.0
 CHECK_TIMEOUT_SECONDS = 20.0
 WATCH_DROP_SECONDS = 10.0
@@ -154,6 +165,7 @@ class GroupPlan:
     # member 0 fails (exit code 1) this long after it starts; the group recovers through
     # staleGracePeriodSeconds (its other members are evicted)
     fail_after: float | None = None
+    zoned: bool = False  # satisfactionPolicy KeepMinCount and a required zone topology
 
     def pod_name(self, index: int) -> str:
         return f"{self.name}-{index}"
@@ -223,6 +235,11 @@ def plan_workload(total_pods: int, rng: random.Random) -> list[GroupPlan]:
             plan = dataclasses.replace(plan, priority_class="soak-high")
         groups.append(plan)
         created += plan.pods
+    for _ in range(ZONED_GANGS):
+        name = f"zoned-{len(groups)}"
+        groups.append(
+            GroupPlan(name, "gang", ZONED_SIZE, ZONED_SIZE, 500, 128, "none", True, True, zoned=True)
+        )
     return groups
 
 
@@ -238,6 +255,14 @@ def podgroup_manifest(plan: GroupPlan) -> dict[str, Any]:
             "schedulingPolicy": policy,
             "scheduleTimeoutSeconds": 60,
             **({"staleGracePeriodSeconds": STALE_GRACE_SECONDS} if plan.fail_after is not None else {}),
+            **(
+                {
+                    "satisfactionPolicy": "KeepMinCount",
+                    "schedulingConstraints": {"topology": [{"key": ZONE_LABEL}]},
+                }
+                if plan.zoned
+                else {}
+            ),
         },
     }
 
@@ -615,6 +640,10 @@ class Report:
     stale_gang_evictions: int = 0  # members marked DisruptionTarget StaleGang
     finished_members_evicted: list[str] = field(default_factory=list)
     satisfied_below_min_count: list[str] = field(default_factory=list)
+    replacements_made: int = 0  # members of zoned gangs recreated after their node was lost
+    replacements_bound: int = 0
+    topology_checks: int = 0  # bound members of zoned groups checked against their zone constraint
+    topology_broken: list[str] = field(default_factory=list)
     fault_minimums_missed: list[str] = field(default_factory=list)
     leaked_inflight_allocations: float | None = None
     unexplained_error_lines: list[str] = field(default_factory=list)
@@ -679,6 +708,45 @@ def satisfied_below_min_count(state: ClusterState) -> list[str]:
     return found
 
 
+def topology_broken(state: ClusterState) -> tuple[int, list[str]]:
+    """The members checked, and the groups with a required topology whose live bound members are in
+    more than one domain of a key (a replacement placed outside the survivors' domain)."""
+    labels = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in state.nodes}
+    members: dict[str, list[str]] = {}
+    for pod in state.pods:
+        meta = pod.get("metadata") or {}
+        node = (pod.get("spec") or {}).get("nodeName")
+        phase = (pod.get("status") or {}).get("phase")
+        group = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
+        if group and node in labels and not meta.get("deletionTimestamp") and phase not in TERMINAL:
+            members.setdefault(group, []).append(node)
+    checked, found = 0, []
+    for podgroup in state.podgroups:
+        name = podgroup["metadata"]["name"]
+        constraints = ((podgroup.get("spec") or {}).get("schedulingConstraints") or {}).get("topology") or []
+        for key in (c.get("key") for c in constraints):
+            nodes = members.get(name, [])
+            checked += len(nodes)
+            domains = {labels[node].get(key) for node in nodes}
+            if len(domains) > 1:
+                found.append(f"{name}: bound members in {key} {sorted(map(str, domains))}")
+    return checked, found
+
+
+TERMINAL = ("Succeeded", "Failed")
+
+
+async def replace_lost_members(http: KubeHttp, plan: GroupPlan, lost: int, report: Report) -> list[str]:
+    """What a zoned gang's controller does: new pods for the members lost with a node."""
+    names = []
+    for _ in range(lost):
+        body = pod_manifest(plan, plan.pods + report.replacements_made)
+        report.replacements_made += 1
+        await persist(lambda body=body: http.create(PODS, body), f"create pod {body['metadata']['name']}")
+        names.append(body["metadata"]["name"])
+    return names
+
+
 async def lose_node(http: KubeHttp, name: str) -> None:
     """A node lost for good: a NoExecute taint no pod tolerates (taint eviction takes its pods at once,
     as kube-controller-manager's after tolerationSeconds), then the Node object is deleted."""
@@ -736,6 +804,9 @@ class InvariantWatch:
             + self.preemptions.violations(gang_min_counts(self.last_state.podgroups))
         )
         self.report.checks += 1
+        checked, broken = topology_broken(self.last_state)
+        self.report.topology_checks += checked
+        self.report.topology_broken += [b for b in broken if b not in self.report.topology_broken]
         for confirmed in self.tracker.update(violations):
             self.report.violations.append(str(confirmed))
             print(f"  VIOLATION {confirmed}", flush=True)
@@ -856,20 +927,37 @@ async def run_chaos_phase(
         used = sorted(
             {p["spec"]["nodeName"] for p in watch.last_state.pods if (p.get("spec") or {}).get("nodeName")}
         )
-        for name in rng.sample(used, min(args.node_losses, len(used))):
-            lost_groups |= {
+        zoned = {plan.name: plan for plan in plans if plan.zoned}
+        zoned_nodes = sorted(
+            {
+                p["spec"]["nodeName"]
+                for p in watch.last_state.pods
+                if (p.get("spec") or {}).get("nodeName")
+                and (p["metadata"].get("labels") or {}).get(POD_GROUP_LABEL) in zoned
+            }
+        )
+        losses = rng.sample(used, min(args.node_losses, len(used)))
+        if zoned_nodes and losses and not set(losses) & set(zoned_nodes):
+            losses[0] = rng.choice(zoned_nodes)
+        replacements: list[str] = []
+        for name in losses:
+            on_node = [
                 (p["metadata"].get("labels") or {}).get(POD_GROUP_LABEL, "")
                 for p in watch.last_state.pods
                 if (p.get("spec") or {}).get("nodeName") == name
-            }
+            ]
+            lost_groups |= set(on_node) - set(zoned)
             await lose_node(http, name)
             report.node_losses += 1
             print(f"  t={time.monotonic() - started:5.1f}s lost node {name}", flush=True)
+            for group in sorted(set(on_node) & set(zoned)):
+                replacements += await replace_lost_members(http, zoned[group], on_node.count(group), report)
         # Churn under faults: delete a few groups, with and without claims, while the operator works;
         # the reservations of their pods must be released and nothing may stay allocated for them.
         churn = max(1, len(plans) // 40)
         for claims in (False, True):
-            for plan in [p for p in plans if p.fits and (p.claims != "none") == claims][-churn:]:
+            churnable = [p for p in plans if p.fits and not p.zoned and (p.claims != "none") == claims]
+            for plan in churnable[-churn:]:
                 await delete_group(http, plan)
                 churned.add(plan.name)
         # Groups whose members fail or were on a lost node are recovered or left below minCount on
@@ -914,6 +1002,11 @@ async def run_chaos_phase(
         report.member_failures = len(watch.health.failed)
         report.stale_gang_evictions = len(watch.health.marked)
         report.finished_members_evicted = watch.health.finished_then_marked
+        report.replacements_bound = sum(
+            1
+            for p in watch.last_state.pods
+            if p["metadata"]["name"] in replacements and (p.get("spec") or {}).get("nodeName")
+        )
         # The status follows the members within a write or two (held up to its settle time, retried
         # after the faults' errors): only a claim that outlasts that counts.
         status_by = time.monotonic() + 15.0
@@ -930,6 +1023,11 @@ async def run_chaos_phase(
                 1 if any(p.fail_after for p in plans) else 0,
             ),
             "node_losses": (report.node_losses, args.node_losses),
+            # every replacement bound: the topology invariant judged them, not just first placements
+            "replacements_bound": (
+                report.replacements_bound,
+                max(report.replacements_made, 1 if args.node_losses else 0),
+            ),
         }
         report.fault_minimums_missed = [
             f"{k}: {got} < {least}" for k, (got, least) in wanted.items() if got < least
@@ -1066,6 +1164,7 @@ def judge(report: Report) -> None:
         ("unexplained ERROR log lines", report.unexplained_error_lines),
         ("finished members evicted", report.finished_members_evicted),
         ("groups Satisfied below minCount", report.satisfied_below_min_count),
+        ("groups whose bound members break their topology constraint", report.topology_broken),
         ("fault classes that did not happen as often as claimed", report.fault_minimums_missed),
     ):
         if items:
@@ -1083,7 +1182,14 @@ def judge(report: Report) -> None:
 
 async def main_async(args: argparse.Namespace, workdir: Path, report: Report) -> int:
     try:
-        sim = await start_sim(args.nodes, args.devices_per_node, workdir)
+        # The pods of a deleted node are the pod GC's: every 5 s, after 10 s missing (upstream's 20 s
+        # and 40 s would outlast the transient grace of the invariants).
+        sim = await start_sim(
+            args.nodes,
+            args.devices_per_node,
+            workdir,
+            extra_args=("--pod-gc-period", str(POD_GC_PERIOD_SECONDS)),
+        )
     except ProcessFailed as exc:
         print(f"soak: the emulator could not be started: {exc}", file=sys.stderr)
         return EXIT_NOT_AVAILABLE

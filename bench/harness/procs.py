@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,11 +121,13 @@ async def start_sim(
     max_pods: int | None = None,
     ready_within: float = 120.0,
     env: dict[str, str] | None = None,
+    extra_args: Sequence[str] = (),
 ) -> Child:
     """``lockstep sim`` in its own process; returns once its kubeconfig works and all nodes exist.
 
     With ``max_pods`` the same emulator is started through ``bigsim.py`` with that many pods per node.
-    ``env`` replaces the process environment (another ``PYTHONPATH``: another tree's emulator).
+    ``env`` replaces the process environment (another ``PYTHONPATH``: another tree's emulator);
+    ``extra_args`` go to ``lockstep sim`` (its periods, say).
     """
     kubeconfig = workdir / "kubeconfig"
     kubeconfig.unlink(missing_ok=True)
@@ -138,6 +141,7 @@ async def start_sim(
         str(free_port()),
         "--kubeconfig",
         str(kubeconfig),
+        *extra_args,
     ]
     child = Child("lockstep sim", argv, workdir / "sim.log", env)
     deadline = time.monotonic() + ready_within

@@ -116,6 +116,38 @@ def build_parser() -> argparse.ArgumentParser:
         f"{', '.join(OPTIONAL_CRDS)} (default: none; kubectl apply of a CRD works too)",
     )
 
+    sim.add_argument(
+        "--pod-start-seconds",
+        type=float,
+        default=0.1,
+        metavar="SECONDS",
+        help="how long a simulated kubelet takes to start a bound pod's containers (default 0.1)",
+    )
+    sim.add_argument(
+        "--node-monitor-grace-period",
+        type=float,
+        default=50.0,
+        metavar="SECONDS",
+        help="kube-controller-manager's: how long a node's kubelet may be silent (a Node annotated "
+        "sim.lockstep.dev/lost=true, or deleted) before the node is Ready Unknown and tainted "
+        "unreachable (default 50)",
+    )
+    sim.add_argument(
+        "--node-monitor-period",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="kube-controller-manager's: how often the node lifecycle controller checks (default 5)",
+    )
+    sim.add_argument(
+        "--pod-gc-period",
+        type=float,
+        default=20.0,
+        metavar="SECONDS",
+        help="how often the pod garbage collector runs; it deletes the pods of a deleted Node once "
+        "the node has been gone twice that long (default 20, upstream's 20 s and 40 s)",
+    )
+
     demo = sub.add_parser("demo", help="start a simulated cluster and the operator, apply examples/")
     demo.add_argument("--keep", action="store_true", help="keep the cluster running after the demo")
     demo.add_argument("--examples", default=None, help="directory of example manifests (default: examples/)")

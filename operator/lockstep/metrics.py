@@ -140,7 +140,8 @@ class Metrics:
         self.stale_gang_evictions = Counter(
             "lockstep_stale_gang_evictions",
             "Evictions of members of stale groups, by result (evicted, refused: a PodDisruptionBudget "
-            "said 429 and it is retried, gone, error).",
+            "said 429 and it is retried, changed: the member changed since the decision (409) and is "
+            "reconsidered, gone, error).",
             ["result"],
             registry=r,
         )

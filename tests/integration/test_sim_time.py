@@ -12,6 +12,8 @@ import pytest
 from test_sim_cluster import eventually, get_or_none
 
 from lockstep.sim.cluster import SimCluster
+from lockstep.sim.controllers.kubelet import LOST_ANNOTATION
+from lockstep.sim.faults import FaultRule
 from lockstep.sim.workload import EXIT_CODE, RUN_SECONDS
 
 NS = "clock"
@@ -218,6 +220,7 @@ async def test_a_lost_node_is_unknown_tainted_and_evicts_pods_after_their_tolera
     for name in ("brief", "patient"):
         pod = await http.get(f"{PODS}/{name}")
         assert condition(pod, "Ready")["status"] == "False"
+    before = [c["type"] for c in (await http.get(f"{PODS}/brief"))["status"]["conditions"]]
 
     async def evicted() -> dict[str, Any] | None:
         pod = await http.get(f"{PODS}/brief")
@@ -227,6 +230,8 @@ async def test_a_lost_node_is_unknown_tainted_and_evicts_pods_after_their_tolera
     assert time.monotonic() - tainted_seen > 0.5
     disruption = condition(pod, "DisruptionTarget")
     assert (disruption["status"], disruption["reason"]) == ("True", "DeletionByTaintManager")
+    # upstream's UpdatePodCondition: after the pod's other conditions, which keep their order
+    assert [c["type"] for c in pod["status"]["conditions"]] == [*before, "DisruptionTarget"]
     assert pod["status"]["phase"] == "Running"  # its kubelet cannot report: it stays, terminating
     await asyncio.sleep(0.5)
     assert await get_or_none(http, f"{PODS}/brief") is not None
@@ -272,6 +277,51 @@ async def test_pod_gc_force_deletes_terminating_pods_of_an_out_of_service_node(c
     await eventually(lambda: _gone(cluster, "stuck"), "the pod force-deleted")  # ...but the pod GC, then
     node = await http.get("/api/v1/nodes/node-001")
     assert ("node.kubernetes.io/out-of-service", "NoExecute") in taints_of(node)
+
+
+async def test_kubectl_loses_a_node_by_its_lost_annotation_and_restores_it_by_removing_it(
+    cluster: SimCluster,
+) -> None:
+    await run_pod(cluster, "cut-off", {RUN_SECONDS: "0.5"}, restartPolicy="Never", node="node-001")
+    await pod_in_phase(cluster, "cut-off", "Running")
+    http = cluster.http
+    await http.patch("/api/v1/nodes/node-001", {"metadata": {"annotations": {LOST_ANNOTATION: "true"}}})
+
+    async def unreachable() -> bool:
+        node = await http.get("/api/v1/nodes/node-001")
+        return condition(node, "Ready")["status"] == "Unknown" and (UNREACHABLE, "NoExecute") in taints_of(
+            node
+        )
+
+    await eventually(unreachable, "the annotated node Ready Unknown and tainted unreachable")
+    await asyncio.sleep(0.5)  # its containers exited meanwhile, but its kubelet is cut off
+    assert (await http.get(f"{PODS}/cut-off"))["status"]["phase"] == "Running"
+
+    await http.patch("/api/v1/nodes/node-001", {"metadata": {"annotations": {LOST_ANNOTATION: None}}})
+
+    async def healthy() -> bool:
+        node = await http.get("/api/v1/nodes/node-001")
+        return condition(node, "Ready")["status"] == "True" and not taints_of(node)
+
+    await eventually(healthy, "the node Ready and untainted once the annotation is gone")
+    await pod_in_phase(cluster, "cut-off", "Succeeded")
+
+
+async def test_the_pods_of_a_deleted_node_are_deleted_by_the_pod_gc_after_its_quarantine(
+    cluster: SimCluster,
+) -> None:
+    await run_pod(cluster, "unlucky", node="node-001")  # first in the pod GC's pass
+    await run_pod(cluster, "orphan", node="node-001")
+    await pod_in_phase(cluster, "unlucky", "Running")
+    await pod_in_phase(cluster, "orphan", "Running")
+    # every write of the pod GC to the first pod fails: the others are collected all the same
+    cluster.server.faults.add(FaultRule(verb="patch", resource="pods", name="unlucky", status=500))
+    http = cluster.http
+    await http.delete("/api/v1/nodes/node-001")
+    deleted = time.monotonic()
+    await eventually(lambda: _gone(cluster, "orphan"), "the orphaned pod deleted by the pod GC")
+    assert time.monotonic() - deleted >= 0.4  # twice pod_gc_period: the node was missing that long
+    assert not await _gone(cluster, "unlucky")
 
 
 async def _gone(sim: SimCluster, name: str) -> bool:

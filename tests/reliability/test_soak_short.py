@@ -45,6 +45,8 @@ def test_short_soak_keeps_every_invariant(tmp_path: Path) -> None:
     assert report["member_failures"] >= 1 and report["stale_gang_evictions"] >= 1, json.dumps(
         report, indent=2
     )
+    # a zoned gang's replacement was placed, and judged against its zone constraint
+    assert report["replacements_bound"] >= 1 and report["topology_checks"] > 0, json.dumps(report, indent=2)
     assert report["checks"] > 0, "the invariants were never checked"
     assert report["failures"] == [], json.dumps(report, indent=2)
     assert result.returncode == 0, result.stdout[-4000:]

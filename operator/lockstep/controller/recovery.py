@@ -8,6 +8,8 @@ start the whole gang again.
   members are finishing is not stale (KAI-Scheduler #1968 evicted such jobs).
 - A PodDisruptionBudget that refuses an eviction (429) is respected: that member is tried again on the
   next check, the others are evicted meanwhile.
+- The DisruptionTarget mark is guarded by the resourceVersion the decision saw: a member that changed
+  since (it may have finished) is not marked (409) and is reconsidered on the next check.
 - One Warning event ``StaleGang`` on the PodGroup and one count of
   ``lockstep_stale_gang_recoveries_total`` per recovery; ``lockstep_stale_gang_evictions_total{result}``
   per eviction. After a recovery the group gets a whole new grace period.
@@ -34,7 +36,7 @@ RESULTS = {
     PatchResult.OK: "evicted",
     PatchResult.TOO_MANY_REQUESTS: "refused",
     PatchResult.NOT_FOUND: "gone",
-    PatchResult.CONFLICT: "error",
+    PatchResult.CONFLICT: "changed",
     PatchResult.ERROR: "error",
 }
 
@@ -139,7 +141,9 @@ class StaleGangs:
         log.info(
             "stale gang eviction", pod=member.key, result=RESULTS[outcome.result], detail=outcome.message
         )
-        if outcome.result is PatchResult.TOO_MANY_REQUESTS:
+        if outcome.result in (PatchResult.TOO_MANY_REQUESTS, PatchResult.CONFLICT):
+            # refused by a budget, or the member changed since: tried again against the cache, which
+            # drops a member that finished meanwhile
             self._refused[member.uid] = message
         elif outcome.result not in (PatchResult.OK, PatchResult.NOT_FOUND):
             log.warning("evicting a member of a stale gang failed", pod=member.key, error=outcome.message)

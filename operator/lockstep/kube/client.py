@@ -22,6 +22,10 @@ import orjson
 
 from lockstep import GROUP, VERSION
 from lockstep.api import owners
+from lockstep.api.composite_podgroup import GROUP as COMPOSITE_GROUP
+from lockstep.api.composite_podgroup import KIND as COMPOSITE_KIND
+from lockstep.api.composite_podgroup import PLURAL as COMPOSITE_PLURAL
+from lockstep.api.composite_podgroup import VERSION as COMPOSITE_VERSION
 from lockstep.api.upstream_podgroup import GROUP as UPSTREAM_GROUP
 from lockstep.api.upstream_podgroup import PLURAL as UPSTREAM_PLURAL
 from lockstep.api.upstream_podgroup import V1ALPHA2 as UPSTREAM_V1ALPHA2
@@ -114,6 +118,8 @@ POD_DISRUPTION_BUDGETS = ResourceKind("policy", "v1", "poddisruptionbudgets", "P
 UPSTREAM_POD_GROUPS = ResourceKind(UPSTREAM_GROUP, UPSTREAM_V1BETA1, UPSTREAM_PLURAL, "PodGroup")
 UPSTREAM_POD_GROUPS_V1ALPHA2 = ResourceKind(UPSTREAM_GROUP, UPSTREAM_V1ALPHA2, UPSTREAM_PLURAL, "PodGroup")
 UPSTREAM_POD_GROUP_KINDS = (UPSTREAM_POD_GROUPS, UPSTREAM_POD_GROUPS_V1ALPHA2)
+# upstream's CompositePodGroup (KEP-6012, alpha in 1.37, gate CompositePodGroup): watched while served
+COMPOSITE_POD_GROUPS = ResourceKind(COMPOSITE_GROUP, COMPOSITE_VERSION, COMPOSITE_PLURAL, COMPOSITE_KIND)
 # other schedulers' PodGroups, watched while their CRD is installed (API discovery, as upstream's)
 COSCHEDULING_POD_GROUPS = ResourceKind("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 VOLCANO_POD_GROUPS = ResourceKind("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")

@@ -115,7 +115,12 @@ class KubeEvictionAPI:
             "message": message,
             "lastTransitionTime": now_rfc3339(),
         }
-        body = {"metadata": {"uid": pod.uid}, "status": {"conditions": [condition]}}
+        # Guarded by the resourceVersion the decision saw: a member that finished since (its
+        # failure is what made the gang stale, or it completed) is never marked (409, Conflict).
+        metadata = {"uid": pod.uid}
+        if pod.resource_version:
+            metadata["resourceVersion"] = pod.resource_version
+        body = {"metadata": metadata, "status": {"conditions": [condition]}}
         marked = await _pod_write(
             f"PATCH pods/status {pod.key}",
             self.client.patch(PODS, pod.namespace, pod.name, body, PatchType.STRATEGIC, subresource="status"),

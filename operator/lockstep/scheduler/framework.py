@@ -212,6 +212,9 @@ class PodGroupInfo:
     refusal: str = ""
     # metadata.deletionTimestamp is set: nothing more of the group is scheduled.
     terminating: bool = False
+    # spec.parentCompositePodGroupName: the CompositePodGroup (same namespace) this group is a child
+    # of; "" for a root group. Its cycle is the composite's (lockstep.scheduler.composite).
+    parent: str = ""
     # A lockstep PodGroup carries lockstep's protection finalizer. Not compared: its arrival is no
     # reason to run the group's cycle again.
     protected: bool = field(default=False, compare=False)
@@ -219,6 +222,37 @@ class PodGroupInfo:
     @property
     def key(self) -> GroupKey:
         return GroupKey(self.namespace, self.name, upstream=self.upstream, dialect=self.dialect)
+
+
+@dataclass(frozen=True, slots=True)
+class CompositeInfo:
+    """A group of groups: an upstream ``scheduling.k8s.io/v1alpha3`` CompositePodGroup (KEP-6012), the
+    parent of PodGroups (either shape) and of other composites that name it in
+    ``spec.parentCompositePodGroupName`` (``lockstep.api.groups.from_composite``)."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    generation: int = 0
+    parent: str = ""  # its own parent composite; "" for the root of a hierarchy
+    is_gang: bool = False
+    min_group_count: int = 1  # gang: children that must each be placed whole, together
+    # Required topology: every child of the composite in one domain of each of these node labels.
+    topology_keys: tuple[str, ...] = ()
+    disruption_mode: str = DISRUPTION_MODE_SINGLE
+    priority: int | None = None
+    preemption_policy: str | None = None
+    # The composite's CompositePodGroupInitiallyScheduled turned True (terminal upstream).
+    once_scheduled: bool = False
+    terminating: bool = False
+    refusal: str = ""  # why the object cannot be used (a field named); its subtree is refused
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.namespace, self.name
+
+    def __str__(self) -> str:
+        return f"CompositePodGroup {self.namespace}/{self.name}"
 
 
 @dataclass(slots=True)

@@ -118,6 +118,20 @@ def sim_command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return USAGE_EXIT
+    if not args.pod_start_seconds >= 0:
+        print(
+            f"lockstep sim: --pod-start-seconds must not be negative, got {args.pod_start_seconds}",
+            file=sys.stderr,
+        )
+        return USAGE_EXIT
+    for flag in ("node_monitor_grace_period", "node_monitor_period", "pod_gc_period"):
+        if not getattr(args, flag) > 0:
+            option = "--" + flag.replace("_", "-")
+            print(
+                f"lockstep sim: {option} must be a positive number of seconds, got {getattr(args, flag)}",
+                file=sys.stderr,
+            )
+            return USAGE_EXIT
     configure_logging(fmt="console", level="warning", stream=sys.stderr)
     cluster = SimCluster(
         install_crds=crds,
@@ -127,6 +141,10 @@ def sim_command(args: argparse.Namespace) -> int:
         feature_gates=gates,
         kube_version=kube,
         owner_crds=tuple(OWNER_KINDS),  # so that every example applies, as with lockstep demo
+        kubelet_start_delay=args.pod_start_seconds,
+        node_monitor_grace_period=args.node_monitor_grace_period,
+        node_monitor_period=args.node_monitor_period,
+        pod_gc_period=args.pod_gc_period,
     )
     try:
         return asyncio.run(run_until_stopped(cluster, args.kubeconfig))

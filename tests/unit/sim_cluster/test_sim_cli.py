@@ -22,6 +22,10 @@ from lockstep.sim.cli import write_kubeconfig
         (["--port", "70000"], "--port must be between 0 and 65535, got 70000"),
         (["--feature-gates", "DRAListTypeAtributes=true"], "unknown feature gate 'DRAListTypeAtributes'"),
         (["--feature-gates", "GenericWorkload=yes"], "'GenericWorkload' has invalid value 'yes'"),
+        (["--node-monitor-grace-period", "0"], "--node-monitor-grace-period must be a positive number"),
+        (["--pod-gc-period", "-1"], "--pod-gc-period must be a positive number of seconds, got -1.0"),
+        (["--node-monitor-period", "nan"], "--node-monitor-period must be a positive number"),
+        (["--pod-start-seconds", "-0.5"], "--pod-start-seconds must not be negative, got -0.5"),
     ],
 )
 def test_bad_flags_exit_2_naming_the_flag(

@@ -33,10 +33,15 @@
   node lifecycle controller) and acting on its pods: they stay as the API last saw them, deletions
   included. ``restore`` posts the node's healthy conditions again, reports its running pods Ready and
   catches up: what fell due while the node was lost (exits, deadlines, deletions) happens then.
+  With the nodes informer, ``kubectl`` drives it too: the Node annotation ``sim.lockstep.dev/lost:
+  "true"`` loses the node and removing it restores the node; a deleted Node's kubelet is lost with it
+  (its pods are left to the pod GC's orphan collection) and reports again when a Node of that name is
+  created anew.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import ipaddress
@@ -56,7 +61,7 @@ from lockstep.sim.watching import (
     KubeHttp,
     WorkQueue,
 )
-from lockstep.sim.workload import INVALID_REASON, Workload, parse_workload
+from lockstep.sim.workload import INVALID_REASON, PREFIX, Workload, parse_workload
 
 log = structlog.get_logger("lockstep.sim.controllers.kubelet")
 
@@ -67,6 +72,8 @@ def now_rfc3339() -> str:
 
 DEADLINE_REASON = "DeadlineExceeded"
 DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
+# on a Node, "true": its kubelet stops reporting and acting, as when the machine is cut off
+LOST_ANNOTATION = PREFIX + "lost"
 KILLED_EXIT_CODE = 143  # 128 + SIGTERM: the simulated containers exit when the kubelet stops them
 
 
@@ -361,6 +368,7 @@ class Kubelets:
         run_seconds: float | None = None,
         workers: int = 32,
         pvcs: Informer | None = None,
+        nodes: Informer | None = None,
     ) -> None:
         self.http = http
         self.pods = pods
@@ -378,6 +386,9 @@ class Kubelets:
         self._removal_due: dict[str, float] = {}  # pod key -> monotonic time its containers are gone
         self._runtimes: dict[str, PodRuntime] = {}  # pod key -> its started containers
         self._lost: dict[str, float] = {}  # lost node -> monotonic time its kubelet last reported
+        # lost through the API (the lost annotation, or the Node deleted): the API brings them back
+        self._lost_through_api: set[str] = set()
+        self._restoring: set[asyncio.Task[None]] = set()
         # claim key -> keys of pods that could not start until it changes
         self._waiting_for_claim: dict[str, set[str]] = {}
         # PersistentVolumeClaim key -> keys of pods waiting for it to be bound
@@ -389,11 +400,15 @@ class Kubelets:
         claims.add_handler(self._on_claim_event)
         if pvcs is not None:
             pvcs.add_handler(self._on_pvc_event)
+        if nodes is not None:
+            nodes.add_handler(self._on_node_event)
 
     def start(self) -> None:
         self._queue.start()
 
     async def stop(self) -> None:
+        for task in list(self._restoring):
+            task.cancel()
         await self._queue.stop()
 
     # ------------------------------------------------------------ node loss
@@ -422,6 +437,27 @@ class Kubelets:
             self._removal_due.pop(key, None)  # planned while lost: plan it again from now
             self._after(key, "ready", 0)
             self._on_pod_event("MODIFIED", pod)
+
+    def _on_node_event(self, event_type: str, node: JsonObject) -> None:
+        name = node["metadata"]["name"]
+        if name not in self._node_ips:
+            return
+        annotations = node["metadata"].get("annotations") or {}
+        if event_type == "DELETED" or annotations.get(LOST_ANNOTATION) == "true":
+            if name not in self._lost:
+                self._lost_through_api.add(name)
+                self.lose(name)
+        elif name in self._lost_through_api:
+            self._lost_through_api.discard(name)
+            task = asyncio.create_task(self._restore_reporting(name), name=f"sim-kubelet-restore-{name}")
+            self._restoring.add(task)
+            task.add_done_callback(self._restoring.discard)
+
+    async def _restore_reporting(self, node_name: str) -> None:
+        try:
+            await self.restore(node_name)
+        except ApiError as exc:
+            log.warning("a restored node's kubelet could not report", node=node_name, status=exc.status)
 
     def _check_node(self, node_name: str) -> None:
         if node_name not in self._node_ips:

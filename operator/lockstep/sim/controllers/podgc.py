@@ -9,6 +9,9 @@ setting phase Failed on a pod that is not finished yet:
   ``quarantine`` seconds (upstream's ``quarantineTime``, 40 s) and a GET confirms it, with the condition
   DisruptionTarget=True, reason ``DeletionByPodGC``, message "PodGC: node no longer exists".
 
+A pod whose writes fail is tried again the next period; the others of the pass are collected
+meanwhile, as upstream's loops go on after an error.
+
 So a pod deleted on a lost node stays terminating until the node comes back, is tainted out of service,
 or is deleted, as on a real cluster. Not simulated: ``gcTerminated`` (finished pods beyond
 ``--terminated-pod-gc-threshold``, 12,500) and ``gcUnscheduledTerminating`` (the emulator deletes an
@@ -87,7 +90,7 @@ class PodGarbageCollector:
             elif pod["metadata"].get("deletionTimestamp") and out_of_service(node):
                 terminating.append(pod)
         for pod in terminating:
-            await self._delete(pod, None)
+            await self._collect_one(pod, None)
         self._missing_since = {name: self._missing_since.get(name, now) for name in bound_to_missing}
         for name, pods in bound_to_missing.items():
             if now - self._missing_since[name] < self.quarantine or await self._node_exists(name):
@@ -100,7 +103,19 @@ class PodGarbageCollector:
                 "lastTransitionTime": now_rfc3339(),
             }
             for pod in pods:
-                await self._delete(pod, condition)
+                await self._collect_one(pod, condition)
+
+    async def _collect_one(self, pod: JsonObject, condition: JsonObject | None) -> None:
+        """One pod's deletion; a failure is logged and the others go on, as upstream's loop does (the
+        next period tries the pod again)."""
+        try:
+            await self._delete(pod, condition)
+        except ApiError as exc:
+            log.warning(
+                "pod garbage collection of a pod failed; retrying next period",
+                pod=f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}",
+                status=exc.status,
+            )
 
     async def _node_exists(self, name: str) -> bool:
         try:

@@ -9,10 +9,11 @@ A pod bound to a node with NoExecute taints is deleted unless its tolerations ma
 Tolerations match as ``Toleration.ToleratesTaint``: same effect or none, same key or none with
 operator Exists, and with operator Equal (the default) the same value. The deletion first sets the pod
 condition DisruptionTarget=True (reason ``DeletionByTaintManager``, message "Taint manager: deleting due
-to NoExecute taint"), records a Normal event ``TaintManagerEviction``, then DELETEs the pod with the
-default grace period. A planned deletion is cancelled when the taints go or the pod tolerates them
-forever. Every pod gets 300 s tolerations for ``node.kubernetes.io/not-ready`` and ``unreachable`` at
-creation (the DefaultTolerationSeconds admission in ``registry/core.py``) unless it sets its own.
+to NoExecute taint"), after the pod's other conditions as upstream's ``UpdatePodCondition`` puts it,
+records a Normal event ``TaintManagerEviction``, then DELETEs the pod with the default grace period.
+A planned deletion is cancelled when the taints go or the pod tolerates them forever. Every pod gets
+300 s tolerations for ``node.kubernetes.io/not-ready`` and ``unreachable`` at creation (the
+DefaultTolerationSeconds admission in ``registry/core.py``) unless it sets its own.
 """
 
 from __future__ import annotations
@@ -144,9 +145,7 @@ class TaintEvictionController:
             "lastTransitionTime": when,
         }
         try:
-            await self.http.patch(
-                path + "/status", {"status": {"conditions": [condition]}}, STRATEGIC_MERGE_PATCH
-            )
+            await self.http.patch(path + "/status", condition_patch(pod, condition), STRATEGIC_MERGE_PATCH)
             message = f"Marking for deletion Pod {key}"
             event = object_event(
                 {"kind": "Pod", **pod}, "Normal", "TaintManagerEviction", message, SOURCE, when
@@ -159,6 +158,17 @@ class TaintEvictionController:
             if exc.status not in (404, 409):  # gone, or replaced by a pod of the same name
                 raise
         self._due.pop(key, None)
+
+
+def condition_patch(pod: JsonObject, condition: JsonObject) -> JsonObject:
+    """The status patch upstream's ``UpdatePodCondition`` + ``PatchPodStatus`` send: the condition
+    replaces one of its type in place, else goes after the pod's other conditions (a two-way merge
+    patch carries ``$setElementOrder``; without it kube-apiserver would put the new one first)."""
+    types = [c.get("type") for c in (pod.get("status") or {}).get("conditions") or []]
+    if condition["type"] not in types:
+        types.append(condition["type"])
+    order = [{"type": kind} for kind in types]
+    return {"status": {"$setElementOrder/conditions": order, "conditions": [condition]}}
 
 
 def no_execute_taints(node: JsonObject) -> list[JsonObject]:
