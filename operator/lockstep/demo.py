@@ -32,6 +32,7 @@ from lockstep.api.upstream_podgroup import CONDITION_TYPES as UPSTREAM_CONDITION
 from lockstep.config import load_settings
 from lockstep.controller.runtime import OperatorThread
 from lockstep.kube.client import (
+    COMPOSITE_POD_GROUPS,
     COSCHEDULING_POD_GROUPS,
     DEVICE_CLASSES,
     JOBS,
@@ -65,6 +66,7 @@ APPLICABLE: dict[tuple[str, str], ResourceKind] = {
         PODS,
         POD_GROUPS,
         *UPSTREAM_POD_GROUP_KINDS,
+        COMPOSITE_POD_GROUPS,
         COSCHEDULING_POD_GROUPS,
         VOLCANO_POD_GROUPS,
         JOBS,

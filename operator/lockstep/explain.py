@@ -317,6 +317,7 @@ def describe_dry_run(result: DryRun | str) -> list[str]:
     lines = ["dry run of one group cycle against the cluster now (writes nothing):"]
     if isinstance(result, str):
         return [*lines, f"{INDENT}{result}"]
+    lines += describe_composites(result)
     lines += _describe_outcome(result.outcome)
     verdict = result.preemption
     if verdict is not None:
@@ -327,6 +328,24 @@ def describe_dry_run(result: DryRun | str) -> list[str]:
                 lines.append(f"{INDENT * 2}would preempt {victim.key} {where}")
             for pod, node in verdict.plan.nominations:
                 lines.append(f"{INDENT * 2}would nominate {pod.key} for {node}")
+    return lines
+
+
+def describe_composites(result: DryRun) -> list[str]:
+    """The CompositePodGroups of the hierarchy the PodGroup belongs to, root first: each one's policy,
+    verdict and the domains of its level it tried."""
+    lines: list[str] = []
+    for verdict in result.composites:
+        composite = verdict.composite
+        policy = f"gang, minGroupCount {composite.min_group_count}" if composite.is_gang else "basic"
+        state = (
+            verdict.status.message
+            or f"{verdict.placed_whole} of {verdict.children} child groups placed whole"
+        )
+        lines.append(f"{INDENT}{composite} ({policy}): {state}")
+        for tried in verdict.topology:
+            mark = "chose" if tried.chosen else "tried"
+            lines.append(f"{INDENT * 2}{mark} {tried.domain}: {tried.verdict}")
     return lines
 
 

@@ -33,7 +33,7 @@ from lockstep.api.upstream_podgroup import VERSIONS as UPSTREAM_VERSIONS
 from lockstep.config import ConfigError, Settings, load_settings
 from lockstep.controller.core import SchedulerCore
 from lockstep.controller.template_gangs import podgroup_for, requested_min_count
-from lockstep.kube.client import ApiError, KubeClient
+from lockstep.kube.client import COMPOSITE_POD_GROUPS, ApiError, KubeClient
 from lockstep.kube.credentials import CredentialsError, load_connection_info
 from lockstep.logging import configure_logging
 from lockstep.scheduler.framework import Code, GroupKey
@@ -55,6 +55,7 @@ class PlanInput:
     """The objects read, as they would be created (namespaced, with the identity the API would give)."""
 
     podgroups: list[dict[str, Any]] = field(default_factory=list)
+    composites: list[dict[str, Any]] = field(default_factory=list)  # CompositePodGroups
     pods: list[dict[str, Any]] = field(default_factory=list)
     # groups in file order (their PodGroup, or named by pods / a Job)
     groups: list[GroupKey] = field(default_factory=list)
@@ -116,6 +117,8 @@ def _add(
         podgroup = _identity(obj, namespace, number)
         planned.podgroups.append(podgroup)
         planned.add_group(group_key(podgroup))
+    elif kind == COMPOSITE_POD_GROUPS.kind and api_version == COMPOSITE_POD_GROUPS.api_version:
+        planned.composites.append(_identity(obj, namespace, number))
     elif kind == "Pod" and api_version == "v1":
         _add_pod(planned, path, _identity(obj, namespace, number), scheduler_name)
     elif kind == "Job" and api_version == "batch/v1":
@@ -143,7 +146,8 @@ def _add(
     else:
         raise PlanInputError(
             f"{_where(path, obj)}: {api_version} {kind} is not planned (PodGroups of {LOCKSTEP_API} or "
-            f"{', '.join(sorted(UPSTREAM_APIS))}, v1 Pods and batch/v1 Jobs are)"
+            f"{', '.join(sorted(UPSTREAM_APIS))}, {COMPOSITE_POD_GROUPS.api_version} CompositePodGroups, "
+            "v1 Pods and batch/v1 Jobs are)"
         )
 
 
@@ -203,6 +207,7 @@ def merged(state: ClusterState, planned: PlanInput) -> ClusterState:
     result = copy.copy(state)
     result.podgroups = replace(state.podgroups, lockstep)
     result.upstream_podgroups = replace(state.upstream_podgroups, upstream)
+    result.composites = replace(state.composites, planned.composites)
     result.pods = replace(state.pods, planned.pods)
     return result
 

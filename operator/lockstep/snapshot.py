@@ -8,6 +8,7 @@ Listing needs only ``list`` on the kinds below (and API discovery); nothing is w
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ from lockstep.api.upstream_podgroup import GROUP as UPSTREAM_GROUP
 from lockstep.config import Settings
 from lockstep.controller.core import SchedulerCore
 from lockstep.kube.client import (
+    COMPOSITE_POD_GROUPS,
     CSI_NODES,
     DEVICE_CLASSES,
     NAMESPACES,
@@ -37,8 +39,9 @@ from lockstep.kube.client import (
 )
 from lockstep.kube.events import EventRecorder
 from lockstep.metrics import Metrics
+from lockstep.scheduler.composite import CompositeVerdict, HierarchyProblem, hierarchy, root_of
 from lockstep.scheduler.cycle import CycleOutcome
-from lockstep.scheduler.framework import Code, GroupKey
+from lockstep.scheduler.framework import Code, GroupKey, PodGroupInfo
 from lockstep.scheduler.preemption import PlanVerdict
 from lockstep.scheduler.scheduler import INVALID_POD_GROUP
 
@@ -81,6 +84,7 @@ class ClusterState:
     priority_classes: list[dict[str, Any]] = field(default_factory=list)
     upstream_podgroups: list[dict[str, Any]] = field(default_factory=list)
     upstream_kind: ResourceKind | None = None  # the upstream PodGroup version the cluster serves
+    composites: list[dict[str, Any]] = field(default_factory=list)  # CompositePodGroups, where served
 
     def members(self, namespace: str, name: str, upstream: bool = False) -> list[dict[str, Any]]:
         def joins(pod: dict[str, Any]) -> bool:
@@ -97,12 +101,14 @@ class ClusterState:
 async def list_cluster(client: KubeClient) -> ClusterState:
     """Every kind a group cycle reads, listed once."""
     upstream_kind = await client.first_served(UPSTREAM_POD_GROUP_KINDS)
+    composite_kind = await client.first_served((COMPOSITE_POD_GROUPS,))
 
     async def items(kind: ResourceKind) -> list[dict[str, Any]]:
         listed = await client.list(kind)
         return list(listed.get("items", []))
 
-    kinds = (*LISTED_KINDS, *((upstream_kind,) if upstream_kind is not None else ()))
+    served = (upstream_kind, composite_kind)
+    kinds = (*LISTED_KINDS, *(kind for kind in served if kind is not None))
     listed = dict(zip(kinds, await asyncio.gather(*(items(kind) for kind in kinds)), strict=True))
     return ClusterState(
         nodes=listed[NODES],
@@ -121,6 +127,7 @@ async def list_cluster(client: KubeClient) -> ClusterState:
         priority_classes=listed[PRIORITY_CLASSES],
         upstream_podgroups=listed[upstream_kind] if upstream_kind is not None else [],
         upstream_kind=upstream_kind,
+        composites=listed[composite_kind] if composite_kind is not None else [],
     )
 
 
@@ -141,6 +148,7 @@ def build_core(settings: Settings, client: KubeClient, state: ClusterState) -> S
         (core.on_node, state.nodes),
         (core.on_namespace, state.namespaces),
         (core.on_priority_class, state.priority_classes),
+        (core.on_composite_podgroup, state.composites),
         (core.on_podgroup, state.podgroups),
         (core.on_upstream_podgroup, state.upstream_podgroups),
         (core.on_pdb, state.budgets),
@@ -162,6 +170,8 @@ def group_key(podgroup: dict[str, Any]) -> GroupKey:
 class DryRun:
     outcome: CycleOutcome
     preemption: PlanVerdict | None = None  # the planner's verdict when the group does not fit
+    # a PodGroup of a CompositePodGroup hierarchy: each composite's verdict, the root first
+    composites: tuple[CompositeVerdict, ...] = ()
 
 
 def dry_run(core: SchedulerCore, key: GroupKey, keep: bool = False) -> DryRun | str:
@@ -174,6 +184,9 @@ def dry_run(core: SchedulerCore, key: GroupKey, keep: bool = False) -> DryRun | 
         return f"{problem[0]}: {problem[1]}"
     if group is None:
         return "the PodGroup is not valid, so lockstep does not schedule it (see its status message)"
+    kept = _kept_hierarchies.get(core, {}).get(key)
+    if kept is not None:
+        return kept  # placed with its hierarchy by the dry run of a sibling, kept
     pods = core.cache.unscheduled_members(key)
     total = core.cache.live_member_count(key)
     if not pods:
@@ -182,6 +195,8 @@ def dry_run(core: SchedulerCore, key: GroupKey, keep: bool = False) -> DryRun | 
     if total < min_count:
         return f"waiting for pods: {total} of minCount {min_count} exist, {min_count - total} missing"
     scheduler = core.scheduler
+    if group.parent:
+        return _dry_run_hierarchy(core, group, keep)
     priority = core.cache.group_priority(key)
     pods.sort(key=lambda p: -p.priority)  # as the operator's cycle orders them
     verdict = None
@@ -195,3 +210,37 @@ def dry_run(core: SchedulerCore, key: GroupKey, keep: bool = False) -> DryRun | 
         if outcome.status.code is Code.UNSCHEDULABLE:
             verdict = scheduler.planner.plan(key, group, pods, priority)
     return DryRun(outcome, verdict)
+
+
+def _dry_run_hierarchy(core: SchedulerCore, group: PodGroupInfo, keep: bool) -> DryRun | str:
+    """The cycle of the PodGroup's root CompositePodGroup, as the operator runs it."""
+    scheduler = core.scheduler
+    root = root_of(core.cache, group)
+    if isinstance(root, HierarchyProblem):
+        return f"{root.cause}: {root.message}"
+    tree = hierarchy(core.cache, root)
+    leaves = tree.leaves()
+    pods_of = {
+        leaf.key: sorted(core.cache.unscheduled_members(leaf.key), key=lambda p: -p.priority)
+        for leaf in leaves
+    }
+    priority = max(core.cache.group_priority(leaf.key) for leaf in leaves)
+    holds = scheduler.nominations_above(group.key, priority)
+    with core.cache.pods_held(holds), scheduler.reservations.holding_for(group.key, priority):
+        result = scheduler.composite_cycle.run(tree, pods_of)
+        if not keep or not result.status.ok:
+            for placement in reversed(result.placements):
+                scheduler.cycle.release(placement)
+    verdicts = tuple(result.verdicts[c.key] for c in tree.composites() if c.key in result.verdicts)
+    if keep and result.status.ok:
+        kept = _kept_hierarchies.setdefault(core, {})
+        for leaf in leaves:
+            if leaf.key != group.key and leaf.key in result.outcomes:
+                kept[leaf.key] = DryRun(result.outcomes[leaf.key], None, verdicts)
+    return DryRun(result.outcomes[group.key], None, verdicts)
+
+
+# The PodGroups a kept dry run placed with their hierarchy, per core: their own dry run answers that.
+_kept_hierarchies: weakref.WeakKeyDictionary[SchedulerCore, dict[GroupKey, DryRun]] = (
+    weakref.WeakKeyDictionary()
+)

@@ -29,6 +29,12 @@ async def cluster() -> AsyncIterator[SimCluster]:
         yield sim
 
 
+@pytest.fixture
+async def cluster_137() -> AsyncIterator[SimCluster]:
+    async for sim in _started("1.37"):
+        yield sim
+
+
 @pytest.fixture(params=sorted(PODGROUP_VERSIONS))
 async def versioned(request: pytest.FixtureRequest) -> AsyncIterator[tuple[SimCluster, str]]:
     """A cluster of each kube version, with the path of its upstream PodGroups."""
@@ -168,3 +174,32 @@ async def test_pod_group_template_claim_is_generated_owned_and_recorded(
     assert claim["metadata"]["name"].startswith("trainer-shared-")
     listed = await cluster.http.get(CLAIMS)
     assert len(listed["items"]) == 1
+
+
+async def test_deleted_composite_stays_until_no_group_names_it(cluster_137: SimCluster) -> None:
+    """KEP-6012: a CompositePodGroup keeps its protection finalizer while a PodGroup or a child
+    CompositePodGroup names it; the hierarchy goes from its leaves up."""
+    cluster = cluster_137
+    composites = f"/apis/scheduling.k8s.io/v1alpha3/namespaces/{NS}/compositepodgroups"
+    podgroups = f"/apis/scheduling.k8s.io/v1beta1/namespaces/{NS}/podgroups"
+    ref = {"workloadName": "w", "templateName": "t"}
+    for name, parent in (("root", None), ("mid", "root")):
+        spec: dict[str, Any] = {"workloadRef": ref, "schedulingPolicy": {"basic": {}}}
+        if parent:
+            spec["parentCompositePodGroupName"] = parent
+        await cluster.http.create(composites, {"metadata": {"name": name}, "spec": spec})
+    leaf = {"parentCompositePodGroupName": "mid", "workloadRef": ref, "schedulingPolicy": {"basic": {}}}
+    await cluster.http.create(podgroups, {"metadata": {"name": "leaf"}, "spec": leaf})
+    for name in ("root", "mid"):
+        deleted = await cluster.http.delete(f"{composites}/{name}")
+        assert deleted["metadata"]["finalizers"] == ["scheduling.k8s.io/compositepodgroup-protection"]
+    assert await get_or_none(cluster.http, f"{composites}/root") is not None
+    assert await get_or_none(cluster.http, f"{composites}/mid") is not None
+
+    await cluster.http.delete(f"{podgroups}/leaf")  # no pod names it: gone at once
+
+    async def gone(sim: SimCluster, path: str) -> bool:
+        return await get_or_none(sim.http, path) is None
+
+    await eventually(lambda: gone(cluster, f"{composites}/mid"), "mid removed once its PodGroup is gone")
+    await eventually(lambda: gone(cluster, f"{composites}/root"), "root removed once mid is gone")

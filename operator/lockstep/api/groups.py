@@ -1,7 +1,8 @@
 """Adapters into the core's one group model (``PodGroupInfo``): lockstep's own
 ``scheduling.lockstep.dev/v1alpha1`` PodGroup and upstream's ``scheduling.k8s.io`` PodGroup (``v1beta1``
 on Kubernetes 1.37, ``v1alpha2`` on 1.36: one model parses both, ``lockstep.api.upstream_podgroup``)
-here; the other schedulers' shapes each in their own module: ``lockstep.api.coscheduling``
+here, and upstream's ``v1alpha3`` CompositePodGroup into the core's group of groups (``CompositeInfo``);
+the other schedulers' shapes each in their own module: ``lockstep.api.coscheduling``
 (scheduler-plugins), ``lockstep.api.volcano``, ``lockstep.api.kueue`` (plain pod groups).
 
 A group's priority is ``spec.priority`` when set, else the value of ``spec.priorityClassName``
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lockstep.api.composite_podgroup import CONDITION_INITIALLY_SCHEDULED, CompositePodGroup
 from lockstep.api.podgroup import (
     CONDITION_SCHEDULED,
     MAX_RESERVATION_TIMEOUT_SECONDS,
@@ -28,7 +30,7 @@ from lockstep.api.upstream_podgroup import (
     STALE_GRACE_PERIOD_ANNOTATION,
     UpstreamPodGroup,
 )
-from lockstep.scheduler.framework import ONCE_SATISFIED, PodClaimRef, PodGroupInfo
+from lockstep.scheduler.framework import ONCE_SATISFIED, CompositeInfo, PodClaimRef, PodGroupInfo
 
 # Upstream's PodGroup has no field for lockstep's capacity reservation: these annotations stand for
 # lockstep's spec.reservation.policy and spec.reservation.timeoutSeconds.
@@ -113,13 +115,17 @@ def dialect_identity(raw: Mapping[str, Any], dialect: str) -> PodGroupInfo:
 
 
 def group_priority(
-    key: str, priority: int | None, class_name: str | None, priority_classes: Mapping[str, int]
+    key: str,
+    priority: int | None,
+    class_name: str | None,
+    priority_classes: Mapping[str, int],
+    kind: str = "PodGroup",
 ) -> int | None:
     if priority is not None or not class_name:
         return priority
     if class_name not in priority_classes:
         raise UnknownPriorityClassError(
-            f"PodGroup {key}: spec.priorityClassName: no PriorityClass named {class_name!r}"
+            f"{kind} {key}: spec.priorityClassName: no PriorityClass named {class_name!r}"
         )
     return priority_classes[class_name]
 
@@ -155,6 +161,7 @@ def from_lockstep(podgroup: PodGroup, priority_classes: Mapping[str, int]) -> Po
             podgroup.status.conditions, CONDITION_SCHEDULED, podgroup.metadata.generation
         ),
         terminating=podgroup.metadata.deletion_timestamp is not None,
+        parent=spec.parent_composite_pod_group_name or "",
         protected=PROTECTION_FINALIZER in podgroup.metadata.finalizers,
     )
 
@@ -193,4 +200,32 @@ def from_upstream(
         preemption_policy=spec.preemption_policy,
         upstream=True,
         terminating=podgroup.metadata.deletion_timestamp is not None,
+        parent=spec.parent_composite_pod_group_name or "",
+    )
+
+
+def from_composite(composite: CompositePodGroup, priority_classes: Mapping[str, int]) -> CompositeInfo:
+    """A CompositePodGroup as the core's group of groups. ``basic`` is a composite whose children are
+    placed independently; ``gang`` one that places ``minGroupCount`` of them together or none."""
+    spec = composite.spec
+    gang = spec.scheduling_policy.gang
+    scheduled = next(
+        (c for c in composite.status.conditions if c.type == CONDITION_INITIALLY_SCHEDULED), None
+    )
+    return CompositeInfo(
+        namespace=composite.metadata.namespace or "default",
+        name=composite.metadata.name,
+        uid=composite.metadata.uid,
+        generation=composite.metadata.generation,
+        parent=spec.parent_composite_pod_group_name or "",
+        is_gang=gang is not None,
+        min_group_count=gang.min_group_count if gang is not None else 1,
+        topology_keys=spec.topology_keys,
+        disruption_mode=spec.disruption_mode,
+        priority=group_priority(
+            composite.key, spec.priority, spec.priority_class_name, priority_classes, "CompositePodGroup"
+        ),
+        preemption_policy=spec.preemption_policy,
+        once_scheduled=scheduled is not None and scheduled.status == "True",
+        terminating=composite.metadata.deletion_timestamp is not None,
     )

@@ -213,6 +213,10 @@ class ReservationSpec(_Model):
 
 
 class PodGroupSpec(GroupSpec):
+    # upstream's field of the same name: the scheduling.k8s.io CompositePodGroup this group is a child of
+    parent_composite_pod_group_name: (
+        Annotated[JsonStr, Field(min_length=1, max_length=253), _matches(DNS_SUBDOMAIN)] | None
+    ) = Field(None, alias="parentCompositePodGroupName")
     priority_class_name: (
         Annotated[JsonStr, Field(min_length=1, max_length=253), _matches(DNS_SUBDOMAIN)] | None
     ) = Field(None, alias="priorityClassName")

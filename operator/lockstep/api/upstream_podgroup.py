@@ -10,9 +10,10 @@ kube-apiserver accepts in each version lockstep reads. Pods join such a group th
   condition is ``PodGroupScheduled``; the spec is immutable.
 
 Both parse into one model: the disruption mode in 1.37's names, whatever the version. Fields
-lockstep does not act on (``workloadRef``, ``podGroupTemplateRef``, ``parentCompositePodGroupName``:
-links to the objects the group was made from) are read and ignored; everything that changes where
-or when members run is carried into the core's group model by ``lockstep.api.groups``.
+lockstep does not act on (``workloadRef``, ``podGroupTemplateRef``: links to the objects the group was
+made from) are read and ignored; everything that changes where or when members run, the parent
+CompositePodGroup (``parentCompositePodGroupName``, ``lockstep.api.composite_podgroup``) included, is
+carried into the core's group model by ``lockstep.api.groups``.
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ class UpstreamSchedulingConstraints(_Model):
 
 
 class UpstreamPodGroupSpec(GroupSpec):
+    parent_composite_pod_group_name: JsonStr | None = Field(None, alias="parentCompositePodGroupName")
     scheduling_policy: UpstreamSchedulingPolicy = Field(alias="schedulingPolicy")
     scheduling_constraints: UpstreamSchedulingConstraints | None = Field(  # type: ignore[assignment]
         None, alias="schedulingConstraints"

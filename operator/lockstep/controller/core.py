@@ -18,10 +18,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from lockstep import GROUP, POD_GROUP_LABEL
+from lockstep.api.composite_podgroup import CompositePodGroup
 from lockstep.api.disruption_budget import parse_disruption_budget
 from lockstep.api.groups import (
     InvalidAnnotationError,
     UnknownPriorityClassError,
+    from_composite,
     from_lockstep,
     from_upstream,
 )
@@ -46,6 +48,7 @@ from lockstep.api.volume import (
     parse_storage_class,
 )
 from lockstep.config import Settings
+from lockstep.controller.composite_status import CompositeStatusWriter
 from lockstep.controller.dialects import Dialects
 from lockstep.controller.owner_gangs import OwnerGangs
 from lockstep.controller.recovery import StaleGangs
@@ -75,7 +78,8 @@ from lockstep.kube.ports import (
 )
 from lockstep.logging import get_logger
 from lockstep.metrics import Metrics
-from lockstep.scheduler.framework import Code, GroupKey, PodInfo, Status
+from lockstep.scheduler.composite import CompositeVerdict
+from lockstep.scheduler.framework import Code, CompositeInfo, GroupKey, PodInfo, Status
 from lockstep.scheduler.plugins.dynamic_resources import CLAIM_API_SERVICE, STORE_SERVICE, DynamicResources
 from lockstep.scheduler.plugins.podgroup_protection import DELETING_CAUSE, PODGROUP_API_SERVICE
 from lockstep.scheduler.plugins.volume_binding import STORE_SERVICE as VOLUME_STORE_SERVICE
@@ -172,7 +176,10 @@ class SchedulerCore:
         self._priority_classes: dict[str, int] = {}  # PriorityClass name -> value
         # PodGroups (either shape) naming a priorityClassName, as last seen: parsed again when it changes
         self._class_users: dict[GroupKey, dict[str, Any]] = {}
+        self._composite_class_users: dict[tuple[str, str], dict[str, Any]] = {}  # likewise, composites
         self.upstream_status = UpstreamStatusWriter(client)
+        self.composite_status = CompositeStatusWriter(client)
+        self.scheduler.on_composite = self._composite_verdict
         self.owner_gangs = OwnerGangs(settings.scheduler_name, settings.infer_gangs, events)
         self.template_gangs = TemplateGangs(
             client, events, self._lockstep_min_count, infer=self.owner_gangs.ask
@@ -195,7 +202,8 @@ class SchedulerCore:
         self._attempt_count = 0
         self._last_attempt: GroupAttempt | None = None
         self._leading = False
-        self._last_event_reason: dict[GroupKey, str] = {}
+        # the last outcome each group got an Event for: (Event reason, the causes of a failure)
+        self._last_event_reason: dict[GroupKey, tuple[str, frozenset[str]]] = {}
         self.waiting_event_delay = SETTLE_SECONDS
         self.recovery = StaleGangs(self.cache, KubeEvictionAPI(client), events, metrics, self._reference)
 
@@ -293,6 +301,9 @@ class SchedulerCore:
 
     def _preempted(self, plan: PreemptionPlan) -> None:
         who = f"{'group' if plan.group.pod_group else 'pod'} {plan.group.namespace}/{plan.group.name}"
+        for composite in plan.composites:
+            message = f"preempted whole (disruptionMode all) by {who}, priority {plan.priority}"
+            self.composite_status.disrupted(composite, message)
         for victim in plan.victims:
             reason = plan.reasons.get(victim.uid, REASON_POD)
             self.metrics.preemption_victims.labels(reason).inc()
@@ -377,6 +388,9 @@ class SchedulerCore:
             value = raw.get("value")
             self._priority_classes[name] = int(value) if isinstance(value, int | float) else 0
         self.dialects.on_priority_class(name)
+        for composite_raw in list(self._composite_class_users.values()):
+            if (composite_raw.get("spec") or {}).get("priorityClassName") == name:
+                self.on_composite_podgroup("MODIFIED", composite_raw)
         for key, group_raw in list(self._class_users.items()):
             if (group_raw.get("spec") or {}).get("priorityClassName") == name:
                 if key.upstream:
@@ -425,6 +439,42 @@ class SchedulerCore:
         self._follow_reservation(key, reservation)
         self.resources.upsert_pod_group(podgroup)
         self.cache.upsert_podgroup(info)
+
+    def on_composite_podgroup(self, event_type: str, raw: dict[str, Any]) -> None:
+        """An upstream scheduling.k8s.io/v1alpha3 CompositePodGroup: the parent of PodGroups. One lockstep
+        cannot use is kept with its refusal, so that the PodGroups under it are told why."""
+        meta = _meta(raw)
+        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
+        if event_type == "DELETED":
+            self._composite_class_users.pop((namespace, name), None)
+            self.composite_status.observe((namespace, name), None)
+            self.cache.delete_composite(namespace, name)
+            return
+        if (raw.get("spec") or {}).get("priorityClassName"):
+            self._composite_class_users[(namespace, name)] = raw
+        else:
+            self._composite_class_users.pop((namespace, name), None)
+        try:
+            composite = CompositePodGroup.model_validate(raw)
+            info = from_composite(composite, self._priority_classes)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc'])}: {str(err['msg']).removeprefix('Value error, ')}"
+                for err in exc.errors()
+            )
+            refusal = f"CompositePodGroup {namespace}/{name}: {problems}"
+            self._report_invalid(raw, refusal)
+            info = CompositeInfo(namespace, name, uid=str(meta.get("uid") or ""), refusal=refusal)
+        except UnknownPriorityClassError as exc:
+            self._report_invalid(raw, str(exc))
+            info = CompositeInfo(namespace, name, uid=str(meta.get("uid") or ""), refusal=str(exc))
+        else:
+            self.composite_status.observe((namespace, name), composite)
+        self.cache.upsert_composite(info)
+
+    def _composite_verdict(self, verdict: CompositeVerdict) -> None:
+        status = verdict.status
+        self.composite_status.want(verdict.composite.key, status.code, status.message, verdict.invalid)
 
     def on_podgroup(self, event_type: str, raw: dict[str, Any]) -> None:
         meta = _meta(raw)
@@ -873,24 +923,36 @@ class SchedulerCore:
             self.on_attempt((key.namespace, key.name))  # its status shows the new message
 
     def _record_event(self, attempt: GroupAttempt) -> None:
+        """One Event per group per outcome: an attempt that ends as the last one did (the same result
+        for the same causes, only the counts differ) records none, since the status and the pods'
+        conditions carry its message and time; the retries of a group that does not fit were most of
+        the Events written."""
         key = attempt.group
         previous = self._last_event_reason.get(key)
-        self._last_event_reason[key] = "Waiting" if attempt.code is Code.WAIT else attempt.reason
-        reference = self._reference(key)
         if attempt.code is Code.SUCCESS:
-            if key.pod_group and attempt.placed:
-                self.events.record(reference, NORMAL, "Scheduled", attempt.message)
+            outcome = ("Scheduled", frozenset[str]())
         elif attempt.code is Code.WAIT:
-            # Waiting repeats while members arrive one by one: one event when the group starts to wait.
-            if previous != "Waiting":
-                if attempt.causes and set(attempt.causes) <= ARRIVING_CAUSES:
-                    self._waiting_event_if_still_waiting(key, reference)
-                else:
-                    self.events.record(reference, NORMAL, "Waiting", attempt.message)
+            outcome = ("Waiting", frozenset[str]())  # its causes change as members arrive one by one
         elif attempt.causes.get("Timeout"):
-            self.events.record(reference, WARNING, "Timeout", attempt.message)
+            outcome = ("Timeout", frozenset(attempt.causes))
         else:
-            self.events.record(reference, WARNING, "FailedScheduling", attempt.message)
+            outcome = ("FailedScheduling", frozenset(attempt.causes))
+        if attempt.code is Code.SUCCESS and not (key.pod_group and attempt.placed):
+            return  # a pod's own Scheduled Event is recorded when it is bound
+        self._last_event_reason[key] = outcome
+        if outcome == previous:
+            return
+        reference = self._reference(key)
+        reason = outcome[0]
+        if attempt.code is Code.SUCCESS:
+            self.events.record(reference, NORMAL, reason, attempt.message)
+        elif attempt.code is Code.WAIT:
+            if attempt.causes and set(attempt.causes) <= ARRIVING_CAUSES:
+                self._waiting_event_if_still_waiting(key, reference)
+            else:
+                self.events.record(reference, NORMAL, reason, attempt.message)
+        else:
+            self.events.record(reference, WARNING, reason, attempt.message)
 
     def _waiting_event_if_still_waiting(self, key: GroupKey, reference: ObjectReference) -> None:
         """A gang whose pods are still being created usually starts within a moment (as the status

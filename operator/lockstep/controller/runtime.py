@@ -34,6 +34,7 @@ from lockstep.controller.core import SchedulerCore
 from lockstep.controller.owner_gangs import OwnerWatches
 from lockstep.controller.status import AttemptSummary, GroupMembers, GroupRef, StatusWriter
 from lockstep.kube.client import (
+    COMPOSITE_POD_GROUPS,
     COSCHEDULING_POD_GROUPS,
     CSI_NODES,
     DEVICE_CLASSES,
@@ -545,6 +546,9 @@ class Operator:
         dialects = self.core.dialects
         return [
             ("upstream PodGroups", UPSTREAM_POD_GROUP_KINDS, self.core.on_upstream_podgroup),
+            # rbac: list compositepodgroups.scheduling.k8s.io
+            # rbac: watch compositepodgroups.scheduling.k8s.io
+            ("CompositePodGroups", (COMPOSITE_POD_GROUPS,), self.core.on_composite_podgroup),
             ("coscheduling PodGroups", (COSCHEDULING_POD_GROUPS,), TrackedSink(dialects.on_coscheduling)),
             ("Volcano PodGroups", (VOLCANO_POD_GROUPS,), TrackedSink(dialects.on_volcano)),
         ]

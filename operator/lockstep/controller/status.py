@@ -199,6 +199,12 @@ CLAIMS_BEING_MADE = "ClaimPending"
 ARRIVING_CAUSES = frozenset({MEMBERS_ARRIVING, CLAIMS_BEING_MADE})
 # How long a passing phase is held back (and a Waiting event for arriving members deferred).
 SETTLE_SECONDS = 2.0
+# Phases the scheduler itself ends, with no change in the cluster: Pending before the group's first
+# attempt (it waits its turn behind a backlog, e.g. every group of a cluster at start-up) and
+# Scheduling (placed, its bindings on their way). Under a backlog they outlast SETTLE_SECONDS and were
+# written for most gangs, only to be overwritten by Scheduled a few seconds later (1,000 status writes
+# for 625 gangs of 8 on a real API server); they are written only if they last this long.
+BACKLOG_SETTLE_SECONDS = 10.0
 
 
 # Where a waiting group stands in the queue: it moves whenever another group is tried, so a change of
@@ -224,6 +230,7 @@ class Hold(Enum):
     """Why a desired status may wait for the next one (it is written when the hold's time is up)."""
 
     PASSING = "passing"  # a passing phase: settle_seconds from the first such status
+    BACKLOG = "backlog"  # not attempted yet, or bindings landing: BACKLOG_SETTLE_SECONDS from then
     SCHEDULED = "scheduled"  # bound, containers starting: SCHEDULED_SETTLE_SECONDS from then
     CONTAINERS = "containers"  # only the container counts changed: settle_seconds from then
     QUEUE = "queue"  # only the place in the queue changed: QUEUE_SETTLE_SECONDS from then
@@ -231,6 +238,10 @@ class Hold(Enum):
 
 def hold_for(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Hold | None:
     """How the writer may hold ``desired`` back given the ``current`` status (None: write it now)."""
+    if desired["phase"] == PodGroupPhase.SCHEDULING.value or (
+        desired["phase"] == PodGroupPhase.PENDING.value and "lastAttemptTime" not in desired
+    ):
+        return Hold.BACKLOG
     if passing(desired):
         return Hold.PASSING
     changes = set(status_changes(current, desired))
@@ -658,9 +669,11 @@ class StatusWriter:
         loop = asyncio.get_running_loop()
         held = self._held.get(key)
         since = held[1] if held is not None and held[0] is hold else loop.time()
-        seconds = {Hold.SCHEDULED: SCHEDULED_SETTLE_SECONDS, Hold.QUEUE: self.queue_settle_seconds}.get(
-            hold, self.settle_seconds
-        )
+        seconds = {
+            Hold.SCHEDULED: SCHEDULED_SETTLE_SECONDS,
+            Hold.QUEUE: self.queue_settle_seconds,
+            Hold.BACKLOG: BACKLOG_SETTLE_SECONDS,
+        }.get(hold, self.settle_seconds)
         remaining = since + seconds - loop.time()
         if remaining <= 0:
             return False  # held long enough; released once written

@@ -46,7 +46,9 @@ from lockstep.scheduler.topology import (
     DomainOrder,
     DomainTry,
     best_fit,
+    domains_of,
     levels,
+    member_slots,
     member_unit,
     why_chosen,
 )
@@ -134,18 +136,25 @@ class GroupCycle:
         self.domain_index = DomainIndex(cache)
         # Told of every joint search (metrics).
         self.on_search: Callable[[SearchResult], None] | None = None
+        # The nodes a composite's domain confines the group to (lockstep.scheduler.composite; None:
+        # every node): its own topology levels are resolved inside them.
+        self.scope: frozenset[str] | None = None
         # Topology: the nodes of the one domain the cycle may use (None: every node).
         self._domain: frozenset[str] | None = None
 
     def run(self, group: PodGroupInfo | None, pods: Sequence[PodInfo]) -> CycleOutcome:
-        if group is None or not pods or not (group.topology_keys or group.preferred_topology_keys):
-            outcome = self._run(group, pods)
-            if not outcome.status.ok and self._search_may_help(group, pods, outcome):
-                assert group is not None
-                found, note = self._search(group, pods, [None])
-                return found if found is not None else _noted(outcome, note)
-            return outcome
-        return self._run_in_domains(group, pods)
+        self._domain = self.scope
+        try:
+            if group is None or not pods or not (group.topology_keys or group.preferred_topology_keys):
+                outcome = self._run(group, pods)
+                if not outcome.status.ok and self._search_may_help(group, pods, outcome):
+                    assert group is not None
+                    found, note = self._search(group, pods, [None])
+                    return found if found is not None else _noted(outcome, note)
+                return outcome
+            return self._run_in_domains(group, pods)
+        finally:
+            self._domain = None
 
     def _run_in_domains(self, group: PodGroupInfo, pods: Sequence[PodInfo]) -> CycleOutcome:
         """Topology (``lockstep.scheduler.topology``): the levels innermost first, each level's
@@ -153,6 +162,8 @@ class GroupCycle:
         of the last level (the required one, or the whole cluster) does, the joint search looks in
         its domains; a required level none of whose domains fits is Unschedulable, naming them."""
         nodes = self.cache.nodes
+        if self.scope is not None:
+            nodes = {name: nodes[name] for name in self.scope if name in nodes}
         unit = member_unit(pods)
         placed = {
             node
@@ -171,8 +182,20 @@ class GroupCycle:
         plan = levels(group.topology_keys, group.preferred_topology_keys)
         by_level: list[list[Domain]] = []
         above: dict[tuple[tuple[str, str], ...], int] = {}
+        # Inside a composite's domain the domains are of its nodes only (a rack label may repeat across
+        # blocks); the index knows the whole cluster's.
+        scoped = (
+            {name: member_slots(node, unit) for name, node in nodes.items()}
+            if self.scope is not None
+            else None
+        )
         for level in reversed(plan):  # outermost first, for each domain's room in the level above
-            found = self.domain_index.domains(level.keys, unit, above) if level.keys else []
+            if not level.keys:
+                found = []
+            elif scoped is not None:
+                found = domains_of(nodes.values(), level.keys, scoped, above)
+            else:
+                found = self.domain_index.domains(level.keys, unit, above)
             by_level.append(found)
             above = {d.labels: d.slots for d in found}
         by_level.reverse()
@@ -189,7 +212,7 @@ class GroupCycle:
                     order = [max(holding, key=lambda d: (d.slots, d.free_cpu))]
                 level_tries: list[DomainTry] = []
                 for domain in order:
-                    self._domain = domain.nodes if level.keys else None
+                    self._domain = domain.nodes if level.keys else self.scope
                     outcome = self._run(group, pods)
                     code = outcome.status.code
                     if outcome.status.ok:
@@ -226,7 +249,7 @@ class GroupCycle:
                 if not level.preferred:
                     last, last_tries, last_count = order, level_tries, len(order) + len(small)
         finally:
-            self._domain = None
+            self._domain = self.scope
         required = group.topology_keys
         note = ""
         roomy = [d for d in last if d.slots >= needed]
@@ -294,7 +317,7 @@ class GroupCycle:
         total = self.cache.live_member_count(group.key) + self.cache.succeeded_count(group.key)
         try:
             for domain in domains:
-                self._domain = domain
+                self._domain = domain if domain is not None else self.scope
                 placements = search.run()
                 if placements is not None:
                     result = search.result(found=True)
@@ -313,7 +336,7 @@ class GroupCycle:
                 if search.exhausted:
                     break
         finally:
-            self._domain = None
+            self._domain = self.scope
         result = search.result(found=False)
         if self.on_search is not None:
             self.on_search(result)
@@ -520,6 +543,7 @@ class GroupCycle:
         """Run every filter on every node: the feasible ones (normally none) and why the others fail."""
         feasible: list[NodeInfo] = []
         causes: Counter[str] = Counter()
+        worded: Counter[str] = Counter()  # as kube-scheduler words them, for the message
         by_plugin: dict[str, list[str]] = {}
         plugin_counts: Counter[str] = Counter()
         resolvable = False
@@ -534,6 +558,7 @@ class GroupCycle:
                     error = status
                 resolvable = resolvable or status.code is Code.UNSCHEDULABLE
                 causes[status.cause or status.plugin] += 1
+                worded[status.counted_as] += 1
                 plugin_counts[status.plugin] += 1
                 samples = by_plugin.setdefault(status.plugin, [])
                 if len(samples) < SAMPLE_NODES:
@@ -548,7 +573,7 @@ class GroupCycle:
         else:
             code = Code.UNSCHEDULABLE if resolvable or total == 0 else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
             detail = ", ".join(
-                f"{count} {cause}" for cause, count in sorted(causes.items(), key=lambda c: (-c[1], c[0]))
+                f"{count} {reason}" for reason, count in sorted(worded.items(), key=lambda c: (-c[1], c[0]))
             )
             message = f"0/{total} nodes are available" + (f": {detail}." if detail else ".")
             for plugin in filters:

@@ -37,12 +37,21 @@ class Code(IntEnum):
 @dataclass(frozen=True, slots=True)
 class Status:
     """A plugin verdict. ``cause`` is a short machine-readable reason (InsufficientCPU, Taint, ...)
-    used for the PodGroup's reason breakdown; ``reasons`` are human-readable sentences."""
+    used for the PodGroup's reason breakdown; ``reasons`` are human-readable sentences; ``summary``
+    is kube-scheduler's wording of the rejection where it has one (its plugins' ``ErrReason``
+    strings: ``Too many pods``, ``Insufficient cpu``, ...), which the ``0/N nodes are available``
+    message counts nodes by."""
 
     code: Code = Code.SUCCESS
     reasons: tuple[str, ...] = ()
     plugin: str = ""
     cause: str = ""
+    summary: str = ""
+
+    @property
+    def counted_as(self) -> str:
+        """What the ``0/N nodes are available`` message counts this rejection as."""
+        return self.summary or self.cause or self.plugin
 
     @property
     def ok(self) -> bool:
@@ -61,12 +70,12 @@ class Status:
         return SUCCESS
 
     @classmethod
-    def unschedulable(cls, plugin: str, cause: str, *reasons: str) -> Status:
-        return cls(Code.UNSCHEDULABLE, reasons, plugin, cause)
+    def unschedulable(cls, plugin: str, cause: str, *reasons: str, summary: str = "") -> Status:
+        return cls(Code.UNSCHEDULABLE, reasons, plugin, cause, summary)
 
     @classmethod
-    def unresolvable(cls, plugin: str, cause: str, *reasons: str) -> Status:
-        return cls(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons, plugin, cause)
+    def unresolvable(cls, plugin: str, cause: str, *reasons: str, summary: str = "") -> Status:
+        return cls(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons, plugin, cause, summary)
 
     @classmethod
     def error(cls, plugin: str, *reasons: str) -> Status:
@@ -203,6 +212,9 @@ class PodGroupInfo:
     refusal: str = ""
     # metadata.deletionTimestamp is set: nothing more of the group is scheduled.
     terminating: bool = False
+    # spec.parentCompositePodGroupName: the CompositePodGroup (same namespace) this group is a child
+    # of; "" for a root group. Its cycle is the composite's (lockstep.scheduler.composite).
+    parent: str = ""
     # A lockstep PodGroup carries lockstep's protection finalizer. Not compared: its arrival is no
     # reason to run the group's cycle again.
     protected: bool = field(default=False, compare=False)
@@ -210,6 +222,37 @@ class PodGroupInfo:
     @property
     def key(self) -> GroupKey:
         return GroupKey(self.namespace, self.name, upstream=self.upstream, dialect=self.dialect)
+
+
+@dataclass(frozen=True, slots=True)
+class CompositeInfo:
+    """A group of groups: an upstream ``scheduling.k8s.io/v1alpha3`` CompositePodGroup (KEP-6012), the
+    parent of PodGroups (either shape) and of other composites that name it in
+    ``spec.parentCompositePodGroupName`` (``lockstep.api.groups.from_composite``)."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    generation: int = 0
+    parent: str = ""  # its own parent composite; "" for the root of a hierarchy
+    is_gang: bool = False
+    min_group_count: int = 1  # gang: children that must each be placed whole, together
+    # Required topology: every child of the composite in one domain of each of these node labels.
+    topology_keys: tuple[str, ...] = ()
+    disruption_mode: str = DISRUPTION_MODE_SINGLE
+    priority: int | None = None
+    preemption_policy: str | None = None
+    # The composite's CompositePodGroupInitiallyScheduled turned True (terminal upstream).
+    once_scheduled: bool = False
+    terminating: bool = False
+    refusal: str = ""  # why the object cannot be used (a field named); its subtree is refused
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.namespace, self.name
+
+    def __str__(self) -> str:
+        return f"CompositePodGroup {self.namespace}/{self.name}"
 
 
 @dataclass(slots=True)

@@ -13,7 +13,9 @@ A plan, for a group of priority P whose PodGroup and members do not say ``preemp
 2. Victims come in units: a pod on its own, or a whole gang. A gang's pods are a unit when its
    PodGroup says ``disruptionMode: all`` (1.36: ``PodGroup``), when it has no member beyond minCount
    to spare, or, at the end, when more of its pods were chosen than it can spare: no gang is left
-   running below minCount because of a preemption. Only units whose every pod has a priority below P qualify.
+   running below minCount because of a preemption. The PodGroups under a CompositePodGroup in
+   ``disruptionMode: all`` (its highest such ancestor, KEP-6012) are one unit together. Only units
+   whose every pod has a priority below P qualify.
 3. If the group does not fit with every qualifying unit removed, it never preempts (it would not fit
    on an empty cluster of today's nodes either, or only by removing equal or higher priority).
 4. The lowest victim priority that suffices is found (units of that priority or below removed).
@@ -33,7 +35,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
-from lockstep.scheduler.cycle import GroupCycle
+from lockstep.scheduler.cycle import GroupCycle, Placement
 from lockstep.scheduler.framework import (
     DISRUPTION_MODE_ALL,
     PREEMPTION_POLICY_NEVER,
@@ -64,6 +66,8 @@ class PreemptionPlan:
     reasons: dict[str, str]  # victim uid -> REASON_POD | REASON_GANG
     nominations: tuple[tuple[PodInfo, str], ...]  # the group's pods and where the trial put them
     violated_budgets: tuple[str, ...] = ()  # namespace/name of the PDBs the plan goes beyond
+    # the CompositePodGroups (namespace, name) preempted whole: their DisruptionTarget is written
+    composites: tuple[tuple[str, str], ...] = ()
 
     def victims_by_group(self) -> dict[GroupKey, int]:
         return dict(Counter(victim.group_key for victim in self.victims))
@@ -118,6 +122,7 @@ class _Unit:
     whole_gang: bool
     spare: int = 0  # for a member of a gang in Pod mode: how many of the gang's pods may go alone
     budget_hits: dict[str, int] = field(default_factory=dict)
+    composite: tuple[str, str] | None = None  # the CompositePodGroup preempted whole, if any
 
 
 class PreemptionPlanner:
@@ -125,6 +130,8 @@ class PreemptionPlanner:
         self.cache = cache
         self.cycle = cycle
         self.devices = devices
+        # A CompositePodGroup hierarchy's trial (lockstep.scheduler.composite), while one is planned for.
+        self._place: Callable[[], Sequence[Placement] | None] | None = None
 
     def plan(
         self,
@@ -133,12 +140,32 @@ class PreemptionPlanner:
         pods: Sequence[PodInfo],
         priority: int,
         taken: Collection[str] = (),
+        *,
+        own: Collection[GroupKey] = (),
+        place: Callable[[], Sequence[Placement] | None] | None = None,
     ) -> PlanVerdict:
         """Plan on the cache as it is (it must not change during the call). ``taken``: uids of the
         victims of plans still being written; like the pods already marked as victims they are
-        leaving, and never chosen again."""
+        leaving, and never chosen again. For a CompositePodGroup hierarchy (KEP-6012: preemption is
+        planned for its root, the whole tree at once) ``place`` is its trial, returning the placements
+        it reserved or None, and ``own`` its PodGroups, never victims."""
         if not group_preempts(group, pods):
             return PlanVerdict(PlanResult.NOT_ELIGIBLE, _never_reason(group))
+        self._place = place
+        try:
+            return self._plan(key, group, pods, priority, taken, {key, *own})
+        finally:
+            self._place = None
+
+    def _plan(
+        self,
+        key: GroupKey,
+        group: PodGroupInfo | None,
+        pods: Sequence[PodInfo],
+        priority: int,
+        taken: Collection[str],
+        own: Collection[GroupKey],
+    ) -> PlanVerdict:
         trials = 0
         marked = self.cache.leaving_pods()
         marked_uids = {p.uid for p in marked}
@@ -151,7 +178,7 @@ class PreemptionPlanner:
         lowest = self.cache.lowest_placed_priority()
         # Only pods of lower priority make units: without any, no walk over every pod.
         may_preempt = lowest is not None and lowest < priority
-        units = self._units(key, priority, {p.uid for p in leaving}) if may_preempt else []
+        units = self._units(own, priority, {p.uid for p in leaving}) if may_preempt else []
         if not units and not leaving:
             return PlanVerdict(PlanResult.NO_PLAN, "no lower-priority pods to preempt", trials=trials)
         # What is leaving already (claims of pods gone but not yet released included) may be enough.
@@ -209,6 +236,7 @@ class PreemptionPlanner:
             reasons=reasons,
             nominations=nominations,
             violated_budgets=tuple(sorted(self._violations(final))),
+            composites=tuple(sorted({unit.composite for unit in final if unit.composite is not None})),
         )
         return PlanVerdict(PlanResult.PLANNED, f"preempting {plan.describe_victims()}", plan, trials)
 
@@ -228,6 +256,13 @@ class PreemptionPlanner:
             else nullcontext(0)
         )
         with self.cache.pods_removed(removed), released:
+            if self._place is not None:
+                trial = list(self._place() or ())
+                try:
+                    return tuple((p.pod, p.node_name) for p in trial) or None
+                finally:
+                    for placement in reversed(trial):
+                        self.cycle.release(placement)
             outcome = self.cycle.run(group, pods)
             placements = outcome.placements
             try:
@@ -241,15 +276,28 @@ class PreemptionPlanner:
 
     # ------------------------------------------------------------------ victims
 
-    def _units(self, preemptor: GroupKey, priority: int, leaving: Collection[str]) -> list[_Unit]:
+    def _units(
+        self, preemptors: Collection[GroupKey], priority: int, leaving: Collection[str]
+    ) -> list[_Unit]:
         by_group: dict[GroupKey, list[PodInfo]] = {}
         for pod in self.cache.pods.values():
-            if pod.node_name and not pod.terminal and pod.uid not in leaving and pod.group_key != preemptor:
+            if (
+                pod.node_name
+                and not pod.terminal
+                and pod.uid not in leaving
+                and pod.group_key not in preemptors
+            ):
                 by_group.setdefault(pod.group_key, []).append(pod)
         units: list[_Unit] = []
         budgets = list(self.cache.budgets)
+        # KEP-6012: a victim's unit is its highest ancestor CompositePodGroup in disruptionMode all
+        together: dict[tuple[str, str], list[PodInfo]] = {}
         for key, members in by_group.items():
             info = self.cache.podgroup(key) if key.pod_group else None
+            ancestor = self._disrupted_with(info) if info is not None and info.parent else None
+            if ancestor is not None:
+                together.setdefault(ancestor, []).extend(members)
+                continue
             if info is not None and info.is_gang:
                 # the gang's priority (its PodGroup's, else its highest member's): taken whole or not at all
                 top = max(self.cache.group_priority(key), *(pod.priority for pod in members))
@@ -268,7 +316,35 @@ class PreemptionPlanner:
                     for pod in members
                     if pod.priority < priority
                 )
+        for ancestor, members in together.items():
+            groups = {pod.group_key for pod in members}
+            composite = self.cache.composite(*ancestor)
+            top = max(
+                *(self.cache.group_priority(key) for key in groups),
+                *(pod.priority for pod in members),
+                composite.priority if composite is not None and composite.priority is not None else 0,
+            )
+            if top < priority:
+                units.append(
+                    _Unit(
+                        members[0].group_key, tuple(members), top, True, 0, _hits(members, budgets), ancestor
+                    )
+                )
         return units
+
+    def _disrupted_with(self, info: PodGroupInfo) -> tuple[str, str] | None:
+        """The highest CompositePodGroup above the group in disruptionMode all, if any."""
+        found: tuple[str, str] | None = None
+        name, seen = info.parent, set()
+        while name and name not in seen:
+            seen.add(name)
+            composite = self.cache.composite(info.namespace, name)
+            if composite is None:
+                break
+            if composite.disruption_mode == DISRUPTION_MODE_ALL:
+                found = composite.key
+            name = composite.parent
+        return found
 
     def _violations(self, units: Iterable[_Unit]) -> set[str]:
         taken: Counter[str] = Counter()

@@ -26,11 +26,22 @@ from lockstep import POD_GROUP_LABEL
 from lockstep.api.pod import preemption_message
 from lockstep.config import ScoreStrategy, Settings
 from lockstep.scheduler.bind_queue import BindQueue
-from lockstep.scheduler.cycle import CycleOutcome, GroupCycle, Placement
+from lockstep.scheduler.composite import (
+    INVALID_HIERARCHY,
+    CompositeCycle,
+    CompositeVerdict,
+    Hierarchy,
+    HierarchyProblem,
+    hierarchy,
+    root_of,
+)
+from lockstep.scheduler.cycle import PLACEMENT_PLUGIN, CycleOutcome, GroupCycle, Placement
 from lockstep.scheduler.framework import (
     BINDING_NOTE_SERVICE,
+    PREEMPTION_POLICY_NEVER,
     SUCCESS,
     Code,
+    CompositeInfo,
     GroupKey,
     Plugin,
     PodCondition,
@@ -45,7 +56,7 @@ from lockstep.scheduler.plugins.dynamic_resources import STORE_SERVICE
 from lockstep.scheduler.plugins.gang import GangPermit
 from lockstep.scheduler.plugins.podgroup_protection import DELETING_CAUSE, being_deleted
 from lockstep.scheduler.plugins.unsupported import UNSUPPORTED_POD_SPEC
-from lockstep.scheduler.ports import BindResult, PatchResult, PodAPI, PreemptionAPI
+from lockstep.scheduler.ports import BINDING_CYCLE, BindResult, PatchResult, PodAPI, PreemptionAPI
 from lockstep.scheduler.preemption import (
     PlanResult,
     PlanVerdict,
@@ -261,6 +272,10 @@ class Scheduler:
             spread=settings.score_strategy is ScoreStrategy.LEAST_ALLOCATED,
             search_budget=settings.joint_search_budget,
         )
+        self.composite_cycle = CompositeCycle(self.cache, self.cycle)
+        # Told of each CompositePodGroup's verdict after its hierarchy's cycle (its status, explain).
+        self.on_composite: Callable[[CompositeVerdict], None] | None = None
+        self.composite_verdicts: dict[tuple[str, str], CompositeVerdict] = {}
         devices = (services or {}).get(STORE_SERVICE)
         self.planner = PreemptionPlanner(
             self.cache,
@@ -566,6 +581,9 @@ class Scheduler:
             for pod in self.cache.unscheduled_members(key):
                 self._spawn(self.report_unschedulable(pod, reason_for(Code.UNSCHEDULABLE), group.refusal))
             return
+        if group is not None and group.parent:
+            self._schedule_hierarchy(key, group)
+            return
         if group is not None and group.min_task_members and total >= min_count:
             present = task_counts(self.cache.members(key))
             short_tasks = task_minimums_status(group, present, "present")
@@ -665,6 +683,102 @@ class Scheduler:
         self._after_cycle(key, group, outcome, report_pods=not quiet)
         if retry_by is not None:
             self.queue.retry_by(key, self.clock() + max(retry_by - self.wall_clock(), 0.0))
+
+    def _schedule_hierarchy(self, key: GroupKey, group: PodGroupInfo) -> None:
+        """A PodGroup with a parent CompositePodGroup: its root's hierarchy is placed in one cycle
+        (``lockstep.scheduler.composite``), each PodGroup's outcome then handled as its own cycle's.
+        Preemption is not planned for a hierarchy: it waits for capacity, and its status says so."""
+        root = root_of(self.cache, group)
+        if isinstance(root, HierarchyProblem):
+            pending = self._pending(key)
+            total = self.cache.live_member_count(key) + self.cache.succeeded_count(key)
+            min_count = group.min_count if group.is_gang else 1
+            lifted = _PODGROUP_MISSING_LIFTED_BY | {ClusterEvent.GROUP_UPDATED} | _POD_CHANGED
+            self.queue.gate(key, lifted)
+            code = Code.WAIT if root.waits else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            self._record(
+                key, code, root.message, min_count=min_count, total=total, causes={root.cause: pending}
+            )
+            for pod in self.cache.unscheduled_members(key):
+                self._tell(pod, root.cause, root.message)
+            parent = self.cache.composite(group.namespace, group.parent)
+            if root.cause == INVALID_HIERARCHY and parent is not None and self.on_composite is not None:
+                status = Status.unresolvable(PLACEMENT_PLUGIN, root.cause, root.message)
+                self.on_composite(CompositeVerdict(parent, status, 0, 0, invalid=True))
+            return
+        tree = hierarchy(self.cache, root)
+        leaves = tree.leaves()
+        pods_of = {
+            leaf.key: sorted(self.cache.unscheduled_members(leaf.key), key=lambda p: -p.priority)
+            for leaf in leaves
+        }
+        # One key stands for the hierarchy wherever one plan or reservation is kept: its first PodGroup.
+        anchor = leaves[0].key
+        priority = max(
+            [self._priority(leaf.key) for leaf in leaves] + [c.priority or 0 for c in tree.composites()]
+        )
+        holds = self.nominations_above(anchor, priority)
+        preemption: PlanVerdict | None = None
+        members = [pod for pods in pods_of.values() for pod in pods]
+        with self.cache.pods_held(holds), self.reservations.holding_for(anchor, priority):
+            result = self.composite_cycle.run(tree, pods_of)
+            if self._may_preempt_hierarchy(anchor, result.status):
+                preemption = self._plan_hierarchy(anchor, root, tree, pods_of, priority)
+        if preemption is not None:
+            self._act_on(anchor, members, preemption)
+        for verdict in result.verdicts.values():
+            if verdict.composite == root and preemption is not None and not verdict.status.ok:
+                status = verdict.status
+                noted = (*status.reasons, f"preemption: {preemption.message}")
+                verdict = dataclasses.replace(verdict, status=dataclasses.replace(status, reasons=noted))
+            self.composite_verdicts[verdict.composite.key] = verdict
+            if self.on_composite is not None:
+                self.on_composite(verdict)
+        # Pods whose preemption is under way were told why at the attempt that planned it.
+        quiet = (anchor in self._plans and preemption is None) or (
+            preemption is not None and preemption.result is PlanResult.WAITING
+        )
+        for leaf in leaves:
+            outcome = result.outcomes.get(leaf.key)
+            if outcome is None or not pods_of[leaf.key]:
+                continue  # nothing of it to place or tell
+            if not outcome.status.ok and preemption is not None:
+                note = f"{root}: preemption: {preemption.message}"
+                outcome = dataclasses.replace(
+                    outcome,
+                    status=dataclasses.replace(outcome.status, reasons=(*outcome.status.reasons, note)),
+                )
+            self._after_cycle(leaf.key, leaf, outcome, report_pods=not quiet)
+
+    def _may_preempt_hierarchy(self, anchor: GroupKey, status: Status) -> bool:
+        return (
+            self.preemption_api is not None
+            and anchor not in self._plans
+            and status.code is Code.UNSCHEDULABLE
+        )
+
+    def _plan_hierarchy(
+        self,
+        anchor: GroupKey,
+        root: CompositeInfo,
+        tree: Hierarchy,
+        pods_of: Mapping[GroupKey, Sequence[PodInfo]],
+        priority: int,
+    ) -> PlanVerdict:
+        """Preemption for the root of a hierarchy: each trial is the hierarchy's own cycle."""
+        if root.preemption_policy == PREEMPTION_POLICY_NEVER:
+            return PlanVerdict(
+                PlanResult.NOT_ELIGIBLE, f"{root}: preemptionPolicy is Never: waits without preempting"
+            )
+        taken = {victim.uid for plan in self._plans.values() for victim in plan.victims}
+
+        def trial() -> list[Placement] | None:
+            tried = self.composite_cycle.run(tree, pods_of)
+            return tried.placements if tried.status.ok else None
+
+        pending = [pod for pods in pods_of.values() for pod in pods]
+        own = [leaf.key for leaf in tree.leaves()]
+        return self.planner.plan(anchor, None, pending, priority, taken, own=own, place=trial)
 
     # ------------------------------------------------------------------ preemption
 
@@ -970,6 +1084,7 @@ class Scheduler:
 
     async def _binding_cycle(self, key: GroupKey, placement: Placement, order: tuple[int, int]) -> None:
         pod, node_name = placement.pod, placement.node_name
+        BINDING_CYCLE.set(order)  # this task's own context: its API writes queue in placement order
         try:
             status = await self._permit_prebind_bind(placement, order)
         except asyncio.CancelledError:

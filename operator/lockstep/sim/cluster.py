@@ -33,7 +33,11 @@ from lockstep.sim.controllers.leaderworkerset import LeaderWorkerSetController
 from lockstep.sim.controllers.node_lifecycle import NodeLifecycleController
 from lockstep.sim.controllers.persistentvolume import PersistentVolumeController
 from lockstep.sim.controllers.podgc import PodGarbageCollector
-from lockstep.sim.controllers.podgroup_protection import PodGroupProtectionController, pod_groups_path
+from lockstep.sim.controllers.podgroup_protection import (
+    COMPOSITES_PATH,
+    PodGroupProtectionController,
+    pod_groups_path,
+)
 from lockstep.sim.controllers.provisioner import Provisioner
 from lockstep.sim.controllers.pytorchjob import PyTorchJobController
 from lockstep.sim.controllers.raycluster import RayClusterController
@@ -369,8 +373,13 @@ class SimCluster:
         if pod_group_type is not None:
             group_version = pod_group_type.api_version
             pod_groups = informers["podgroups"] = Informer(http, pod_groups_path(group_version))
+            composites = None
+            if any((g, p) == (GROUP, "compositepodgroups") for g, _, p in self.server.types):
+                composites = informers["compositepodgroups"] = Informer(
+                    http, f"{COMPOSITES_PATH}/compositepodgroups"
+                )
             self._controllers += [
-                PodGroupProtectionController(http, pods, pod_groups, group_version),
+                PodGroupProtectionController(http, pods, pod_groups, group_version, composites),
                 PodGroupClaimController(http, pod_groups, claims, group_version),
             ]
         self._controllers.append(self._job_controller(http, pods, informers))

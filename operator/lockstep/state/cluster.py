@@ -25,6 +25,7 @@ from lockstep.api.groups import from_lockstep
 from lockstep.api.podgroup import PodGroup
 from lockstep.scheduler.framework import (
     ONCE_SATISFIED,
+    CompositeInfo,
     DisruptionBudget,
     GroupKey,
     NodeInfo,
@@ -151,6 +152,7 @@ class ClusterCache:
         self._placed_priorities: Counter[int] = Counter()  # priority -> placed pods with it
         self._leaving: dict[str, None] = {}  # uids of pods being deleted or marked as victims
         self._budgets: dict[tuple[str, str], DisruptionBudget] = {}
+        self._composites: dict[tuple[str, str], CompositeInfo] = {}
         self._listeners: list[ClusterListener] = []
         self._node_generation = 0
         self._usage_watchers: list[set[str]] = []
@@ -652,6 +654,61 @@ class ClusterCache:
     def podgroups(self) -> list[PodGroupInfo]:
         """Every PodGroup (either shape) the cache knows."""
         return [group.info for group in self._groups.values() if group.info is not None]
+
+    # ----------------------------------------------------------------- CompositePodGroups
+
+    def upsert_composite(self, info: CompositeInfo) -> None:
+        """A CompositePodGroup added or changed: the PodGroups under it may be placed differently now."""
+        old = self._composites.get(info.key)
+        self._composites[info.key] = info
+        if old != info:
+            event = ClusterEvent.GROUP_ADDED if old is None else ClusterEvent.GROUP_UPDATED
+            for leaf in self.composite_leaves(info.namespace, info.name):
+                self._emit(event, leaf.key)
+
+    def delete_composite(self, namespace: str, name: str) -> None:
+        if self._composites.pop((namespace, name), None) is None:
+            return
+        for leaf in self.composite_leaves(namespace, name):
+            self._emit(ClusterEvent.GROUP_UPDATED, leaf.key)
+
+    def composite(self, namespace: str, name: str) -> CompositeInfo | None:
+        return self._composites.get((namespace, name))
+
+    def composites(self) -> list[CompositeInfo]:
+        return list(self._composites.values())
+
+    def composite_children(self, namespace: str, name: str) -> tuple[list[PodGroupInfo], list[CompositeInfo]]:
+        """The PodGroups (either shape) and the CompositePodGroups naming this one as their parent,
+        each sorted by name."""
+        groups = sorted(
+            (
+                g.info
+                for g in self._groups.values()
+                if g.info is not None and g.info.parent == name and g.info.namespace == namespace
+            ),
+            key=lambda info: (info.name, info.upstream),
+        )
+        composites = sorted(
+            (c for c in self._composites.values() if c.parent == name and c.namespace == namespace),
+            key=lambda c: c.name,
+        )
+        return groups, composites
+
+    def composite_leaves(self, namespace: str, name: str) -> list[PodGroupInfo]:
+        """Every PodGroup in the composite's subtree (a cycle in the parent links ends the walk)."""
+        leaves: list[PodGroupInfo] = []
+        seen: set[str] = set()
+        todo = [name]
+        while todo:
+            current = todo.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            groups, composites = self.composite_children(namespace, current)
+            leaves += groups
+            todo += [c.name for c in composites]
+        return leaves
 
     def bound_count(self, key: GroupKey) -> int:
         """Members the API shows bound, not being deleted."""

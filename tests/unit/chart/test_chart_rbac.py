@@ -31,6 +31,8 @@ CLUSTER_NEEDS: set[Permission] = (
     | _grants("scheduling.k8s.io", "podgroups", "get list watch patch")
     | _grants("scheduling.k8s.io", "podgroups/status", "patch")
     | _grants("scheduling.k8s.io", "priorityclasses", "list watch")
+    | _grants("scheduling.k8s.io", "compositepodgroups", "get list watch")
+    | _grants("scheduling.k8s.io", "compositepodgroups/status", "patch")
     | _grants("scheduling.x-k8s.io", "podgroups", "get list watch")
     | _grants("scheduling.x-k8s.io", "podgroups/status", "patch")
     | _grants("scheduling.volcano.sh", "podgroups", "get list watch patch")

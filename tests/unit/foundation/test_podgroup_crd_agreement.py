@@ -132,6 +132,7 @@ RESERVATION_STATUS = {
 
 VALID: dict[str, dict[str, Any]] = {
     "gang": pg(GANG),
+    "child-of-a-composite": with_spec(parentCompositePodGroupName="training.replicas"),
     "basic": pg({"schedulingPolicy": {"basic": {}}}),
     "basic-with-unknown-content": pg({"schedulingPolicy": {"basic": {"future": 1}}}),
     "min-bounds": with_spec(schedulingPolicy={"gang": {"minCount": 1}}, scheduleTimeoutSeconds=1),
@@ -191,6 +192,8 @@ VALID: dict[str, dict[str, Any]] = {
 }
 
 INVALID: dict[str, dict[str, Any]] = {
+    "parent-not-a-dns-name": with_spec(parentCompositePodGroupName="Training_Job"),
+    "parent-empty": with_spec(parentCompositePodGroupName=""),
     "no-spec": pg(None),
     "no-policy": pg({}),
     "both-policies": pg({"schedulingPolicy": {"basic": {}, "gang": {"minCount": 2}}}),
