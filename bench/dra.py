@@ -24,6 +24,7 @@ import json
 import statistics
 import sys
 import time
+import tracemalloc
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -52,11 +53,69 @@ from lockstep.state.cluster import ClusterCache
 TARGET_PODS_PER_SECOND = 500.0
 DRIVER = "gpu.bench.lockstep.dev"
 CLASS_NAME = "bench-gpu"
-SELECTOR = (
-    f'device.attributes["{DRIVER}"].memory >= 40'
-    f' && device.capacity["{DRIVER}"].memory.compareTo(quantity("40Gi")) >= 0'
-    f' && device.attributes["{DRIVER}"].driverVersion.isGreaterThan(semver("1.0.0"))'
-)
+SELECTORS = {
+    # quantity() and semver() are not in cel-expr-python: today's evaluator runs this one
+    "versioned": (
+        f'device.attributes["{DRIVER}"].memory >= 40'
+        f' && device.capacity["{DRIVER}"].memory.compareTo(quantity("40Gi")) >= 0'
+        f' && device.attributes["{DRIVER}"].driverVersion.isGreaterThan(semver("1.0.0"))'
+    ),
+    # an int and a string attribute: the cel-expr-python fast path (lockstep.dra.cel_fast) runs it
+    "plain": (
+        f'device.attributes["{DRIVER}"].memory >= 40 && device.attributes["{DRIVER}"].model == "bench-h100"'
+    ),
+}
+
+
+class CollectorClock:
+    """CPU time spent in Python's cyclic garbage collector from creation to stop()."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._started = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.process_time()
+        else:
+            self.seconds += time.process_time() - self._started
+
+    def stop(self) -> None:
+        gc.callbacks.remove(self._callback)
+
+
+class MemoryMeter:
+    """With --memory, the Python heap (tracemalloc, after a collection) at each mark of the set-up and
+    the run. tracemalloc slows the run several times: its rates are not comparable."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.marks: dict[str, int] = {}
+        self._last = 0
+        if enabled:
+            tracemalloc.start()
+            self._last = tracemalloc.get_traced_memory()[0]
+
+    def mark(self, phase: str) -> None:
+        if not self.enabled:
+            return
+        gc.collect()
+        current = tracemalloc.get_traced_memory()[0]
+        self.marks[phase] = current - self._last
+        self._last = current
+
+    def report(self, nodes: int, devices: int, claims: int, pods: int, placed: int) -> dict[str, Any]:
+        if not self.enabled:
+            return {}
+        return {
+            "heap_mb": round(sum(self.marks.values()) / 2**20, 1),
+            "bytes_per_node": self.marks["nodes"] // max(1, nodes),
+            "bytes_per_device": self.marks["slices"] // max(1, devices),
+            "bytes_per_claim": self.marks["claims"] // max(1, claims),
+            "bytes_per_pod": self.marks["pods"] // max(1, pods),
+            "run_growth_bytes_per_placed_pod": self.marks["scheduled"] // max(1, placed),
+        }
 
 
 class InstantClaimAPI:
@@ -138,7 +197,7 @@ def slice_for(node: str, devices: int) -> ResourceSlice:
     )
 
 
-def template() -> ResourceClaimTemplate:
+def template(selector: str) -> ResourceClaimTemplate:
     return parse_resource(
         ResourceClaimTemplate,
         {
@@ -151,7 +210,7 @@ def template() -> ResourceClaimTemplate:
                                 "name": "gpu",
                                 "exactly": {
                                     "deviceClassName": CLASS_NAME,
-                                    "selectors": [{"cel": {"expression": SELECTOR}}],
+                                    "selectors": [{"cel": {"expression": selector}}],
                                 },
                             }
                         ]
@@ -205,39 +264,41 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             },
         )
     )
-    for i in range(args.nodes):
-        name = f"node-{i:04d}"
+    memory = MemoryMeter(args.memory)
+    node_names = [f"node-{i:04d}" for i in range(args.nodes)]
+    for name in node_names:
         cache.upsert_node(
             NodeInfo(name=name, allocatable={"cpu": 64_000, "memory": 256 * 2**30, "pods": 110})
         )
+    memory.mark("nodes")
+    for name in node_names:
         store.upsert_slice(slice_for(name, args.devices))
-    spec = template().spec.spec.dump()
+    memory.mark("slices")
+    spec = template(SELECTORS[args.selector]).spec.spec.dump()
     claim_of_pod: dict[str, str] = {}  # pod name -> the claim it uses
-    for i in range(args.pods):
-        name = f"pod-{i:05d}"
-        claims: tuple[PodClaimRef, ...] = ()
-        statuses: dict[str, str | None] = {}
-        group = ""
-        if args.gang_size:
-            group = f"gang-{i // args.gang_size:04d}"
-            claim_of_pod[name] = f"{group}-gpu"
-            if i % args.gang_size == 0:  # one claim per gang, shared by all its members
-                store.upsert_claim(claim_for(group, spec, owner_kind="PodGroup"))
-                cache.upsert_podgroup(
-                    PodGroupInfo(
-                        "bench",
-                        group,
-                        f"uid-{group}",
-                        min_count=args.gang_size,
-                        is_gang=True,
-                        claims=(PodClaimRef("gpu", resource_claim_name=claim_of_pod[name]),),
-                    )
-                )
-        else:
+    pod_names = [f"pod-{i:05d}" for i in range(args.pods)]
+    for i, name in enumerate(pod_names):
+        if not args.gang_size:
             store.upsert_claim(claim_for(name, spec))
             claim_of_pod[name] = f"{name}-gpu"
-            claims = (PodClaimRef("gpu", resource_claim_template_name="gpu"),)
-            statuses = {"gpu": claim_of_pod[name]}
+            continue
+        group = f"gang-{i // args.gang_size:04d}"
+        claim_of_pod[name] = f"{group}-gpu"
+        if i % args.gang_size == 0:  # one claim per gang, shared by all its members
+            store.upsert_claim(claim_for(group, spec, owner_kind="PodGroup"))
+            cache.upsert_podgroup(
+                PodGroupInfo(
+                    "bench",
+                    group,
+                    f"uid-{group}",
+                    min_count=args.gang_size,
+                    is_gang=True,
+                    claims=(PodClaimRef("gpu", resource_claim_name=claim_of_pod[name]),),
+                )
+            )
+    memory.mark("claims")
+    for i, name in enumerate(pod_names):
+        group = f"gang-{i // args.gang_size:04d}" if args.gang_size else ""
         cache.upsert_pod(
             PodInfo(
                 uid=f"uid-{name}",
@@ -248,12 +309,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 scheduler_name=settings.scheduler_name,
                 group_name=group,
                 requests={"cpu": 100, "memory": 2**28},
-                claims=claims,
-                claim_statuses=statuses,
+                claims=() if group else (PodClaimRef("gpu", resource_claim_template_name="gpu"),),
+                claim_statuses={} if group else {"gpu": claim_of_pod[name]},
             )
         )
+    memory.mark("pods")
     setup_seconds = time.perf_counter() - setup_started
     gc.collect()
+    if args.gc_freeze:
+        gc.freeze()
+    collector = CollectorClock()
     cycle_ms: list[float] = []
     started, cpu_started = time.perf_counter(), time.process_time()
     while True:
@@ -267,6 +332,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     await scheduler.wait_for_tasks()
     await asyncio.sleep(0)
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    collector.stop()
+    memory.mark("scheduled")
+    claims = sum(1 for _ in store.claims.values())
 
     bound = sum(1 for p in cache.pods.values() if p.node_name)
     seen: set[tuple[str, str, str]] = set()
@@ -286,6 +354,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             seen.add(device_id)
     cycle_ms.sort()
     return {
+        "selector": args.selector,
         "nodes": args.nodes,
         "devices_per_node": args.devices,
         "pods": args.pods,
@@ -303,6 +372,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "elapsed_s": round(elapsed, 3),
         "cpu_s": round(cpu, 3),
         "setup_s": round(setup_seconds, 3),
+        "gc_cpu_s": round(collector.seconds, 3),
+        **memory.report(args.nodes, args.nodes * args.devices, claims, args.pods, bound),
     }
 
 
@@ -317,8 +388,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=0,
         help="0: one template claim per pod; N: gangs of N pods sharing one PodGroup-level claim",
     )
+    parser.add_argument(
+        "--selector",
+        choices=sorted(SELECTORS),
+        default="versioned",
+        help="the request's CEL selector: versioned (an int, a quantity() and a semver(); default) or plain"
+        " (an int and a string attribute)",
+    )
     parser.add_argument("--feasible", type=int, default=SchedulerOptions().feasible_nodes_to_find)
     parser.add_argument("--json", action="store_true", help="print the result as JSON only")
+    parser.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="move the set-up's objects out of the cyclic GC (gc.freeze()) before the run: what the"
+        " operator would gain by freezing after its first sync",
+    )
+    parser.add_argument(
+        "--memory", action="store_true", help="measure the heap per device, claim and pod (slow: tracemalloc)"
+    )
     return parser.parse_args(argv)
 
 

@@ -146,6 +146,10 @@ async def run_all(args: argparse.Namespace, workdir: Path) -> tuple[list[Workloa
                     f"{lockstep.pods_per_second:,.0f} pods/s, ceiling ratio {run.ceiling_ratio}",
                     flush=True,
                 )
+                print(
+                    f"[bench] {workload}: bound by second {', '.join(map(str, lockstep.bound_per_second))}",
+                    flush=True,
+                )
     return runs, failures
 
 

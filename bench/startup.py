@@ -1,7 +1,7 @@
 """Start-up: from the exec of ``lockstep run`` to its first and its last binding, everything pre-created.
 
 ``python bench/startup.py [--nodes 1000] [--pods 5000] [--gang-size 8] [--runs 3] [--json]
-[--tree NAME=DIR ...]``
+[--tree NAME=DIR ...] [--until-first-bind] [--shutdown | --takeover term|kill]``
 
 As the kube-scheduler comparison was measured: ``lockstep sim`` runs with the nodes, then every
 PodGroup and pod is created (nothing is scheduled, no operator runs), a watch on the pods is opened,
@@ -14,6 +14,18 @@ machine it varies less than the wall clock). Also reported: the operator's impor
 its last member bound. Each tree's ``lockstep`` package is byte-compiled first, as installed in the
 image.
 
+``--shutdown``: SIGTERM once half the pods are bound (binding cycles in flight), then the time to the
+operator's exit, to its 'stopped' line (drain, last PodGroup statuses and Events, lease release: its
+log runs at info for it) and from that line to the exit; every gang must be bound whole or not at all.
+
+``--takeover term|kill``: two replicas with leader election (the defaults: 15 s lease, 2 s retry
+period). The second starts once the first holds the Lease, and is a warm standby 3 s after its
+/metrics answer (its informers are primed by then, Kopf started). The leader is then SIGTERMed (it
+drains and releases the Lease) or SIGKILLed (the Lease expires) while pods are still pending.
+Measured: from the leader's loss (the released Lease seen, or the SIGKILL plus the lease duration)
+to the standby's acquireTime, and from that acquireTime (the standby's clock, the same machine's) to
+the first binding the watch sees after it.
+
 ``--tree before=/tmp/old/operator --tree after=operator`` compares source trees (each a directory
 holding the ``lockstep`` package; the emulator and the operator both run from it): their runs
 alternate, so that they share the machine's load, and each tree gets its own rows.
@@ -23,20 +35,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness.api import ApiClient, load_kubeconfig
+from harness.api import ApiClient, ApiError, load_kubeconfig
 from harness.loadgen import CompletionWatcher, LoadGenerator, create_setup
-from harness.procs import ProcessFailed, start_operator, start_sim
+from harness.procs import LOCKSTEP, Child, ProcessFailed, free_port, start_operator, start_sim
 from harness.results import gang_bind_spreads, spread_summary
 from harness.runner import node_shape
 from harness.tracker import Tracker
@@ -80,8 +95,182 @@ def tree_env(directory: str | None) -> dict[str, str] | None:
     return {**os.environ, "PYTHONPATH": str(Path(directory).resolve())}
 
 
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/lockstep"
+# lockstep run's defaults, passed explicitly: the SIGKILLed leader's Lease is acquirable this long after
+LEASE_SECONDS = 15.0
+RETRY_PERIOD_SECONDS = 2.0
+# How long the standby runs after its /metrics answer before the leader is lost: Kopf starts with
+# /metrics, on a thread; a standby of a real deployment has been up for much longer.
+STANDBY_SETTLE_SECONDS = 3.0
+
+
+def start_replica(kubeconfig: Path, workdir: Path, name: str, env: dict[str, str] | None) -> Child:
+    """``lockstep run`` with leader election on (the default Lease kube-system/lockstep)."""
+    child = Child(
+        f"lockstep run ({name})",
+        [
+            *LOCKSTEP, "run", "--kubeconfig", str(kubeconfig),
+            "--metrics-bind-address", f"127.0.0.1:{free_port()}",
+            "--health-bind-address", f"127.0.0.1:{free_port()}",
+            "--log-format", "json", "--log-level", "warning",
+            "--lease-duration-seconds", str(LEASE_SECONDS),
+            "--retry-period-seconds", str(RETRY_PERIOD_SECONDS),
+        ],
+        workdir / f"operator-{name}.log",
+        env,
+    )  # fmt: skip
+    child.metrics_url = child.argv[child.argv.index("--metrics-bind-address") + 1]
+    return child
+
+
+async def lease_spec(client: ApiClient) -> dict[str, Any]:
+    try:
+        lease = await client.get(LEASE)
+    except ApiError as exc:
+        if exc.status == 404:
+            return {}
+        raise
+    spec: dict[str, Any] = lease.get("spec") or {}
+    return spec
+
+
+def monotonic_of(timestamp: str) -> float:
+    """A Lease's MicroTime on this process's monotonic clock."""
+    wall = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
+    return wall - time.time() + time.monotonic()
+
+
+async def metrics_served(address: str) -> bool:
+    """Whether ``lockstep run`` serves /metrics at ``address``: it does once its informers are
+    primed (and at least ``DEFERRED_START_SECONDS`` later); its port accepts connections before."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(*address.rsplit(":", 1)), 1.0)
+    except (OSError, TimeoutError):
+        return False
+    try:
+        writer.write(b"GET /metrics HTTP/1.0\r\n\r\n")
+        status_line = await asyncio.wait_for(reader.readline(), 1.0)
+    except (OSError, TimeoutError):
+        return False
+    finally:
+        writer.close()
+    return status_line.split()[1:2] == [b"200"]
+
+
+async def take_over(
+    client: ApiClient, tracker: Tracker, watcher: CompletionWatcher, kubeconfig: Path, workdir: Path,
+    env: dict[str, str] | None, how: str,
+) -> dict[str, Any]:  # fmt: skip
+    """Leader, warm standby, leader lost; see the module's doc."""
+    leader = start_replica(kubeconfig, workdir, "leader", env)
+    standby: Child | None = None
+    try:
+        deadline = time.monotonic() + 120.0
+        while not (leader_identity := (await lease_spec(client)).get("holderIdentity")):
+            leader.check_alive()
+            if time.monotonic() > deadline:
+                raise ProcessFailed("the first replica never took the Lease")
+            await asyncio.sleep(0.01)
+        standby = start_replica(kubeconfig, workdir, "standby", env)
+        assert standby.metrics_url is not None
+        while not await metrics_served(standby.metrics_url):
+            standby.check_alive()
+            watcher.check()
+            if time.monotonic() > deadline:
+                raise ProcessFailed("the standby's /metrics never answered")
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(STANDBY_SETTLE_SECONDS)
+        if tracker.complete.is_set():
+            raise ProcessFailed("the leader bound every pod before the standby was warm: use more --pods")
+        bound_before = tracker.bound_count
+        leader_lost = time.monotonic()
+        released: float | None = None
+        if how == "kill":
+            leader.process.kill()
+            released = leader_lost + LEASE_SECONDS
+        else:
+            leader.process.send_signal(signal.SIGTERM)
+        while True:
+            spec = await lease_spec(client)
+            if released is None and not spec.get("holderIdentity"):
+                released = time.monotonic()
+            if spec.get("holderIdentity") not in (None, "", leader_identity):
+                break
+            standby.check_alive()
+            if time.monotonic() > leader_lost + 60.0:
+                raise ProcessFailed("the standby did not take the Lease within 60 s")
+            await asyncio.sleep(0.01)
+        acquired = monotonic_of(spec["acquireTime"])
+        if released is None:  # released and taken between two polls
+            released = acquired
+        while not any(t.bound_at and t.bound_at > acquired for t in tracker.pods.values()):
+            standby.check_alive()
+            watcher.check()
+            if time.monotonic() > acquired + 60.0:
+                raise ProcessFailed("the new leader bound nothing within 60 s")
+            await asyncio.sleep(0.005)
+        first = min(t.bound_at for t in tracker.pods.values() if t.bound_at and t.bound_at > acquired)
+        return {
+            "how": how,
+            "bound_by_the_first_leader": bound_before,
+            "loss_to_released_s": round(released - leader_lost, 3),
+            "released_to_acquired_s": round(acquired - released, 3),
+            "acquired_to_first_bind_s": round(first - acquired, 3),
+        }
+    finally:
+        leader.stop()
+        if standby is not None:
+            standby.stop()
+
+
+def stopped_seconds(log: Path) -> float | None:
+    """The 'stopped' line's seconds (from the stop flag through drain, flush and lease release)."""
+    for line in reversed(log.read_text(errors="replace").splitlines()):
+        if '"stopped"' in line:
+            with contextlib.suppress(ValueError, KeyError):
+                return float(json.loads(line)["seconds"])
+    return None
+
+
+async def shut_down(tracker: Tracker, watcher: CompletionWatcher, operator: Child) -> dict[str, Any]:
+    """SIGTERM with half the pods bound; see the module's doc."""
+    while tracker.bound_count < tracker.target // 2:
+        operator.check_alive()
+        watcher.check()
+        await asyncio.sleep(0.005)
+    bound_at_sigterm = tracker.bound_count
+    sigterm = time.monotonic()
+    operator.process.send_signal(signal.SIGTERM)
+    while operator.process.poll() is None:
+        if time.monotonic() > sigterm + 60.0:
+            raise ProcessFailed("lockstep run did not exit within 60 s of SIGTERM")
+        await asyncio.sleep(0.002)
+    exited = time.monotonic() - sigterm
+    await asyncio.sleep(1.0)  # the watch catches up with the last bindings
+    bound: dict[str, int] = {}
+    for times in tracker.pods.values():
+        bound[times.gang] = bound.get(times.gang, 0) + (times.bound_at is not None)
+    partial = sorted(gang for gang, count in bound.items() if 0 < count < tracker.gang_sizes[gang])
+    stopped = stopped_seconds(operator.log)
+    return {
+        "bound_at_sigterm": bound_at_sigterm,
+        "bound_at_exit": tracker.bound_count,
+        "exit_code": operator.process.returncode,
+        "sigterm_to_exit_s": round(exited, 3),
+        "sigterm_to_stopped_s": stopped,
+        "stopped_to_exit_s": round(exited - stopped, 3) if stopped is not None else None,
+        "gangs_partly_bound": partial,
+    }
+
+
 async def one_run(
-    nodes: int, pods: int, gang_size: int, workdir: Path, env: dict[str, str] | None = None
+    nodes: int,
+    pods: int,
+    gang_size: int,
+    workdir: Path,
+    env: dict[str, str] | None = None,
+    mode: str = "startup",
+    until_first_bind: bool = False,
 ) -> dict[str, Any]:
     gangs = tuple(
         GangSpec(f"start-{i:05d}", pods=gang_size, min_count=gang_size, cpu_millis=100)
@@ -109,12 +298,20 @@ async def one_run(
             tracker.creation_finished()
             watcher = CompletionWatcher(client, tracker)
             await watcher.start()
+            if mode in ("term", "kill"):
+                result = await take_over(client, tracker, watcher, kubeconfig, workdir, env, mode)
+                await watcher.stop()
+                return {**result, "nodes": nodes, "pods": workload.pods_expected}
             sim_cpu_at_exec = sim.usage().cpu_seconds
             exec_at = time.monotonic()
             operator = start_operator(kubeconfig, workdir, env)
+            if mode == "shutdown":
+                result = await shut_down(tracker, watcher, operator)
+                await watcher.stop()
+                return {**result, "nodes": nodes, "pods": workload.pods_expected}
             deadline = exec_at + 300.0
             cpu_at_first_bind: tuple[float, float] | None = None
-            while not tracker.complete.is_set():
+            while not tracker.complete.is_set() and not (until_first_bind and cpu_at_first_bind):
                 operator.check_alive()
                 watcher.check()
                 if time.monotonic() > deadline:
@@ -127,6 +324,8 @@ async def one_run(
             await watcher.stop()
             bound = [t.bound_at for t in tracker.pods.values() if t.bound_at is not None]
             first, last = min(bound) - exec_at, max(bound) - exec_at
+            if until_first_bind:
+                last = float("nan")
             return {
                 "nodes": nodes,
                 "pods": workload.pods_expected,
@@ -160,7 +359,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="NAME=DIR",
         help="a source tree to compare (its directory holding the lockstep package); runs alternate",
     )
+    parser.add_argument(
+        "--until-first-bind",
+        action="store_true",
+        help="stop each run at its first binding (on a loaded machine binding everything takes minutes)",
+    )
+    modes = parser.add_mutually_exclusive_group()
+    modes.add_argument(
+        "--shutdown", action="store_true", help="SIGTERM with half the pods bound, time to exit"
+    )
+    modes.add_argument(
+        "--takeover",
+        choices=("term", "kill"),
+        help="leader and warm standby; the leader SIGTERMed or SIGKILLed",
+    )
     args = parser.parse_args(argv)
+    args.mode = "shutdown" if args.shutdown else args.takeover or "startup"
     trees: dict[str, str | None] = {}
     for tree in args.tree:
         name, separator, directory = tree.partition("=")
@@ -200,16 +414,37 @@ def print_table(name: str, result: dict[str, Any]) -> None:
         )
 
 
+def print_runs(name: str, runs: list[dict[str, Any]]) -> None:
+    """One row per --shutdown or --takeover run, its fields as columns."""
+    columns = [key for key in runs[0] if key not in ("nodes", "pods")]
+    print(f"{name + ': ' if name else ''}{runs[0]['nodes']} nodes, {runs[0]['pods']} pods")
+    print("| run | " + " | ".join(columns) + " |")
+    print("|---" * (len(columns) + 1) + "|")
+    for i, run in enumerate(runs, 1):
+        print(f"| {i} | " + " | ".join(str(run[key]) for key in columns) + " |")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.mode == "shutdown":
+        os.environ["LOCKSTEP_BENCH_LOG_LEVEL"] = "info"  # the operator's 'stopped' line
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in args.trees}
     for directory in args.trees.values():
         compile_bytecode(tree_env(directory))
     for _ in range(args.runs):
         for name, directory in args.trees.items():
+            env = tree_env(directory)
             with tempfile.TemporaryDirectory(prefix="lockstep-startup-") as tmp:
-                run = one_run(args.nodes, args.pods, args.gang_size, Path(tmp), tree_env(directory))
+                run = one_run(
+                    args.nodes, args.pods, args.gang_size, Path(tmp), env, args.mode, args.until_first_bind
+                )
                 runs[name].append(asyncio.run(run))
+    if args.mode != "startup":
+        if args.json:
+            print(json.dumps(runs))
+        for name, tree_runs in runs.items():
+            print_runs(name, tree_runs)
+        return 0
     imports = import_seconds({name: tree_env(directory) for name, directory in args.trees.items()})
     results = {name: summary(runs[name], imports[name]) for name in args.trees}
     if args.json:

@@ -115,6 +115,21 @@ def bound_timeline(
     return [[0.0, 0], *timeline]
 
 
+def bound_per_second(bound_at: Iterable[float], origin: float) -> list[int]:
+    """Cumulative pods bound at the end of each whole second since ``origin`` (the first create): a
+    scheduler whose bindings wait behind other writes shows a flat start."""
+    times = sorted(t - origin for t in bound_at)
+    if not times:
+        return []
+    curve: list[int] = []
+    index = 0
+    for second in range(1, math.ceil(times[-1]) + 1):
+        while index < len(times) and times[index] <= second:
+            index += 1
+        curve.append(index)
+    return curve
+
+
 def server_minus_own(
     before: Mapping[str, int], after: Mapping[str, int], own: Mapping[str, int]
 ) -> dict[str, int]:
@@ -181,6 +196,7 @@ class PhaseResult:
     operator_cpu_seconds: float | None = None
     load_average: float | None = None
     timeline: list[list[float]] = field(default_factory=list)
+    bound_per_second: list[int] = field(default_factory=list)
     extra: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -217,6 +233,7 @@ def summarize_phase(
         gangs_complete=len(latencies),
         unexpected_bound=unexpected,
         timeline=bound_timeline(bound, start),
+        bound_per_second=bound_per_second(bound, start),
         extra={"gang_spread_p99": float(spreads["p99"]), "gangs_spread_over_1s": float(spreads["over_1s"])},
     )
 

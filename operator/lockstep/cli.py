@@ -11,8 +11,8 @@ from typing import Any, get_args, get_origin
 
 from lockstep import __version__
 from lockstep.config import Settings, load_settings
+from lockstep.sim import OPTIONAL_CRD_NAMES
 from lockstep.sim.features import FeatureGates
-from lockstep.sim.registry import OPTIONAL_CRDS
 from lockstep.sim.versions import DEFAULT_KUBE_VERSION, KUBE_VERSIONS
 
 USAGE_EXIT = 2
@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--install-crds",
         default="",
         help="other schedulers' CRDs to install, comma-separated: "
-        f"{', '.join(OPTIONAL_CRDS)} (default: none; kubectl apply of a CRD works too)",
+        f"{', '.join(OPTIONAL_CRD_NAMES)} (default: none; kubectl apply of a CRD works too)",
     )
 
     sim.add_argument(

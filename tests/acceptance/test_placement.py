@@ -58,7 +58,7 @@ async def test_a_one_per_node_gang_spreads_or_is_unschedulable_with_the_reason()
         assert "PodAntiAffinityRulesNotMatch" in reasons, crowd
         assert "InterPodAffinity" in reasons["PodAntiAffinityRulesNotMatch"]["message"]
         condition = next(c for c in crowd["conditions"] if c["type"] == "PodGroupScheduled")
-        assert "PodAntiAffinityRulesNotMatch" in condition["message"]
+        assert "node(s) didn't match pod anti-affinity rules" in condition["message"]
         assert await env.bound("crowd") == 0
         assert await env.invariant_violations() == []
 

@@ -165,7 +165,7 @@ async def test_a_job_with_spec_scheduling_is_a_gang_through_the_podgroup_the_job
                     if (
                         condition["type"] == "PodGroupInitiallyScheduled"
                         and condition["status"] == "False"
-                        and "InsufficientCPU" in condition["message"]
+                        and "Insufficient cpu" in condition["message"]
                     ):
                         return group
             return None

@@ -202,7 +202,8 @@ class SchedulerCore:
         self._attempt_count = 0
         self._last_attempt: GroupAttempt | None = None
         self._leading = False
-        self._last_event_reason: dict[GroupKey, str] = {}
+        # the last outcome each group got an Event for: (Event reason, the causes of a failure)
+        self._last_event_reason: dict[GroupKey, tuple[str, frozenset[str]]] = {}
         self.waiting_event_delay = SETTLE_SECONDS
         self.recovery = StaleGangs(self.cache, KubeEvictionAPI(client), events, metrics, self._reference)
 
@@ -922,24 +923,36 @@ class SchedulerCore:
             self.on_attempt((key.namespace, key.name))  # its status shows the new message
 
     def _record_event(self, attempt: GroupAttempt) -> None:
+        """One Event per group per outcome: an attempt that ends as the last one did (the same result
+        for the same causes, only the counts differ) records none, since the status and the pods'
+        conditions carry its message and time; the retries of a group that does not fit were most of
+        the Events written."""
         key = attempt.group
         previous = self._last_event_reason.get(key)
-        self._last_event_reason[key] = "Waiting" if attempt.code is Code.WAIT else attempt.reason
-        reference = self._reference(key)
         if attempt.code is Code.SUCCESS:
-            if key.pod_group and attempt.placed:
-                self.events.record(reference, NORMAL, "Scheduled", attempt.message)
+            outcome = ("Scheduled", frozenset[str]())
         elif attempt.code is Code.WAIT:
-            # Waiting repeats while members arrive one by one: one event when the group starts to wait.
-            if previous != "Waiting":
-                if attempt.causes and set(attempt.causes) <= ARRIVING_CAUSES:
-                    self._waiting_event_if_still_waiting(key, reference)
-                else:
-                    self.events.record(reference, NORMAL, "Waiting", attempt.message)
+            outcome = ("Waiting", frozenset[str]())  # its causes change as members arrive one by one
         elif attempt.causes.get("Timeout"):
-            self.events.record(reference, WARNING, "Timeout", attempt.message)
+            outcome = ("Timeout", frozenset(attempt.causes))
         else:
-            self.events.record(reference, WARNING, "FailedScheduling", attempt.message)
+            outcome = ("FailedScheduling", frozenset(attempt.causes))
+        if attempt.code is Code.SUCCESS and not (key.pod_group and attempt.placed):
+            return  # a pod's own Scheduled Event is recorded when it is bound
+        self._last_event_reason[key] = outcome
+        if outcome == previous:
+            return
+        reference = self._reference(key)
+        reason = outcome[0]
+        if attempt.code is Code.SUCCESS:
+            self.events.record(reference, NORMAL, reason, attempt.message)
+        elif attempt.code is Code.WAIT:
+            if attempt.causes and set(attempt.causes) <= ARRIVING_CAUSES:
+                self._waiting_event_if_still_waiting(key, reference)
+            else:
+                self.events.record(reference, NORMAL, reason, attempt.message)
+        else:
+            self.events.record(reference, WARNING, reason, attempt.message)
 
     def _waiting_event_if_still_waiting(self, key: GroupKey, reference: ObjectReference) -> None:
         """A gang whose pods are still being created usually starts within a moment (as the status

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
+import contextlib
+import logging
+import os
 import sys
+from typing import NoReturn
 
 from lockstep.cli import settings_from_args
 from lockstep.config import ConfigError, Settings
@@ -45,6 +50,21 @@ async def run_operator(settings: Settings) -> int:
     return await operator.run(asyncio.Event())
 
 
+def exit_without_teardown(code: int) -> NoReturn:
+    """Exit once the operator has stopped: the drain, the last statuses and Events, the lease's
+    release, Kopf's stop and the sessions' close are all done by then. What the interpreter would do
+    next is tear down its modules and free every object one by one: 0.6 s with the operator's
+    modules, 1.2 s once Kopf is imported, more with a large cluster's caches (bench/startup.py
+    --shutdown), after SIGTERM, on the clock of a rolling update. The exit handlers (temporary
+    credential files) still run and the logs are flushed first."""
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
+
+
 def run_command(args: argparse.Namespace) -> int:
     try:
         settings = settings_from_args(args)
@@ -60,7 +80,7 @@ def run_command(args: argparse.Namespace) -> int:
     from lockstep.kube.credentials import CredentialsError
 
     try:
-        return asyncio.run(run_operator(settings))
+        code = asyncio.run(run_operator(settings))
     except CredentialsError as exc:
         log.error("no credentials", error=str(exc))
         return 2
@@ -72,3 +92,4 @@ def run_command(args: argparse.Namespace) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    exit_without_teardown(code)

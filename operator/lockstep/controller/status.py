@@ -199,6 +199,12 @@ CLAIMS_BEING_MADE = "ClaimPending"
 ARRIVING_CAUSES = frozenset({MEMBERS_ARRIVING, CLAIMS_BEING_MADE})
 # How long a passing phase is held back (and a Waiting event for arriving members deferred).
 SETTLE_SECONDS = 2.0
+# Phases the scheduler itself ends, with no change in the cluster: Pending before the group's first
+# attempt (it waits its turn behind a backlog, e.g. every group of a cluster at start-up) and
+# Scheduling (placed, its bindings on their way). Under a backlog they outlast SETTLE_SECONDS and were
+# written for most gangs, only to be overwritten by Scheduled a few seconds later (1,000 status writes
+# for 625 gangs of 8 on a real API server); they are written only if they last this long.
+BACKLOG_SETTLE_SECONDS = 10.0
 
 
 # Where a waiting group stands in the queue: it moves whenever another group is tried, so a change of
@@ -224,6 +230,7 @@ class Hold(Enum):
     """Why a desired status may wait for the next one (it is written when the hold's time is up)."""
 
     PASSING = "passing"  # a passing phase: settle_seconds from the first such status
+    BACKLOG = "backlog"  # not attempted yet, or bindings landing: BACKLOG_SETTLE_SECONDS from then
     SCHEDULED = "scheduled"  # bound, containers starting: SCHEDULED_SETTLE_SECONDS from then
     CONTAINERS = "containers"  # only the container counts changed: settle_seconds from then
     QUEUE = "queue"  # only the place in the queue changed: QUEUE_SETTLE_SECONDS from then
@@ -231,6 +238,10 @@ class Hold(Enum):
 
 def hold_for(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Hold | None:
     """How the writer may hold ``desired`` back given the ``current`` status (None: write it now)."""
+    if desired["phase"] == PodGroupPhase.SCHEDULING.value or (
+        desired["phase"] == PodGroupPhase.PENDING.value and "lastAttemptTime" not in desired
+    ):
+        return Hold.BACKLOG
     if passing(desired):
         return Hold.PASSING
     changes = set(status_changes(current, desired))
@@ -568,9 +579,9 @@ class StatusWriter:
         await self._idle.wait()
 
     async def flush(self) -> None:
-        """Write every status that differs from what the API shows, held ones included, retrying
-        failed writes at once, and return when nothing is left (shutdown; bound it with a timeout).
-        Needs :meth:`run` running."""
+        """Write every status that differs from what the API shows, held ones included but for
+        passing phases and places in the queue, retrying failed writes at once, and return when
+        nothing is left (shutdown; bound it with a timeout). Needs :meth:`run` running."""
         self._flushing = True
         for timer in (timer for _, _, timer in self._held.values()):
             timer.cancel()
@@ -644,16 +655,25 @@ class StatusWriter:
     def _hold(self, key: GroupRef, current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
         """Whether to hold ``desired`` back (see :func:`hold_for`). A hold's time counts from when its
         reason began; when it is up the group is marked and the status written."""
-        hold = None if self._flushing else hold_for(current, desired)
+        if self._flushing:
+            # At shutdown a passing phase or a new place in the queue is left to the next leader:
+            # it would soon be overwritten anyway, and the backlog of Pending groups behind a large
+            # start took 20 s to flush on a loaded machine, past the grace period (bench/startup.py
+            # --takeover term). What a user must see (scheduled, running, failed) is written.
+            self._release(key)
+            return passing(desired) or hold_for(current, desired) is Hold.QUEUE
+        hold = hold_for(current, desired)
         if hold is None:
             self._release(key)
             return False
         loop = asyncio.get_running_loop()
         held = self._held.get(key)
         since = held[1] if held is not None and held[0] is hold else loop.time()
-        seconds = {Hold.SCHEDULED: SCHEDULED_SETTLE_SECONDS, Hold.QUEUE: self.queue_settle_seconds}.get(
-            hold, self.settle_seconds
-        )
+        seconds = {
+            Hold.SCHEDULED: SCHEDULED_SETTLE_SECONDS,
+            Hold.QUEUE: self.queue_settle_seconds,
+            Hold.BACKLOG: BACKLOG_SETTLE_SECONDS,
+        }.get(hold, self.settle_seconds)
         remaining = since + seconds - loop.time()
         if remaining <= 0:
             return False  # held long enough; released once written

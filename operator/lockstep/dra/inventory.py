@@ -31,6 +31,7 @@ from lockstep.dra.node_selector import node_selector_matches
 
 if TYPE_CHECKING:
     from lockstep.dra.cel import Selector
+    from lockstep.dra.cel_fast import FastDevice
 
 DeviceID = tuple[str, str, str]  # (driver, pool, device)
 PoolID = tuple[str, str]  # (driver, pool)
@@ -73,6 +74,7 @@ class DeviceEntry:
     __slots__ = (
         "_activations",
         "_attribute_sets",
+        "_fast_devices",
         "_results",
         "all_nodes",
         "allow_multiple_allocations",
@@ -124,6 +126,7 @@ class DeviceEntry:
         self.binds_to_node = False
         self.capacity_policies: Mapping[str, DeviceCapacity] = {}
         self._activations: dict[bool, dict[str, Any] | CELError] = {}
+        self._fast_devices: dict[bool, FastDevice] = {}
         # Selector verdicts; devices with identical content may share one dict (see content_key).
         self._results: dict[tuple[str, bool], bool | CELError] = (
             shared_results if shared_results is not None else {}
@@ -160,15 +163,34 @@ class DeviceEntry:
             raise CELError(expression, activation.problem)
         return activation
 
+    def _fast_verdict(self, selector: Selector, list_type_attributes: bool) -> bool | None:
+        if selector.fast is None:
+            return None
+        device = self._fast_devices.get(list_type_attributes)
+        if device is None:
+            from lockstep.dra.cel_fast import fast_device
+
+            device = fast_device(
+                self.driver,
+                {key: value.as_api() for key, value in self.attributes.items()},
+                self.capacity,
+                list_type_attributes,
+                self.allow_multiple_allocations,
+            )
+            self._fast_devices[list_type_attributes] = device
+        return selector.fast.verdict(device)
+
     def matches(self, selector: Selector, list_type_attributes: bool) -> bool:
         """The selector's verdict on this device, evaluated once; raises CELError (also memoized)."""
         key = (selector.expression, list_type_attributes)
         result = self._results.get(key)
         if result is None:
-            try:
-                result = selector.matches(self._activation(list_type_attributes, selector.expression))
-            except CELError as exc:
-                result = exc
+            result = self._fast_verdict(selector, list_type_attributes)
+            if result is None:
+                try:
+                    result = selector.matches(self._activation(list_type_attributes, selector.expression))
+                except CELError as exc:
+                    result = exc
             self._results[key] = result
         if isinstance(result, CELError):
             raise result

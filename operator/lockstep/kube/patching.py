@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from lockstep.kube.client import PODS, KubeClient, PatchType, ResourceKind
+from lockstep.kube.client import PODS, KubeClient, Lane, PatchType, ResourceKind
 
 
 def now_rfc3339() -> str:
@@ -81,4 +81,4 @@ async def post_binding(client: KubeClient, namespace: str, name: str, uid: str, 
         "metadata": {"name": name, "namespace": namespace, "uid": uid},
         "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
     }
-    await client.create(PODS, namespace, binding, name=name, subresource="binding")
+    await client.create(PODS, namespace, binding, name=name, subresource="binding", lane=Lane.BINDING)

@@ -9,13 +9,15 @@ different times, so their bindings left seconds apart.
 Here the members placed by one cycle (a *placement*) are held until every one of them has reached Bind
 or left its binding cycle, and are then taken in ``(placement, member)`` order by a fixed number of
 workers: no binding overtakes an earlier placement's, and a gang's members leave one after another.
-The API client keeps that order on the wire: it admits requests in the order they ask for a connection
-(aiohttp's pool alone let later claim writes take the connection a member's binding was woken for).
+The API client keeps that order on the wire and puts bindings first: a binding takes the next free
+connection before any waiting claim or finalizer write (``kube/client.py``), so a pod whose PreBind
+is done is not held behind other pods' PreBind writes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import heapq
 import itertools
 from collections.abc import Awaitable, Callable
@@ -77,8 +79,11 @@ class BindQueue:
 
     async def bind(self, order: Order, pod: PodInfo, node_name: str) -> BindOutcome:
         if not self._tasks:
+            # A context of their own: not that of the binding cycle that happened to start them.
             self._tasks = [
-                asyncio.get_running_loop().create_task(self._work(), name=f"lockstep-binder-{i}")
+                asyncio.get_running_loop().create_task(
+                    self._work(), name=f"lockstep-binder-{i}", context=contextvars.Context()
+                )
                 for i in range(self._workers)
             ]
         future: asyncio.Future[BindOutcome] = asyncio.get_running_loop().create_future()

@@ -543,6 +543,7 @@ class GroupCycle:
         """Run every filter on every node: the feasible ones (normally none) and why the others fail."""
         feasible: list[NodeInfo] = []
         causes: Counter[str] = Counter()
+        worded: Counter[str] = Counter()  # as kube-scheduler words them, for the message
         by_plugin: dict[str, list[str]] = {}
         plugin_counts: Counter[str] = Counter()
         resolvable = False
@@ -557,6 +558,7 @@ class GroupCycle:
                     error = status
                 resolvable = resolvable or status.code is Code.UNSCHEDULABLE
                 causes[status.cause or status.plugin] += 1
+                worded[status.counted_as] += 1
                 plugin_counts[status.plugin] += 1
                 samples = by_plugin.setdefault(status.plugin, [])
                 if len(samples) < SAMPLE_NODES:
@@ -571,7 +573,7 @@ class GroupCycle:
         else:
             code = Code.UNSCHEDULABLE if resolvable or total == 0 else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
             detail = ", ".join(
-                f"{count} {cause}" for cause, count in sorted(causes.items(), key=lambda c: (-c[1], c[0]))
+                f"{count} {reason}" for reason, count in sorted(worded.items(), key=lambda c: (-c[1], c[0]))
             )
             message = f"0/{total} nodes are available" + (f": {detail}." if detail else ".")
             for plugin in filters:

@@ -37,12 +37,21 @@ class Code(IntEnum):
 @dataclass(frozen=True, slots=True)
 class Status:
     """A plugin verdict. ``cause`` is a short machine-readable reason (InsufficientCPU, Taint, ...)
-    used for the PodGroup's reason breakdown; ``reasons`` are human-readable sentences."""
+    used for the PodGroup's reason breakdown; ``reasons`` are human-readable sentences; ``summary``
+    is kube-scheduler's wording of the rejection where it has one (its plugins' ``ErrReason``
+    strings: ``Too many pods``, ``Insufficient cpu``, ...), which the ``0/N nodes are available``
+    message counts nodes by."""
 
     code: Code = Code.SUCCESS
     reasons: tuple[str, ...] = ()
     plugin: str = ""
     cause: str = ""
+    summary: str = ""
+
+    @property
+    def counted_as(self) -> str:
+        """What the ``0/N nodes are available`` message counts this rejection as."""
+        return self.summary or self.cause or self.plugin
 
     @property
     def ok(self) -> bool:
@@ -61,12 +70,12 @@ class Status:
         return SUCCESS
 
     @classmethod
-    def unschedulable(cls, plugin: str, cause: str, *reasons: str) -> Status:
-        return cls(Code.UNSCHEDULABLE, reasons, plugin, cause)
+    def unschedulable(cls, plugin: str, cause: str, *reasons: str, summary: str = "") -> Status:
+        return cls(Code.UNSCHEDULABLE, reasons, plugin, cause, summary)
 
     @classmethod
-    def unresolvable(cls, plugin: str, cause: str, *reasons: str) -> Status:
-        return cls(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons, plugin, cause)
+    def unresolvable(cls, plugin: str, cause: str, *reasons: str, summary: str = "") -> Status:
+        return cls(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons, plugin, cause, summary)
 
     @classmethod
     def error(cls, plugin: str, *reasons: str) -> Status:

@@ -3,12 +3,19 @@ HTTP (``lockstep.kube``) and tests implement in memory, with failures injected."
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol, runtime_checkable
 
 from lockstep.api.volume import PersistentVolume, PersistentVolumeClaim
 from lockstep.scheduler.framework import PodGroupInfo, PodInfo
+
+# The binding cycle the running task belongs to, as (placement, member): set by the scheduler for each
+# binding cycle, inherited by the tasks it starts. The operator's API client sends the writes of
+# binding cycles (PreBind's finalizer and claim writes) an earlier placement's first, and bindings
+# before all of them, so a pod whose PreBind is done never waits behind other pods' claim writes.
+BINDING_CYCLE: ContextVar[tuple[int, int] | None] = ContextVar("lockstep_binding_cycle", default=None)
 
 
 class BindResult(Enum):

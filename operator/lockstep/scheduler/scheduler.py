@@ -56,7 +56,7 @@ from lockstep.scheduler.plugins.dynamic_resources import STORE_SERVICE
 from lockstep.scheduler.plugins.gang import GangPermit
 from lockstep.scheduler.plugins.podgroup_protection import DELETING_CAUSE, being_deleted
 from lockstep.scheduler.plugins.unsupported import UNSUPPORTED_POD_SPEC
-from lockstep.scheduler.ports import BindResult, PatchResult, PodAPI, PreemptionAPI
+from lockstep.scheduler.ports import BINDING_CYCLE, BindResult, PatchResult, PodAPI, PreemptionAPI
 from lockstep.scheduler.preemption import (
     PlanResult,
     PlanVerdict,
@@ -1084,6 +1084,7 @@ class Scheduler:
 
     async def _binding_cycle(self, key: GroupKey, placement: Placement, order: tuple[int, int]) -> None:
         pod, node_name = placement.pod, placement.node_name
+        BINDING_CYCLE.set(order)  # this task's own context: its API writes queue in placement order
         try:
             status = await self._permit_prebind_bind(placement, order)
         except asyncio.CancelledError:

@@ -32,7 +32,7 @@ def test_demo_brings_every_example_to_its_expected_phase(tmp_path: Path) -> None
             assert f"{namespace}/{name}" in result.stdout
     # The group meant to stay Unschedulable says why, in the summary.
     assert "stays Unschedulable by design" in result.stdout
-    assert "NodeSelectorMismatch" in result.stdout
+    assert "node(s) didn't match Pod's node affinity/selector" in result.stdout
     assert (tmp_path / "kubeconfig").exists()
 
 

@@ -1,6 +1,7 @@
 """Every way ``lockstep run`` can be given credentials reaches the API server as the same request
 headers and TLS handshake: kubeconfig tokens, basic auth, exec plugins, embedded CA and client
-certificates, and the in-cluster service account."""
+certificates, and the in-cluster service account. The kubeconfigs lockstep reads itself give the same
+connection as kubernetes_asyncio's loader, which reads every other one."""
 
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ import aiohttp
 import pytest
 import yaml
 from aiohttp import web
-from kubernetes_asyncio.config import incluster_config
+from kubernetes_asyncio import config as kube_config
+from kubernetes_asyncio.client import Configuration
 
+from lockstep.kube import credentials
 from lockstep.kube.client import PODS, KubeClient
-from lockstep.kube.credentials import load_connection_info
+from lockstep.kube.credentials import CredentialsError, load_connection_info
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl to make certificates")
 
@@ -198,13 +201,66 @@ async def test_in_a_pod_the_service_account_token_and_ca_are_used(
     pki: Pki, tls_server: tuple[str, Seen], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url, seen = tls_server
-    token = tmp_path / "token"
-    token.write_text("service-account-token")
-    # Where the kubelet mounts them in a pod; the loader reads these module constants at each call.
-    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(token))
-    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(pki.ca))
+    (tmp_path / "token").write_text("service-account-token")
+    (tmp_path / "ca.crt").write_bytes(pki.ca.read_bytes())
+    # Where the kubelet mounts them in a pod; the loader reads this module constant at each call.
+    monkeypatch.setattr(credentials, "SERVICE_ACCOUNT_DIRECTORY", tmp_path)
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", url.rsplit(":", 1)[1])
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
     await _get_pod(None)
     assert seen.authorization == ["Bearer service-account-token"]
+
+
+async def _with_kubernetes_asyncio(path: str) -> credentials.ConnectionInfo:
+    configuration = Configuration()
+    await kube_config.load_kube_config(config_file=path, client_configuration=configuration)
+    return await credentials._connection_info_from_configuration(configuration)
+
+
+def _contents(info: credentials.ConnectionInfo) -> tuple[object, ...]:
+    """A connection with its certificate files' contents in place of their (temporary) paths."""
+    files = (info.ca_path, info.certificate_path, info.private_key_path)
+    return (
+        info.server, info.insecure, info.username, info.password, info.scheme, info.token,
+        *(Path(name).read_bytes() if name else None for name in files),
+    )  # fmt: skip
+
+
+async def test_the_kubeconfigs_read_without_kubernetes_asyncio_give_its_connection(
+    pki: Pki, tmp_path: Path
+) -> None:
+    (tmp_path / "token-file").write_text("token-from-file\n")
+    shutil.copy(pki.ca, tmp_path / "ca.crt")
+    https = "https://127.0.0.1:6443/"
+    variants: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+        ("http://127.0.0.1:8080", {}, {"token": "static"}),
+        (https, {"certificate-authority-data": _b64(pki.ca)}, {"tokenFile": "token-file"}),
+        (https, {"certificate-authority": "ca.crt"}, {"username": "admin", "password": "secret"}),
+        (https, {"insecure-skip-tls-verify": True}, {"token": "", "username": "a", "password": "b"}),
+        (
+            https,
+            {"certificate-authority": str(pki.ca)},
+            {"client-certificate": str(pki.client_cert), "client-key-data": _b64(pki.client_key)},
+        ),
+        (https, {"certificate-authority-data": _b64(pki.ca), "certificate-authority": "absent"}, {}),
+    ]
+    for index, (server, cluster, user) in enumerate(variants):
+        path = _kubeconfig(tmp_path / f"kubeconfig-{index}", server, cluster, user)
+        fast = credentials.kubeconfig_connection_info(path)
+        assert _contents(fast) == _contents(await _with_kubernetes_asyncio(path)), (cluster, user)
+    assert fast.server == "https://127.0.0.1:6443" and fast.ca_path is not None
+    # What only kubernetes_asyncio reads is left to it.
+    exec_user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "true"}}
+    for cluster, user in (({}, exec_user), ({"extensions": []}, {"token": "t"})):
+        path = _kubeconfig(tmp_path / "other", https, cluster, user)
+        with pytest.raises(credentials._NotFast):
+            credentials.kubeconfig_connection_info(path)
+
+
+async def test_a_kubeconfig_field_lockstep_cannot_honour_is_refused_by_name(tmp_path: Path) -> None:
+    path = _kubeconfig(
+        tmp_path / "kubeconfig", "https://10.0.0.1", {"tls-server-name": "api"}, {"token": "t"}
+    )
+    with pytest.raises(CredentialsError, match="tls-server-name"):
+        await load_connection_info(path)

@@ -9,9 +9,9 @@ from aiohttp import web
 from kube_harness import NAMESPACE, pod_manifest
 
 from lockstep.kube.client import PODS, ApiError, ConnectionInfo, KubeClient
-from lockstep.kube.patching import loose_merge_patch, strict_merge_patch
+from lockstep.kube.patching import loose_merge_patch, post_binding, strict_merge_patch
 from lockstep.kube.ports import KubePodAPI
-from lockstep.scheduler.ports import BindResult, PatchResult
+from lockstep.scheduler.ports import BINDING_CYCLE, BindResult, PatchResult
 from lockstep.sim.apiserver import ApiServer
 from lockstep.sim.faults import FaultRule
 
@@ -159,3 +159,34 @@ async def test_a_request_waiting_for_a_connection_is_not_overtaken_by_later_ones
         await asyncio.gather(*lanes)
     # at most the two requests on the wire when it asked, and one more each whose turn came first
     assert overtaken_by <= 4, f"{overtaken_by} later requests were answered before the waiting one"
+
+
+async def test_bindings_go_before_waiting_prebind_writes_and_those_go_in_placement_order(
+    apiserver: ApiServer, kube: KubeClient
+) -> None:
+    """With every connection busy, a binding takes the next free one before any waiting request of a
+    binding cycle, and those go earliest placement first, whatever order they asked in. (First come,
+    first served, 5,000 claim writes went out before all but 216 of 5,000 bindings.)"""
+    apiserver.faults.add(FaultRule(verb="get", resource="pods", latency=0.01))
+    async with KubeClient(ConnectionInfo(server=apiserver.url, insecure=True), connection_limit=2) as client:
+        await kube.create(PODS, NAMESPACE, pod_manifest("busy"))
+        await kube.create(PODS, NAMESPACE, pod_manifest("bind-me"))
+        answered: list[str] = []
+
+        async def prebind_write(placement: int) -> None:
+            BINDING_CYCLE.set((placement, 0))
+            await client.get(PODS, NAMESPACE, "busy")
+            answered.append(f"placement {placement}")
+
+        async def binding() -> None:
+            await post_binding(client, NAMESPACE, "bind-me", "", "node-1")
+            answered.append("binding")
+
+        # later placements ask first; the binding asks last of all
+        writes = [asyncio.create_task(prebind_write(placement)) for placement in range(10, 0, -1)]
+        await asyncio.sleep(0.002)
+        await asyncio.gather(binding(), *writes)
+    # the two that found free connections went first; then the binding, then placements 1, 2, ...
+    assert answered.index("binding") <= 2, answered
+    waited = [entry for entry in answered[2:] if entry != "binding"]
+    assert waited == sorted(waited, key=lambda entry: int(entry.split()[1])), answered

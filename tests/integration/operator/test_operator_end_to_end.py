@@ -234,7 +234,7 @@ async def test_a_single_pod_that_fits_nowhere_says_why_on_the_pod() -> None:
 
         condition = await eventually(failed, what="PodScheduled=False on the pod")
         assert condition["reason"] == "Unschedulable"
-        assert condition["message"] == "0/2 nodes are available: 2 InsufficientCPU."
+        assert condition["message"] == "0/2 nodes are available: 2 Insufficient cpu."
 
         async def event() -> list[dict[str, Any]]:
             events = (await env.client.list(EVENTS, NAMESPACE)).get("items") or []

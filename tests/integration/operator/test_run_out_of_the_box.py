@@ -82,7 +82,12 @@ async def test_sim_and_run_in_two_processes_schedule_the_examples() -> None:
             lease = await client.get(LEASES, "kube-system", "lockstep")
             assert lease["spec"]["holderIdentity"]
             run.send_signal(signal.SIGTERM)
-            assert await asyncio.wait_for(run.wait(), 30) == 0
+            _, stderr = await asyncio.wait_for(run.communicate(), 30)
+            assert run.returncode == 0
+            # It exits without the interpreter's teardown, once its shutdown is done: the lease is
+            # released and the last log line is out.
+            assert b"stopped" in stderr.splitlines()[-1]
+            assert (await client.get(LEASES, "kube-system", "lockstep"))["spec"]["holderIdentity"] == ""
 
 
 async def test_a_missing_lease_namespace_stops_run_with_the_fix() -> None:

@@ -20,7 +20,7 @@ from lockstep.controller.status import (
     passing,
     status_changes,
 )
-from lockstep.kube.client import EVENTS, ConnectionInfo, KubeClient
+from lockstep.kube.client import EVENTS, POD_GROUPS, ConnectionInfo, KubeClient, PatchType
 
 
 async def events_of(client: KubeClient, name: str) -> list[str]:
@@ -115,7 +115,17 @@ def test_waiting_for_members_or_their_claims_is_a_passing_phase_and_other_waits_
 
 def test_only_phases_on_the_way_to_binding_wait_the_settle_window() -> None:
     pending = {"phase": "Pending", "total": 4, "scheduled": 0}
-    assert hold_for({}, {"phase": "Scheduling", "total": 4, "scheduled": 2}) is Hold.PASSING
+    # the phases the scheduler ends by itself wait longest: a backlog of gangs costs one write each
+    assert hold_for({}, {"phase": "Scheduling", "total": 4, "scheduled": 2}) is Hold.BACKLOG
+    assert hold_for({}, pending) is Hold.BACKLOG  # not attempted yet: waiting its turn
+    errored = {
+        **pending,
+        "lastAttemptTime": "2026-12-02T00:00:00Z",
+        "unschedulableReasons": [{"reason": "E"}],
+    }
+    assert hold_for({}, errored) is Hold.PASSING  # a scheduler error is no backlog
+    arriving = {"phase": "Waiting", "unschedulableReasons": [{"reason": "TooFewPods", "count": 1}]}
+    assert hold_for({}, arriving) is Hold.PASSING
     scheduled = {"phase": "Scheduled", "total": 4, "scheduled": 4, "running": 0}
     assert hold_for(pending, scheduled) is Hold.SCHEDULED  # a moment for the containers, no more
     assert hold_for(scheduled, {**scheduled, "running": 2}) is Hold.CONTAINERS
@@ -139,3 +149,36 @@ def test_a_confirmed_binding_counts_before_its_watch_event_and_is_never_taken_ba
     assert members.bound("unknown", "node-a") is None
     members.observe("MODIFIED", unbound)  # an event from before the binding, late on the watch
     assert members.counts((NAMESPACE, "g")).scheduled == 1
+
+
+async def test_a_gang_failing_again_for_the_same_causes_gets_no_second_event() -> None:
+    """One Event per group per outcome: retries that end as the last attempt did (the status carries
+    their time and message) write no Event, not even a count update."""
+    async with simulated_cluster(nodes=2) as env:
+        await env.create(podgroup("crowded", 5))
+        for i in range(5):  # two fit on each node: minCount 5 never does
+            await env.create(pod(f"crowded-{i}", "crowded", cpu="12"))
+        await eventually(lambda: events_of(env.client, "crowded"), what="the FailedScheduling event")
+        core = env.operator.core
+        assert core is not None
+        key = next(k for k in core.scheduler.attempts if k.name == "crowded")
+        first = core.scheduler.attempts[key].timestamp
+        for retry in range(2):  # a PodGroup update wakes the group: tried again, same causes
+            await env.client.patch(
+                POD_GROUPS,
+                NAMESPACE,
+                "crowded",
+                {"metadata": {"labels": {"retry": str(retry)}}},
+                PatchType.MERGE,
+            )
+
+            async def tried_again(since: float = first) -> bool:
+                return core.scheduler.attempts[key].timestamp > since
+
+            await eventually(tried_again, what="another attempt of PodGroup crowded")
+            first = core.scheduler.attempts[key].timestamp
+        assert "Insufficient cpu" in core.scheduler.attempts[key].message
+        await asyncio.sleep(0.5)  # the event writers are asynchronous
+        items = (await env.client.list(EVENTS, NAMESPACE)).get("items") or []
+        mine = [e for e in items if e["involvedObject"]["name"] == "crowded"]
+        assert [(e["reason"], e["count"]) for e in mine] == [("FailedScheduling", 1)]

@@ -6,6 +6,7 @@ from harness.results import (
     PhaseResult,
     PodTimes,
     WorkloadRun,
+    bound_per_second,
     bound_timeline,
     check_targets,
     gang_bind_spreads,
@@ -250,3 +251,8 @@ def test_time_target_is_missed_when_not_every_pod_was_bound() -> None:
     partial = _result("lockstep", 50.0, pods_expected=1000, pods_bound=999, seconds=2.0)
     lines = check_targets(summarize_runs([WorkloadRun("shared-claim", 1, 1.0, {"lockstep": partial}, "now")]))
     assert lines[0] == "seconds to bind all <= 10: not all pods were bound (MISSED)"
+
+
+def test_bound_per_second_counts_cumulative_bindings_at_each_second_end() -> None:
+    assert bound_per_second([10.5, 10.9, 12.2, 13.0], origin=10.0) == [2, 2, 4]
+    assert bound_per_second([], origin=0.0) == []

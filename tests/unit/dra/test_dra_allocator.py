@@ -22,6 +22,7 @@ from lockstep.api.resource import DeviceClass, ResourceClaim, ResourceSlice
 from lockstep.config import KNOWN_FEATURE_GATES
 from lockstep.dra.allocator import AllocationError, Allocator
 from lockstep.dra.cel import Selector
+from lockstep.dra.cel_fast import FastDevice, FastSelector
 from lockstep.dra.features import (
     FEATURE_GATES,
     GATE_FEATURES,
@@ -315,7 +316,16 @@ def test_selectors_run_once_per_device_content_however_many_claims(monkeypatch: 
         evaluations += 1
         return original(self, activation)  # type: ignore[arg-type]
 
+    original_fast = FastSelector.verdict
+
+    def counting_fast(self: FastSelector, device: FastDevice) -> bool | None:
+        nonlocal evaluations
+        verdict = original_fast(self, device)
+        evaluations += verdict is not None  # else today's evaluator runs, counted above
+        return verdict
+
     monkeypatch.setattr(Selector, "matches", counting)
+    monkeypatch.setattr(FastSelector, "verdict", counting_fast)
     expression = f'device.attributes["{DRIVER}"].index >= 0 && device.attributes["{DRIVER}"].index < 99'
     slices = [resource_slice(f"s-{n}", GPUS, f"node-{n}") for n in range(5)]
     allocator = make_allocator(slices)

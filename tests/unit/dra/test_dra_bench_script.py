@@ -29,6 +29,7 @@ def load_bench() -> ModuleType:
     [
         (["--nodes", "4", "--devices", "2", "--pods", "10"], 8, 8),  # 8 devices for 10 pods
         (["--nodes", "4", "--devices", "2", "--pods", "12", "--gang-size", "3"], 12, 4),
+        (["--nodes", "4", "--devices", "2", "--pods", "10", "--selector", "plain", "--memory"], 8, 8),
     ],
 )
 def test_bench_dra_runs_and_checks_itself(

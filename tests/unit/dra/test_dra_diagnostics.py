@@ -252,7 +252,7 @@ async def test_behaviour_5_group_diagnosis_names_the_gate_once_for_all_nodes() -
     assert dict(attempt.causes) == {"InsufficientDevices": 3}  # counting per cause is unchanged
     [diagnosis] = attempt.pods
     assert diagnosis.message == (
-        "0/3 nodes are available: 3 InsufficientDevices. DynamicResources: claim ns/pair: constraint "
+        "0/3 nodes are available: 3 cannot allocate all claims. DynamicResources: claim ns/pair: constraint "
         f'matchAttribute "{NUMA}" over requests [gpus]: "{NUMA}" is a list-type attribute on these '
         f"devices; matching list attributes {GATE_ADVICE}."
     )
@@ -270,7 +270,7 @@ async def test_different_reasons_per_node_are_aggregated_most_frequent_first() -
     [diagnosis] = scheduler.attempts[GroupKey("ns", "big")].pods
     needs = 'claim ns/three: request "gpus": needs 3 devices of class "gpu"'
     assert diagnosis.message == (
-        "0/4 nodes are available: 4 InsufficientDevices. DynamicResources: "
+        "0/4 nodes are available: 4 cannot allocate all claims. DynamicResources: "
         f"{needs}, 2 match its selectors on this node and are free (2 match, 0 allocated) (2 nodes); "
         f"{needs}, 1 match its selectors on this node and are free (1 match, 0 allocated) (1 node); "
         "1 other reason on 1 node."  # node-3 publishes no devices

@@ -262,4 +262,7 @@ async def test_a_selector_no_node_can_match_is_unresolvable_but_a_full_match_is_
     assert dict(nowhere.causes) == {"NodeSelectorMismatch": 2}
     assert too_big.code is Code.UNSCHEDULABLE  # freeing cpu on "small" would fix it
     assert dict(too_big.causes) == {"NodeSelectorMismatch": 1, "InsufficientCPU": 1}
-    assert too_big.message == "0/2 nodes are available: 1 InsufficientCPU, 1 NodeSelectorMismatch."
+    assert (
+        too_big.message
+        == "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector."
+    )

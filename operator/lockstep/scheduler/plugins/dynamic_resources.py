@@ -97,6 +97,7 @@ _STATE_KEY = "DynamicResources"
 RESERVATION_REMOVAL_ATTEMPTS = 5
 GANG_LOOKAHEAD_MAX_MEMBERS = 32
 GANG_LOOKAHEAD_MAX_SEARCHES = 2000
+CANNOT_ALLOCATE = "cannot allocate all claims"  # kube-scheduler's DynamicResources Filter reason
 SUMMARY_REASONS = 2  # distinct per-node reasons a pod's diagnosis quotes
 _GANG_KEY = f"{_STATE_KEY}/gang"
 _CLAIM_USERS_KEY = f"{_STATE_KEY}/claim-users"
@@ -459,10 +460,10 @@ class DynamicResources:
             if found is None:
                 reason = allocator.explain(compiled, node.name, node.labels)
                 pod_claims.rejections[node.name] = reason
-                return Status.unschedulable(self.name, "InsufficientDevices", reason)
+                return Status.unschedulable(self.name, "InsufficientDevices", reason, summary=CANNOT_ALLOCATE)
         except AllocationError as exc:
             pod_claims.rejections[node.name] = str(exc)
-            return Status.unresolvable(self.name, "ClaimUnallocatable", str(exc))
+            return Status.unresolvable(self.name, "ClaimUnallocatable", str(exc), summary=CANNOT_ALLOCATE)
         crowded = self._sharers_do_not_fit(state, pod, pod_claims, found, node)
         if crowded is not None:
             return crowded

@@ -134,14 +134,19 @@ class InterPodAffinity:
         labels = node.labels
         if data.affinity_terms and not _satisfies_affinity(data, labels):
             note_rejection(state, self.name, REASON_AFFINITY)
-            return Status.unresolvable(self.name, "PodAffinityRulesNotMatch", REASON_AFFINITY)
+            return Status.unresolvable(
+                self.name, "PodAffinityRulesNotMatch", REASON_AFFINITY, summary=REASON_AFFINITY
+            )
         if data.anti_affinity_counts:
             for term in data.anti_affinity_terms:
                 value = labels.get(term.topology_key)
                 if value is not None and data.anti_affinity_counts[(term.topology_key, value)] > 0:
                     note_rejection(state, self.name, REASON_ANTI_AFFINITY)
                     return Status.unschedulable(
-                        self.name, "PodAntiAffinityRulesNotMatch", REASON_ANTI_AFFINITY
+                        self.name,
+                        "PodAntiAffinityRulesNotMatch",
+                        REASON_ANTI_AFFINITY,
+                        summary=REASON_ANTI_AFFINITY,
                     )
         if data.existing_anti_affinity_counts:
             existing = data.existing_anti_affinity_counts
@@ -149,7 +154,10 @@ class InterPodAffinity:
                 if existing.get(pair, 0) > 0:
                     note_rejection(state, self.name, REASON_EXISTING_ANTI_AFFINITY)
                     return Status.unschedulable(
-                        self.name, "ExistingPodsAntiAffinityRulesNotMatch", REASON_EXISTING_ANTI_AFFINITY
+                        self.name,
+                        "ExistingPodsAntiAffinityRulesNotMatch",
+                        REASON_EXISTING_ANTI_AFFINITY,
+                        summary=REASON_EXISTING_ANTI_AFFINITY,
                     )
         return SUCCESS
 

@@ -18,6 +18,7 @@ from lockstep.scheduler.framework import SKIP, SUCCESS, CycleState, NodeInfo, Po
 from lockstep.state.cluster import ClusterCache
 
 _STATE_KEY = "NodeAffinity"
+REASON_MISMATCH = "node(s) didn't match Pod's node affinity/selector"  # kube-scheduler's ErrReasonPod
 _SCORE_KEY = "NodeAffinity/preferred"
 _FIELD = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
 _PREFERRED_FIELD = "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
@@ -152,7 +153,7 @@ class NodeAffinity:
         if compiled.matches(node):
             return SUCCESS
         return Status.unresolvable(
-            self.name, "NodeSelectorMismatch", "node didn't match the pod's node selector/affinity"
+            self.name, "NodeSelectorMismatch", REASON_MISMATCH, summary=REASON_MISMATCH
         )
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:

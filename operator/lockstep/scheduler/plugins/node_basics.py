@@ -42,7 +42,12 @@ class NodeName:
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         if pod.node_name and pod.node_name != node.name:
-            return Status.unresolvable(self.name, "NodeNameMismatch", f"pod requires node {pod.node_name}")
+            return Status.unresolvable(
+                self.name,
+                "NodeNameMismatch",
+                f"pod requires node {pod.node_name}",
+                summary="node(s) didn't match the requested node name",
+            )
         return SUCCESS
 
 
@@ -56,7 +61,12 @@ class NodeUnschedulable:
             return SUCCESS
         if tolerates(pod.tolerations, {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}):
             return SUCCESS
-        return Status.unresolvable(self.name, "NodeUnschedulable", "node is cordoned (spec.unschedulable)")
+        return Status.unresolvable(
+            self.name,
+            "NodeUnschedulable",
+            "node is cordoned (spec.unschedulable)",
+            summary="node(s) were unschedulable",
+        )
 
 
 class TaintToleration:
@@ -71,7 +81,10 @@ class TaintToleration:
                 value = taint.get("value")
                 shown = f"{taint.get('key')}={value}" if value else str(taint.get("key"))
                 return Status.unresolvable(
-                    self.name, "Taint", f"node had untolerated taint {{{shown}:{taint.get('effect')}}}"
+                    self.name,
+                    "Taint",
+                    f"node had untolerated taint {{{shown}:{taint.get('effect')}}}",
+                    summary=f"node(s) had untolerated taint {{{taint.get('key')}: {value or ''}}}",
                 )
         return SUCCESS
 

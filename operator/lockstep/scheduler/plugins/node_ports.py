@@ -38,7 +38,7 @@ class NodePorts:
             return SUCCESS
         reason = f"{REASON} ({taken.protocol} {taken.ip}:{taken.port} in use)"
         note_rejection(state, self.name, reason)
-        return Status.unschedulable(self.name, "HostPortConflict", reason)
+        return Status.unschedulable(self.name, "HostPortConflict", reason, summary=REASON)
 
     def rejection_summary(self, state: CycleState, pod: PodInfo) -> str | None:
         return rejection_reasons(state, self.name)

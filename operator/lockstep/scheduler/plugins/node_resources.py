@@ -41,7 +41,10 @@ class NodeResourcesFit:
         max_pods = allocatable.get("pods")
         if max_pods is not None and node.pod_count + 1 > max_pods:
             return Status.unschedulable(
-                self.name, "InsufficientPods", f"Too many pods: node has {node.pod_count} of {max_pods}"
+                self.name,
+                "InsufficientPods",
+                f"Too many pods: node has {node.pod_count} of {max_pods}",
+                summary="Too many pods",
             )
         requested = node.requested
         for resource, amount in pod.requests.items():
@@ -56,11 +59,13 @@ class NodeResourcesFit:
                     self.name,
                     insufficient_cause(resource),
                     f"Insufficient {resource}: requested {amount}, node allocatable {capacity}",
+                    summary=f"Insufficient {resource}",
                 )
             return Status.unschedulable(
                 self.name,
                 insufficient_cause(resource),
                 f"Insufficient {resource}: requested {amount}, free {max(free, 0)}",
+                summary=f"Insufficient {resource}",
             )
         return SUCCESS
 

@@ -67,5 +67,7 @@ class NodeVolumeLimits:
         for driver, handles in wanted.items():
             limit = csinode.limits.get(driver)
             if limit is not None and len(handles | used.get(driver, set())) > limit:
-                return Status.unschedulable(self.name, "MaxVolumeCount", MAX_VOLUME_COUNT)
+                return Status.unschedulable(
+                    self.name, "MaxVolumeCount", MAX_VOLUME_COUNT, summary=MAX_VOLUME_COUNT
+                )
         return SUCCESS

@@ -192,7 +192,12 @@ class PodTopologySpread:
         for entry in counted:
             if entry.constraint.topology_key not in labels:
                 note_rejection(state, self.name, REASON_MISSING_LABEL)
-                return Status.unresolvable(self.name, "TopologySpreadMissingLabel", REASON_MISSING_LABEL)
+                return Status.unresolvable(
+                    self.name,
+                    "TopologySpreadMissingLabel",
+                    REASON_MISSING_LABEL,
+                    summary=REASON_MISSING_LABEL,
+                )
         for entry in counted:
             constraint = entry.constraint
             domain = labels[constraint.topology_key]
@@ -208,6 +213,7 @@ class PodTopologySpread:
                     "TopologySpreadConstraintsNotMatch",
                     f"{REASON_NOT_MATCH} ({constraint.topology_key}={domain}: skew {skew} > maxSkew "
                     f"{constraint.max_skew})",
+                    summary=REASON_NOT_MATCH,
                 )
         return SUCCESS
 

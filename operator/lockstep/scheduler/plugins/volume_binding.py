@@ -305,7 +305,7 @@ class VolumeBinding:
 
     def _reject(self, volumes: _PodVolumes, node: NodeInfo, cause: str, reasons: tuple[str, ...]) -> Status:
         volumes.rejections[node.name] = "; ".join(reasons)
-        return Status.unresolvable(self.name, cause, *reasons)
+        return Status.unresolvable(self.name, cause, *reasons, summary=reasons[0])
 
     def _decision_allows(self, decision: _Decision, node: NodeInfo) -> bool:
         if decision.provision_on:
@@ -367,7 +367,7 @@ class VolumeBinding:
         if len(decisions) != len(volumes.to_bind) or any(
             self._taken.get(d.volume, d.claim.key) != d.claim.key for d in decisions if d.volume
         ):
-            return Status.unresolvable(self.name, "VolumeBindConflict", BIND_CONFLICT)
+            return Status.unresolvable(self.name, "VolumeBindConflict", BIND_CONFLICT, summary=BIND_CONFLICT)
         for decision in [*decisions, *volumes.shared]:
             key = decision.claim.key
             flight = self._in_flight.get(key)

@@ -37,5 +37,7 @@ class VolumeRestrictions:
             if not (other.node_name or self.cache.is_assumed(other.uid)):
                 continue
             if exclusive.intersection(other.volume_claims):
-                return Status.unresolvable(self.name, "ReadWriteOncePodConflict", RWOP_CONFLICT)
+                return Status.unresolvable(
+                    self.name, "ReadWriteOncePodConflict", RWOP_CONFLICT, summary=RWOP_CONFLICT
+                )
         return SUCCESS

@@ -82,5 +82,7 @@ class VolumeZone:
             if value is None:
                 value = labels.get(_GA_LABELS.get(key, key))
             if value not in values:
-                return Status.unresolvable(self.name, "VolumeZoneConflict", NO_VOLUME_ZONE)
+                return Status.unresolvable(
+                    self.name, "VolumeZoneConflict", NO_VOLUME_ZONE, summary=NO_VOLUME_ZONE
+                )
         return SUCCESS

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lockstep.sim import crd
+from lockstep.sim import OPTIONAL_CRD_NAMES, crd
 from lockstep.sim.features import FeatureGates
 from lockstep.sim.registry import coscheduling, volcano
 from lockstep.sim.registry.batch import batch_types
@@ -28,10 +28,9 @@ from lockstep.sim.resources import ResourceType
 
 # Other schedulers' CRDs, installed only when asked (SimCluster(install_crds=...), lockstep sim
 # --install-crds): one module per API group, each holding the published schema.
-OPTIONAL_CRDS: dict[str, Callable[[], dict[str, Any]]] = {
-    "coscheduling": coscheduling.crd,
-    "volcano": volcano.crd,
-}
+OPTIONAL_CRDS: dict[str, Callable[[], dict[str, Any]]] = dict(
+    zip(OPTIONAL_CRD_NAMES, (coscheduling.crd, volcano.crd), strict=True)
+)
 
 
 def served_types(gates: FeatureGates) -> list[ResourceType]:
