@@ -29,6 +29,7 @@ from lockstep.api.podgroup import (
 from lockstep.kube.client import POD_GROUPS, ApiError, KubeClient
 from lockstep.kube.patching import strict_merge_patch
 from lockstep.logging import get_logger
+from lockstep.scheduler.framework import BINDING_WAIT
 
 log = get_logger("lockstep.controller.status")
 
@@ -238,6 +239,8 @@ class Hold(Enum):
 
 def hold_for(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Hold | None:
     """How the writer may hold ``desired`` back given the ``current`` status (None: write it now)."""
+    if desired["phase"] == PodGroupPhase.SCHEDULING.value and _binding_waits(desired):
+        return Hold.PASSING
     if desired["phase"] == PodGroupPhase.SCHEDULING.value or (
         desired["phase"] == PodGroupPhase.PENDING.value and "lastAttemptTime" not in desired
     ):
@@ -254,6 +257,16 @@ def hold_for(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Hold | N
     if desired["phase"] == PodGroupPhase.SCHEDULED.value:
         return Hold.SCHEDULED
     return None
+
+
+def _binding_waits(desired: Mapping[str, Any]) -> bool:
+    """Whether a placed group's binding waits for a device driver (not for the scheduler's own
+    bindings to land), which the user is to see as soon as a passing phase would be."""
+    conditions = desired.get("conditions") or ()
+    return any(
+        c.get("type") == CONDITION_SCHEDULED and str(c.get("message", "")).startswith(BINDING_WAIT)
+        for c in conditions
+    )
 
 
 def _only_satisfied_message(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:

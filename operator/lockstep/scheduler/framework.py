@@ -443,6 +443,9 @@ PLACEMENT_CHOICE = "lockstep/placement-choice"
 # The plugin service through which PreBind says what a placed group's binding waits for:
 # ``note_binding(group key, message)`` (the Scheduler's).
 BINDING_NOTE_SERVICE = "scheduler.binding_note"
+# How such a note begins while the binding waits for something outside the scheduler (a device
+# driver's binding conditions): the status shows it after the usual settle time, not the backlog's.
+BINDING_WAIT = "waiting for binding conditions"
 
 
 class CycleState:

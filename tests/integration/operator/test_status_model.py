@@ -235,3 +235,21 @@ def test_a_satisfied_message_that_follows_the_counts_is_held_like_the_counts() -
     assert hold_for(first, more) is Hold.CONTAINERS  # no write per member starting
     fewer = desired_status(podgroup(2, first), MemberCounts(total=3, scheduled=3, running=1), None, NOW)
     assert hold_for(first, fewer) is not Hold.CONTAINERS  # a transition is not held as a count
+
+
+def test_a_binding_that_waits_for_a_driver_is_held_like_a_passing_phase_not_the_backlog() -> None:
+    from lockstep.controller.status import Hold, hold_for
+
+    landing = AttemptSummary(AttemptResult.SCHEDULED, "minCount (2) met with 2 scheduled", NOW)
+    attaching = AttemptSummary(
+        AttemptResult.SCHEDULED, "waiting for binding conditions: m0 (example.com/attached)", NOW
+    )
+    before = desired_status(podgroup(2), MemberCounts(total=2), None, NOW)
+    assert (
+        hold_for(before, desired_status(podgroup(2, before), MemberCounts(total=2), landing, NOW))
+        is Hold.BACKLOG
+    )
+    assert (
+        hold_for(before, desired_status(podgroup(2, before), MemberCounts(total=2), attaching, NOW))
+        is Hold.PASSING
+    )

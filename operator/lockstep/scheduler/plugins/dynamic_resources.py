@@ -72,6 +72,7 @@ from lockstep.dra.ports import ClaimStatusAPI, ClaimWriteOutcome, ExtendedClaimA
 from lockstep.dra.store import ResourceStore
 from lockstep.scheduler.framework import (
     BINDING_NOTE_SERVICE,
+    BINDING_WAIT,
     CYCLE_PODS,
     PLACEMENT_CHOICE,
     SKIP,
@@ -1029,7 +1030,7 @@ class DynamicResources:
                         self.note_binding(state.group.key, "binding conditions met, binding")
                     wait.decide(status)
                     return
-                message = f"waiting for binding conditions: {pending}"
+                message = f"{BINDING_WAIT}: {pending}"
                 if self.binding_waits.get(who) != message:
                     self.binding_waits[who] = message
                     if self.note_binding is not None and state.group is not None:
