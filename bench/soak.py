@@ -20,8 +20,9 @@ node-sized members of a higher PriorityClass fits only by preempting. Meanwhile 
 :mod:`lockstep.sim.invariants` are checked every couple of seconds; a pod watch records bindings so a
 pod bound twice is caught. At the end:
 
-- every group that can fit is bound (at least minCount members on nodes) and every group that cannot
-  has 0 members bound and a PodGroupScheduled=False condition with a reason;
+- every group that can fit is bound (at least minCount members on nodes; a group that lost members
+  to a lost node, a preemption or an eviction is excused, as nothing recreates them, except the zoned
+  gangs, whose replacements must bind) and every group that cannot has 0 members bound and a PodGroupScheduled=False condition with a reason;
 - no two members of a one-per-node (anti-affinity) gang share a node;
 - no invariant is violated (transient ones such as a gang mid-binding count only if they persist),
   preemption's included: no victim of equal or higher priority than its preemptor, no gang left
@@ -781,6 +782,11 @@ class InvariantWatch:
         self.pods.add_handler(lambda _type, pod: self.history.observe(pod))
         self.pods.add_handler(self.preemptions.observe)
         self.pods.add_handler(self.health.observe)
+        # Groups that lost a member to anything but the soak's churn: a lost node (a member may bind
+        # there between the snapshot the soak picks the node from and the loss), a preemption, an
+        # eviction. Nothing recreates those members, so such a group is not judged by being bound.
+        self.disrupted_groups: set[str] = set()
+        self.pods.add_handler(self._observe_disruption)
         self._tasks: list[asyncio.Task[None]] = []
         self.last_state = ClusterState()
 
@@ -812,6 +818,12 @@ class InvariantWatch:
             print(f"  VIOLATION {confirmed}", flush=True)
         return violations
 
+    def _observe_disruption(self, event_type: str, pod: dict[str, Any]) -> None:
+        meta = pod.get("metadata") or {}
+        group = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
+        if group and (event_type == "DELETED" or meta.get("deletionTimestamp")):
+            self.disrupted_groups.add(group)
+
     def preempted(self, plans: Iterable[GroupPlan]) -> set[str]:
         """The groups that lost pods to a preemption (excused from being bound at the end)."""
         return {plan.name for plan in plans if (NAMESPACE, plan.name) in self.preemptions.preempted_groups}
@@ -827,6 +839,13 @@ class InvariantWatch:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def bound_replacements(state: ClusterState, names: Iterable[str]) -> int:
+    wanted = set(names)
+    return sum(
+        1 for p in state.pods if p["metadata"]["name"] in wanted and (p.get("spec") or {}).get("nodeName")
+    )
 
 
 def bound_members(state: ClusterState, plan: GroupPlan) -> int:
@@ -923,7 +942,6 @@ async def run_chaos_phase(
         await creation
         # Node losses under faults: groups with members there lose them (and are excused below).
         await watch.check_once()
-        lost_groups: set[str] = set()
         used = sorted(
             {p["spec"]["nodeName"] for p in watch.last_state.pods if (p.get("spec") or {}).get("nodeName")}
         )
@@ -946,7 +964,6 @@ async def run_chaos_phase(
                 for p in watch.last_state.pods
                 if (p.get("spec") or {}).get("nodeName") == name
             ]
-            lost_groups |= set(on_node) - set(zoned)
             await lose_node(http, name)
             report.node_losses += 1
             print(f"  t={time.monotonic() - started:5.1f}s lost node {name}", flush=True)
@@ -962,12 +979,22 @@ async def run_chaos_phase(
                 churned.add(plan.name)
         # Groups whose members fail or were on a lost node are recovered or left below minCount on
         # purpose: judged by the gang-health invariants, not by being bound at the end.
-        excused = lost_groups | {p.name for p in plans if p.fail_after is not None}
-        remaining = [p for p in plans if p.name not in churned and p.name not in excused]
+        failing = {p.name for p in plans if p.fail_after is not None}
+
+        def remaining_plans() -> list[GroupPlan]:
+            excused = (watch.disrupted_groups - set(zoned)) | failing
+            return [p for p in plans if p.name not in churned and p.name not in excused]
+
+        # The replacements bind before the preemptor below may take their zone's room.
         while time.monotonic() < deadline:
             await watch.check_once()
+            remaining = remaining_plans()
             preempted = watch.preempted(remaining)
-            if settled(watch.last_state, [p for p in remaining if p.name not in preempted]):
+            replaced = bound_replacements(watch.last_state, replacements)
+            report.replacements_bound = max(report.replacements_bound, replaced)
+            if replaced == len(replacements) and settled(
+                watch.last_state, [p for p in remaining if p.name not in preempted]
+            ):
                 report.seconds_to_settle = round(time.monotonic() - started, 1)
                 break
             if not operator.running():
@@ -1002,10 +1029,8 @@ async def run_chaos_phase(
         report.member_failures = len(watch.health.failed)
         report.stale_gang_evictions = len(watch.health.marked)
         report.finished_members_evicted = watch.health.finished_then_marked
-        report.replacements_bound = sum(
-            1
-            for p in watch.last_state.pods
-            if p["metadata"]["name"] in replacements and (p.get("spec") or {}).get("nodeName")
+        report.replacements_bound = max(
+            report.replacements_bound, bound_replacements(watch.last_state, replacements)
         )
         # The status follows the members within a write or two (held up to its settle time, retried
         # after the faults' errors): only a claim that outlasts that counts.
@@ -1032,6 +1057,7 @@ async def run_chaos_phase(
         report.fault_minimums_missed = [
             f"{k}: {got} < {least}" for k, (got, least) in wanted.items() if got < least
         ]
+        remaining = remaining_plans()
         preempted = watch.preempted(remaining)
         for plan in remaining:
             if plan.name in preempted:

@@ -206,6 +206,9 @@ SETTLE_SECONDS = 2.0
 # written for most gangs, only to be overwritten by Scheduled a few seconds later (1,000 status writes
 # for 625 gangs of 8 on a real API server); they are written only if they last this long.
 BACKLOG_SETTLE_SECONDS = 10.0
+# The phases a group is in before its first placement lands: only from these is a backlog held (a
+# group that was bound and lost members says so at once).
+BEFORE_PLACEMENT_PHASES = frozenset({None, "", PodGroupPhase.PENDING.value, PodGroupPhase.SCHEDULING.value})
 
 
 # Where a waiting group stands in the queue: it moves whenever another group is tried, so a change of
@@ -241,9 +244,10 @@ def hold_for(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Hold | N
     """How the writer may hold ``desired`` back given the ``current`` status (None: write it now)."""
     if desired["phase"] == PodGroupPhase.SCHEDULING.value and _binding_waits(desired):
         return Hold.PASSING
-    if desired["phase"] == PodGroupPhase.SCHEDULING.value or (
-        desired["phase"] == PodGroupPhase.PENDING.value and "lastAttemptTime" not in desired
-    ):
+    if (
+        desired["phase"] == PodGroupPhase.SCHEDULING.value
+        or (desired["phase"] == PodGroupPhase.PENDING.value and "lastAttemptTime" not in desired)
+    ) and current.get("phase") in BEFORE_PLACEMENT_PHASES:
         return Hold.BACKLOG
     if passing(desired):
         return Hold.PASSING

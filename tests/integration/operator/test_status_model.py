@@ -253,3 +253,14 @@ def test_a_binding_that_waits_for_a_driver_is_held_like_a_passing_phase_not_the_
         hold_for(before, desired_status(podgroup(2, before), MemberCounts(total=2), attaching, NOW))
         is Hold.PASSING
     )
+
+
+def test_a_running_gang_that_falls_back_to_binding_is_not_held_as_a_backlog() -> None:
+    from lockstep.controller.status import Hold, hold_for
+
+    placed = AttemptSummary(AttemptResult.SCHEDULED, "minCount (2) met with 2 scheduled", NOW)
+    running = desired_status(podgroup(2), MemberCounts(total=2, scheduled=2, running=2), placed, NOW)
+    assert running["phase"] == "Running"
+    lost = desired_status(podgroup(2, running), MemberCounts(total=1, scheduled=1, running=1), placed, NOW)
+    assert lost["phase"] == "Scheduling"
+    assert hold_for(running, lost) is not Hold.BACKLOG  # a member lost is shown at once, not after 10 s
