@@ -22,7 +22,8 @@ pod bound twice is caught. At the end:
 
 - every group that can fit is bound (at least minCount members on nodes; a group that lost members
   to a lost node, a preemption or an eviction is excused, as nothing recreates them, except the zoned
-  gangs, whose replacements must bind) and every group that cannot has 0 members bound and a PodGroupScheduled=False condition with a reason;
+  gangs, whose replacements must bind) and every group that cannot has 0 members bound and a
+  PodGroupScheduled=False condition with a reason;
 - no two members of a one-per-node (anti-affinity) gang share a node;
 - no invariant is violated (transient ones such as a gang mid-binding count only if they persist),
   preemption's included: no victim of equal or higher priority than its preemptor, no gang left
