@@ -338,6 +338,11 @@ def test_claim_reserved_for_pod_on_node_outside_allocation_is_reported() -> None
     assert "n2" in violations[0].message
 
 
+def test_claim_reserved_for_pod_on_a_deleted_node_is_left_to_the_pod_gc() -> None:
+    allocated = claim("c", [("d", "n1", "dev")], reserved_for=[reserved("p")], node_selector=on_node("n1"))
+    assert check_claim_reservations([allocated], [pod("p", "n1")], [node("n2")]) == []
+
+
 def test_claim_reserved_for_pod_on_allocation_node_is_clean() -> None:
     allocated = claim(
         "c",

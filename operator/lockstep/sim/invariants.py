@@ -378,13 +378,17 @@ def check_claim_reservations(
             if not isinstance(selector, Mapping):
                 continue
             node = nodes_by_name.get(node_name)
-            if node is None or not node_matches_selector(node, selector):
+            if node is None:
+                # The node was deleted under its pods: the pod GC deletes them, and the resourceclaim
+                # controller then drops the reservation, as in Kubernetes; the claim is not misplaced.
+                continue
+            if not node_matches_selector(node, selector):
                 violations.append(
                     Violation(
                         ViolationKind.CLAIM_RESERVED_OFF_ALLOCATION_NODE,
                         claim_ref,
-                        f"reserved for pod {namespace}/{pod_name} bound to node {node_name}, which "
-                        f"{'does not exist' if node is None else 'the allocation nodeSelector excludes'}",
+                        f"reserved for pod {namespace}/{pod_name} bound to node {node_name}, which the "
+                        "allocation nodeSelector excludes",
                     )
                 )
     return violations
