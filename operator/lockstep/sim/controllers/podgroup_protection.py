@@ -101,23 +101,11 @@ class PodGroupProtectionController:
         if composite is None or self._children.get(key):
             return
         meta = composite["metadata"]
-        finalizers = meta.get("finalizers") or []
-        if not meta.get("deletionTimestamp") or COMPOSITE_PODGROUP_PROTECTION_FINALIZER not in finalizers:
-            return
-        remaining = [f for f in finalizers if f != COMPOSITE_PODGROUP_PROTECTION_FINALIZER]
-        try:
-            await self.http.patch(
-                f"{COMPOSITES_PATH}/namespaces/{meta['namespace']}/compositepodgroups/{meta['name']}",
-                {
-                    "metadata": {
-                        "resourceVersion": meta.get("resourceVersion"),
-                        "finalizers": remaining or None,
-                    }
-                },
-            )
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
+        await self._release(
+            f"{COMPOSITES_PATH}/namespaces/{meta['namespace']}/compositepodgroups/{meta['name']}",
+            meta,
+            COMPOSITE_PODGROUP_PROTECTION_FINALIZER,
+        )
 
     def _on_pod_event(self, event_type: str, pod: JsonObject) -> None:
         group = pod_group_key(pod)
@@ -142,19 +130,21 @@ class PodGroupProtectionController:
         if pod_group is None or self._members.get(key):
             return
         meta = pod_group["metadata"]
+        await self._release(
+            f"{pod_groups_path(self.group_version, meta['namespace'])}/{meta['name']}",
+            meta,
+            PODGROUP_PROTECTION_FINALIZER,
+        )
+
+    async def _release(self, path: str, meta: JsonObject, finalizer: str) -> None:
+        """Remove ``finalizer`` from a terminating object (at the resourceVersion it was judged at)."""
         finalizers = meta.get("finalizers") or []
-        if not meta.get("deletionTimestamp") or PODGROUP_PROTECTION_FINALIZER not in finalizers:
+        if not meta.get("deletionTimestamp") or finalizer not in finalizers:
             return
-        remaining = [f for f in finalizers if f != PODGROUP_PROTECTION_FINALIZER]
+        remaining = [f for f in finalizers if f != finalizer] or None
         try:
             await self.http.patch(
-                f"{pod_groups_path(self.group_version, meta['namespace'])}/{meta['name']}",
-                {
-                    "metadata": {
-                        "resourceVersion": meta.get("resourceVersion"),
-                        "finalizers": remaining or None,
-                    }
-                },
+                path, {"metadata": {"resourceVersion": meta.get("resourceVersion"), "finalizers": remaining}}
             )
         except ApiError as exc:
             if exc.status != 404:
