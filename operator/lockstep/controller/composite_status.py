@@ -28,7 +28,7 @@ from lockstep.api.composite_podgroup import (
 )
 from lockstep.api.upstream_podgroup import REASON_SCHEDULED, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE
 from lockstep.kube.client import COMPOSITE_POD_GROUPS, ApiError, KubeClient
-from lockstep.kube.patching import strict_merge_patch
+from lockstep.kube.patching import write_conditions
 from lockstep.logging import get_logger
 from lockstep.scheduler.framework import Code
 
@@ -125,36 +125,25 @@ class CompositeStatusWriter:
                 ]
                 if not written_now:
                     return
-                replaced = {c["type"] for c in written_now}
-                others = [
-                    c.model_dump(by_alias=True, mode="json", exclude_none=True)
-                    for c in composite.status.conditions
-                    if c.type not in replaced
-                ]
                 meta = composite.metadata
                 try:
                     # rbac: patch compositepodgroups.scheduling.k8s.io/status
-                    written = await strict_merge_patch(
+                    # rbac: get compositepodgroups.scheduling.k8s.io
+                    written = await write_conditions(
                         self.client,
                         COMPOSITE_POD_GROUPS,
                         meta.namespace,
                         meta.name,
                         meta.resource_version,
-                        {"status": {"conditions": [*others, *written_now]}},
-                        subresource="status",
+                        composite.status.conditions,
+                        written_now,
                     )
                 except ApiError as exc:
-                    if exc.not_found:
-                        return
-                    if not exc.conflict:
-                        where = "/".join(ref)
-                        log.warning("compositepodgroup status write failed", composite=where, error=str(exc))
-                        return
-                    try:
-                        # rbac: get compositepodgroups.scheduling.k8s.io
-                        written = await self.client.get(COMPOSITE_POD_GROUPS, meta.namespace, meta.name)
-                    except ApiError:
-                        return
+                    where = "/".join(ref)
+                    log.warning("compositepodgroup status write failed", composite=where, error=str(exc))
+                    return
+                if written is None:
+                    return
                 if ref in self._composites:
                     self._composites[ref] = CompositePodGroup.model_validate(written)
         finally:

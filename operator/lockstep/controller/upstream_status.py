@@ -36,7 +36,7 @@ from lockstep.kube.client import (
     KubeClient,
     ResourceKind,
 )
-from lockstep.kube.patching import loose_merge_patch, strict_merge_patch
+from lockstep.kube.patching import loose_merge_patch, write_conditions
 from lockstep.logging import get_logger
 from lockstep.scheduler.framework import Code, GroupKey
 from lockstep.scheduler.records import GroupAttempt
@@ -254,34 +254,22 @@ class UpstreamStatusWriter:
                 self._wanted_satisfied.pop(key, None)
                 return
             meta = podgroup.metadata
-            replaced = {c["type"] for c in written_now}
-            others = [
-                c.model_dump(by_alias=True, mode="json", exclude_none=True)
-                for c in podgroup.status.conditions
-                if c.type not in replaced
-            ]
-            served_as = _kind_of(podgroup)
             try:
                 # rbac: patch podgroups.scheduling.k8s.io/status
-                written = await strict_merge_patch(
+                # rbac: get podgroups.scheduling.k8s.io
+                written = await write_conditions(
                     self.client,
-                    served_as,
+                    _kind_of(podgroup),
                     meta.namespace,
                     meta.name,
                     meta.resource_version,
-                    {"status": {"conditions": [*others, *written_now]}},
-                    subresource="status",
+                    podgroup.status.conditions,
+                    written_now,
                 )
             except ApiError as exc:
-                if exc.not_found:
-                    return
-                if not exc.conflict:
-                    log.warning("upstream podgroup status write failed", podgroup=str(key), error=str(exc))
-                    return
-                try:
-                    # rbac: get podgroups.scheduling.k8s.io
-                    written = await self.client.get(served_as, meta.namespace, meta.name)
-                except ApiError:
-                    return
+                log.warning("upstream podgroup status write failed", podgroup=str(key), error=str(exc))
+                return
+            if written is None:
+                return
             if key in self._groups:
                 self._groups[key] = UpstreamPodGroup.model_validate(written)

@@ -7,10 +7,12 @@ precondition and is only used where last-writer-wins is right (event counts, lea
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from lockstep.kube.client import PODS, KubeClient, Lane, PatchType, ResourceKind
+from lockstep.api.podgroup import Condition
+from lockstep.kube.client import PODS, ApiError, KubeClient, Lane, PatchType, ResourceKind
 
 
 def now_rfc3339() -> str:
@@ -37,6 +39,44 @@ async def strict_merge_patch(
     body = dict(patch)
     body["metadata"] = {**patch.get("metadata", {}), "resourceVersion": resource_version}
     return await client.patch(kind, namespace, name, body, PatchType.MERGE, subresource=subresource)
+
+
+async def write_conditions(
+    client: KubeClient,
+    kind: ResourceKind,
+    namespace: str,
+    name: str,
+    resource_version: str,
+    current: Iterable[Condition],
+    written_now: Sequence[dict[str, Any]],
+) -> dict[str, Any] | None:
+    """Strict-merge-patch ``status.conditions``: ``written_now`` replaces the conditions of its types,
+    the others in ``current`` stay. Returns the object as the server has it: the written one, or after
+    a 409 the one re-read for the caller's next attempt; None if it is gone or cannot be re-read.
+    Other errors of the write propagate."""
+    replaced = {c["type"] for c in written_now}
+    others = [
+        c.model_dump(by_alias=True, mode="json", exclude_none=True) for c in current if c.type not in replaced
+    ]
+    try:
+        return await strict_merge_patch(
+            client,
+            kind,
+            namespace,
+            name,
+            resource_version,
+            {"status": {"conditions": [*others, *written_now]}},
+            subresource="status",
+        )
+    except ApiError as exc:
+        if exc.not_found:
+            return None
+        if not exc.conflict:
+            raise
+    try:
+        return await client.get(kind, namespace, name)
+    except ApiError:
+        return None
 
 
 async def loose_merge_patch(
