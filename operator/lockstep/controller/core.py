@@ -94,7 +94,7 @@ from lockstep.scheduler.reservation import (
     to_status,
 )
 from lockstep.scheduler.reservation import timestamp as reservation_timestamp
-from lockstep.scheduler.scheduler import INVALID_MIN_COUNT, INVALID_POD_GROUP, Scheduler
+from lockstep.scheduler.scheduler import INVALID_MIN_COUNT, INVALID_POD_GROUP, Scheduler, give_way
 from lockstep.scheduler.search import SearchResult
 from lockstep.state.cluster import ClusterEvent
 from lockstep.state.volumes import VolumeStore
@@ -754,7 +754,7 @@ class SchedulerCore:
                 attempt = self._last_attempt if self._attempt_count > attempts_before else None
                 result = RESULT_LABELS[attempt.code] if attempt is not None else "skipped"
                 self.metrics.podgroup_attempt_duration.labels(result).observe(time.perf_counter() - started)
-                await asyncio.sleep(0)  # let watch events and binding tasks run between cycles
+                await give_way()
                 continue
             ready_at = scheduler.queue.next_ready_at()
             timeout = None if ready_at is None else max(ready_at - scheduler.clock(), 0.0)
