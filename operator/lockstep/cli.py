@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import sys
 from collections.abc import Callable, Sequence
 from enum import Enum
 from typing import Any, get_args, get_origin
 
-from lockstep import __version__
+import lockstep
 from lockstep.config import Settings, load_settings
 from lockstep.sim import OPTIONAL_CRD_NAMES
 from lockstep.sim.features import FeatureGates
@@ -32,6 +33,19 @@ COMMANDS: dict[str, str] = {
 # of the operator's CPU and 25% of the emulator's in the claim-template benchmark.
 LONG_RUNNING_COMMANDS = frozenset({"run", "sim", "demo"})
 GC_THRESHOLDS = (50_000, 20, 20)
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, reading the version only when asked (``lockstep.__version__`` is lazy)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(
+            option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit"
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"lockstep {lockstep.__version__}", file=sys.stdout)
+        parser.exit()
 
 
 def _flag(field_name: str) -> str:
@@ -80,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="lockstep: a gang scheduler for Kubernetes. Places a PodGroup's pods all-or-nothing "
         "together with the DRA ResourceClaims they need.",
     )
-    parser.add_argument("--version", action="version", version=f"lockstep {__version__}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     run = sub.add_parser("run", help="run the scheduler against a cluster (kubeconfig or in-cluster)")
