@@ -298,8 +298,8 @@ class Operator:
                 self.options.watch_retry_delay,
             )
             await self._owner_watches.discover()
-            kopf_sinks = await self._start_informers()
-            await self._follow_served_kinds()
+            # the kinds API discovery decides on are listed while the informers' lists are
+            kopf_sinks, _ = await asyncio.gather(self._start_informers(), self._follow_served_kinds())
             self._spawn(self._rediscover(), "discovery")
             self.health_url = liveness_url(self.settings.health_bind_address)
             route_stop_signals(stop)
@@ -554,8 +554,9 @@ class Operator:
         ]
 
     async def _follow_served_kinds(self) -> None:
-        for name, kinds, sink in self._served_kinds():
-            await self._follow_served(name, kinds, sink)
+        await asyncio.gather(
+            *(self._follow_served(name, kinds, sink) for name, kinds, sink in self._served_kinds())
+        )
 
     async def _follow_served(self, name: str, kinds: tuple[ResourceKind, ...], sink: EventSink) -> None:
         """Watch the first of ``kinds`` the cluster serves, while it does. No flag: API discovery
