@@ -8,14 +8,14 @@ the configuration reference.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from lockstep.api.owners import KIND_BY_NAME as INFERABLE_KINDS
 from lockstep.api.placement import PlacementFieldError, parse_spread_constraint
@@ -145,21 +145,21 @@ def parse_feature_gates(
     return gates
 
 
-class Settings(BaseSettings):
+class Settings(BaseModel):
     """Everything ``lockstep run`` can be told. Field descriptions are the flag help texts."""
 
-    model_config = SettingsConfigDict(env_prefix="LOCKSTEP_", extra="forbid", validate_default=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True)
 
     scheduler_name: str = Field(
         "lockstep",
         min_length=1,
         description="Pods whose spec.schedulerName equals this are scheduled by lockstep.",
     )
-    namespaces: Annotated[list[str], NoDecode] = Field(
+    namespaces: list[str] = Field(
         default_factory=list,
         description="Comma-separated namespaces to watch; empty means all namespaces.",
     )
-    feature_gates: Annotated[dict[str, bool], NoDecode] = Field(
+    feature_gates: dict[str, bool] = Field(
         default_factory=lambda: dict(KNOWN_FEATURE_GATES),
         description="Feature gates as Name=true|false pairs, comma-separated "
         f"(known: {', '.join(sorted(KNOWN_FEATURE_GATES))}).",
@@ -211,7 +211,7 @@ class Settings(BaseSettings):
         1.0, gt=0, description="First retry delay of a PodGroup that failed to schedule."
     )
     backoff_max_seconds: float = Field(60.0, gt=0, description="Longest retry delay of a failing PodGroup.")
-    score_weights: Annotated[dict[str, int], NoDecode] = Field(
+    score_weights: dict[str, int] = Field(
         default_factory=lambda: dict(DEFAULT_SCORE_WEIGHTS),
         description="Score plugin weights as Name=weight pairs, comma-separated, over the defaults "
         "(kube-scheduler's default profile; 0 turns a score off).",
@@ -242,7 +242,7 @@ class Settings(BaseSettings):
         "(a PodGroup may set its own: spec.reservation.timeoutSeconds, or the annotation "
         "scheduling.lockstep.dev/reservation-timeout-seconds on upstream PodGroups).",
     )
-    infer_gangs: Annotated[list[str], NoDecode] = Field(
+    infer_gangs: list[str] = Field(
         default_factory=list,
         description="Comma-separated owner kinds whose pods (schedulerName lockstep, no "
         "scheduling.lockstep.dev/pod-group label) become gangs with the minCount their owner's spec "
@@ -326,10 +326,23 @@ def spread_constraint_list(value: str) -> list[Any]:
     return constraints
 
 
+ENV_PREFIX = "LOCKSTEP_"
+
+
+def environment_settings(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The ``LOCKSTEP_<FIELD>`` variables of ``environ`` by field, their names in any case. Read here
+    rather than through pydantic-settings, whose import cost every ``lockstep run`` 0.1-0.15 s of
+    start-up (python -X importtime) for this loop; the values are validated as flags are."""
+    fields = {ENV_PREFIX + name.upper(): name for name in Settings.model_fields}
+    return {fields[key.upper()]: value for key, value in environ.items() if key.upper() in fields}
+
+
 def load_settings(**overrides: Any) -> Settings:
     """Build Settings from the environment plus explicit overrides (flags); raise ConfigError."""
+    values: dict[str, Any] = environment_settings()
+    values.update((k, v) for k, v in overrides.items() if v is not None)
     try:
-        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+        return Settings(**values)
     except ValidationError as exc:
         problems = []
         for err in exc.errors():

@@ -76,3 +76,16 @@ def test_lease_namespace_is_the_pods_own_then_kube_system(tmp_path: Path) -> Non
     namespace_file.write_text("team-sched\n")
     assert load_settings().resolved_lease_namespace(namespace_file) == "team-sched"
     assert load_settings(lease_namespace="ops").resolved_lease_namespace(namespace_file) == "ops"
+
+
+def test_environment_names_match_in_any_case_and_bad_values_name_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("lockstep_lease_name", "from-lower-case")
+    monkeypatch.setenv("LOCKSTEP_BACKOFF_MAX_SECONDS", "soon")
+    monkeypatch.setenv("LOCKSTEP_NO_SUCH_SETTING", "1")  # another version's setting: ignored
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert "--backoff-max-seconds (LOCKSTEP_BACKOFF_MAX_SECONDS)" in str(info.value)
+    monkeypatch.delenv("LOCKSTEP_BACKOFF_MAX_SECONDS")
+    assert load_settings().lease_name == "from-lower-case"
