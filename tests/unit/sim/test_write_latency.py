@@ -13,7 +13,7 @@ from sim_helpers import NS, Client, pod
 from lockstep.cli import main
 from lockstep.sim.apiserver import ApiServer
 
-LATENCY = 0.3
+LATENCY = 0.5
 
 
 @pytest.fixture
