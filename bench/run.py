@@ -46,6 +46,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="multiply nodes and pods by this (default 1.0, the published size)",
     )
     parser.add_argument("--out", type=Path, default=BENCH_DIR / "results", help="directory for JSON and PNG")
+    parser.add_argument(
+        "--no-kubelets",
+        action="store_true",
+        help="the emulator's kubelets start no pod (a real API server without kubelets, as the issue's runs)",
+    )
     parser.add_argument("--readme", action="store_true", help="write the table into bench/README.md")
     parser.add_argument(
         "--workdir", type=Path, default=None, help="where process logs go (default: a temp dir)"
@@ -75,6 +80,8 @@ def command_line(args: argparse.Namespace) -> str:
     parts = ["python bench/run.py", *args.workloads, f"--runs {args.runs}"]
     if args.scale != 1.0:
         parts.append(f"--scale {args.scale}")
+    if args.no_kubelets:
+        parts.append("--no-kubelets")
     return " ".join(parts)
 
 
@@ -130,7 +137,12 @@ async def run_all(args: argparse.Namespace, workdir: Path) -> tuple[list[Workloa
             print(f"[bench] {workload}: run {index}/{args.runs}", flush=True)
             try:
                 run = await run_workload(
-                    workload, args.scale, index, workdir, args.out if args.profile else None
+                    workload,
+                    args.scale,
+                    index,
+                    workdir,
+                    args.out if args.profile else None,
+                    kubelets=not args.no_kubelets,
                 )
             except ProcessFailed as exc:
                 failures.append(str(exc))

@@ -223,13 +223,16 @@ async def take_over(
             standby.stop()
 
 
-def stopped_seconds(log: Path) -> float | None:
-    """The 'stopped' line's seconds (from the stop flag through drain, flush and lease release)."""
+def stopped_line(log: Path) -> dict[str, Any]:
+    """The 'stopped' line: its seconds (from the stop flag through drain, flush and lease release) and,
+    where the operator logs them, those of its drain and its status and Event flushes."""
     for line in reversed(log.read_text(errors="replace").splitlines()):
         if '"stopped"' in line:
-            with contextlib.suppress(ValueError, KeyError):
-                return float(json.loads(line)["seconds"])
-    return None
+            with contextlib.suppress(ValueError):
+                fields = json.loads(line)
+                if "seconds" in fields:
+                    return fields
+    return {}
 
 
 async def shut_down(tracker: Tracker, watcher: CompletionWatcher, operator: Child) -> dict[str, Any]:
@@ -251,13 +254,17 @@ async def shut_down(tracker: Tracker, watcher: CompletionWatcher, operator: Chil
     for times in tracker.pods.values():
         bound[times.gang] = bound.get(times.gang, 0) + (times.bound_at is not None)
     partial = sorted(gang for gang, count in bound.items() if 0 < count < tracker.gang_sizes[gang])
-    stopped = stopped_seconds(operator.log)
+    line = stopped_line(operator.log)
+    stopped = line.get("seconds")
     return {
         "bound_at_sigterm": bound_at_sigterm,
         "bound_at_exit": tracker.bound_count,
         "exit_code": operator.process.returncode,
         "sigterm_to_exit_s": round(exited, 3),
         "sigterm_to_stopped_s": stopped,
+        "drain_s": line.get("drain_seconds"),
+        "status_flush_s": line.get("status_flush_seconds"),
+        "event_flush_s": line.get("event_flush_seconds"),
         "stopped_to_exit_s": round(exited - stopped, 3) if stopped is not None else None,
         "gangs_partly_bound": partial,
     }

@@ -35,6 +35,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply nodes and pods (default 1.0)")
     parser.add_argument("--out", type=Path, default=BENCH_DIR / "results" / "upstream")
     parser.add_argument("--report-only", action="store_true", help="only print the table of --out's runs")
+    parser.add_argument(
+        "--no-kubelets",
+        action="store_true",
+        help="the emulator's kubelets start no pod (a real API server without kubelets, as the issue's runs)",
+    )
     args = parser.parse_args(argv)
     unknown = [w for w in args.workloads if w not in UPSTREAM_BUILDERS]
     if unknown:
@@ -109,13 +114,15 @@ async def run_all(args: argparse.Namespace, workdir: Path) -> list[str]:
     for workload in args.workloads or list(UPSTREAM_BUILDERS):
         print(f"[upstream] {workload} at scale {args.scale}, load {os.getloadavg()[0]:.2f}", flush=True)
         try:
-            run = await run_workload(workload, args.scale, 1, workdir)
+            run = await run_workload(workload, args.scale, 1, workdir, kubelets=not args.no_kubelets)
         except ProcessFailed as exc:
             failures.append(str(exc))
             print(f"[upstream] FAILED: {exc}", file=sys.stderr, flush=True)
             continue
-        command = f"python bench/upstream.py {workload}" + (
-            f" --scale {args.scale}" if args.scale != 1 else ""
+        command = (
+            f"python bench/upstream.py {workload}"
+            + (f" --scale {args.scale}" if args.scale != 1 else "")
+            + (" --no-kubelets" if args.no_kubelets else "")
         )
         run.machine["command"] = command
         run.machine["finished"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")

@@ -65,6 +65,9 @@ DRIVER = DeviceDriver(
     device_class=DEVICE_CLASS_NAME,
     selector=f'device.attributes["{DRIVER_NAME}"].model == "{DEVICE_MODEL}"',
 )
+# --no-kubelets: the emulator's kubelets take this long to start a bound pod, longer than any run (a
+# real API server without kubelets, as the issue's runs had).
+NO_KUBELETS_POD_START_SECONDS = 86400.0
 WARMUP_NAMESPACE = "bench-warmup"
 WARMUP_TIMEOUT_SECONDS = 60.0
 SETTLE_TIMEOUT_SECONDS = 60.0
@@ -176,8 +179,9 @@ async def measure(
     operator: Child | None,
     node_names: list[str],
     profile_to: Path | None = None,
+    kubelets: bool = True,
 ) -> PhaseResult:
-    tracker = Tracker(workload.pods_expected, claims_allocated=operator is not None)
+    tracker = Tracker(workload.pods_expected, claims_allocated=operator is not None, kubelets=kubelets)
     watcher = CompletionWatcher(client, tracker)
     await watcher.start()
     status_watcher = StatusWatcher(client, tracker)
@@ -300,12 +304,20 @@ def unscheduled_reasons(podgroups: Mapping[str, Any], limit: int = 3) -> list[st
 
 
 async def run_phase(
-    name: str, scale: float, phase: str, workdir: Path, profile_to: Path | None = None
+    name: str,
+    scale: float,
+    phase: str,
+    workdir: Path,
+    profile_to: Path | None = None,
+    kubelets: bool = True,
 ) -> PhaseResult:
     nodes, devices = cluster_size(name, scale)
     phase_dir = workdir / phase
     phase_dir.mkdir(parents=True, exist_ok=True)
-    sim = await start_sim(nodes, devices, phase_dir, max_pods=max_pods_per_node(name, scale))
+    extra = () if kubelets else ("--pod-start-seconds", str(NO_KUBELETS_POD_START_SECONDS))
+    sim = await start_sim(
+        nodes, devices, phase_dir, max_pods=max_pods_per_node(name, scale), extra_args=extra
+    )
     operator: Child | None = None
     try:
         async with ApiClient(load_kubeconfig(phase_dir / "kubeconfig")) as client:
@@ -321,7 +333,9 @@ async def run_phase(
                 await warm_up(client, operator)
             node_names = sorted(n["metadata"]["name"] for n in node_list)
             log.info("measuring", workload=name, phase=phase, pods=workload.pods_total, nodes=nodes)
-            return await measure(client, workload, shape, phase, sim, operator, node_names, profile_to)
+            return await measure(
+                client, workload, shape, phase, sim, operator, node_names, profile_to, kubelets
+            )
     finally:
         if operator is not None:
             operator.stop()
@@ -357,7 +371,12 @@ def machine_info() -> dict[str, Any]:
 
 
 async def run_workload(
-    name: str, scale: float, run: int, workdir: Path, profile_dir: Path | None = None
+    name: str,
+    scale: float,
+    run: int,
+    workdir: Path,
+    profile_dir: Path | None = None,
+    kubelets: bool = True,
 ) -> WorkloadRun:
     """All phases of one run; with ``profile_dir``, py-spy's top frames of the operator and the
     emulator per phase go to ``profile_dir/profile-<workload>-run<n>.txt``."""
@@ -369,7 +388,9 @@ async def run_workload(
     for phase in phases:
         try:
             profile_to = profile_dir / f"profile-{name}-run{run}.txt" if profile_dir is not None else None
-            results[phase] = await run_phase(name, scale, phase, workdir / f"{name}-run{run}", profile_to)
+            results[phase] = await run_phase(
+                name, scale, phase, workdir / f"{name}-run{run}", profile_to, kubelets
+            )
         except (ApiError, ProcessFailed, ValueError, WatchFailed) as exc:
             raise ProcessFailed(f"workload {name}, phase {phase}: {exc}") from exc
     outcome = WorkloadRun(

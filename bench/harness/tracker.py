@@ -20,7 +20,11 @@ class Tracker:
     """
 
     def __init__(
-        self, target: int, clock: Callable[[], float] = time.monotonic, claims_allocated: bool = True
+        self,
+        target: int,
+        clock: Callable[[], float] = time.monotonic,
+        claims_allocated: bool = True,
+        kubelets: bool = True,
     ) -> None:
         if target < 1:
             raise ValueError(f"Tracker target: must be at least 1 pod, got {target}")
@@ -38,6 +42,7 @@ class Tracker:
         self.claims_recorded_at: list[float] = []
         # Without a scheduler nobody allocates claims, and the kubelets never start pods that have one.
         self.claims_allocated = claims_allocated
+        self.kubelets = kubelets  # False: the emulator's kubelets start no pod within the run
         self.never_run: set[str] = set()
         self.gang_sizes: dict[str, int] = {}
         self.status_at: dict[str, float] = {}  # gang -> when its PodGroup status first counted all scheduled
@@ -84,7 +89,7 @@ class Tracker:
         if times is None or times.bound_at is not None:
             return
         times.bound_at = self.clock()
-        if name not in self.running and name not in self.never_run:
+        if self.kubelets and name not in self.running and name not in self.never_run:
             self.awaiting_running.add(name)
         if name in self.counted:
             self.counted_bound += 1

@@ -801,14 +801,24 @@ class SchedulerCore:
         self._wake.set()
 
     async def drain(self, grace: float) -> None:
-        """Release pods waiting at Permit (nothing of theirs is in the API yet), let PreBind/Bind in
-        flight finish within ``grace`` seconds, then cancel the rest (each cancellation unreserves).
-        Ends with the binding queue's workers stopped: Kopf, stopped after this, waits 5 s for every
-        task still running that was created after it started, and they were (the process exited
-        5 s after the flush)."""
+        """Release pods waiting at Permit and withdraw the placed gangs none of whose members has sent
+        a binding or a claim or volume write (nothing of theirs is in the API but their PodGroup's
+        finalizer: they stay pending for the next leader, and their unsent Scheduled Events are
+        dropped), let the gangs whose writes have started finish within ``grace`` seconds (a gang
+        binds whole: its claims are allocated and reserved for its pods, which a next leader could
+        only place on those nodes), then cancel the rest (each cancellation unreserves). Ends with
+        the binding queue's workers stopped: Kopf, stopped after this, waits 5 s for every task
+        still running that was created after it started, and they were (the process exited 5 s
+        after the flush)."""
         shutdown = Status.unschedulable("Binding", "SchedulerShutdown", "lockstep is shutting down")
         for key in list(self.scheduler.attempts):
             self.scheduler.waiting.reject_group(key, shutdown)
+        withdrawn = self.scheduler.withdraw_unstarted()
+        for key in withdrawn:
+            if key.pod_group:
+                self.events.withdraw_unsent(self._reference(key), "Scheduled")
+        if withdrawn:
+            log.info("placements withdrawn for the next leader", groups=len(withdrawn))
         try:
             await asyncio.wait_for(self.scheduler.wait_for_tasks(), grace)
         except TimeoutError:

@@ -664,30 +664,51 @@ class Operator:
         await self.core.run()
 
     async def _shutdown(self) -> None:
-        """Stop taking new groups, finish or unreserve binding cycles, flush statuses and events."""
+        """Stop taking new groups, finish or withdraw binding cycles, flush statuses and events."""
         started = time.monotonic()
         grace = self.options.shutdown_grace_seconds
+
+        def left() -> float:
+            return max(0.5, grace - (time.monotonic() - started))
+
+        steps: dict[str, float] = {}
+        writing = self.leading.is_set() and self.status is not None and self.events is not None
+        # The statuses already due are written while the last bindings land (bindings go first on
+        # the client's connections); what those bindings change is written by the second flush.
+        early = asyncio.ensure_future(self.status.flush()) if writing and self.status is not None else None
         if self.core is not None:
             self.core.stop_accepting()
             await self.core.drain(grace)
-        if self.leading.is_set() and self.status is not None and self.events is not None:
-            # Every status that differs from the API, held ones included, then every queued Event,
-            # within what is left of the grace period.
+        steps["drain_seconds"] = time.monotonic() - started
+        if writing and self.status is not None and self.events is not None:
+            # Every status that differs from the API but for what the next leader writes anyway
+            # (status.py ``_hold``), then every queued Event, within what is left of the grace period.
             try:
-                await asyncio.wait_for(self.status.flush(), max(0.5, grace - (time.monotonic() - started)))
+                await asyncio.wait_for(self.status.flush(), left())
             except TimeoutError:
                 log.warning("podgroup statuses still unwritten at the end of the grace period")
+            steps["status_flush_seconds"] = time.monotonic() - started - sum(steps.values())
             try:
-                await asyncio.wait_for(self.events.flush(), max(0.5, grace - (time.monotonic() - started)))
+                await asyncio.wait_for(self.events.flush(), left())
             except TimeoutError:
                 log.warning("events still unwritten at the end of the grace period")
+            steps["event_flush_seconds"] = time.monotonic() - started - sum(steps.values())
+        if early is not None:
+            early.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await early
         if self._lead_task is not None:
             self._lead_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, LeaseNamespaceMissingError):
                 await self._lead_task
         if self.elector is not None and not self.stopped_leading:
             await self.elector.release()
-        log.info("stopped", identity=self.identity, seconds=round(time.monotonic() - started, 3))
+        log.info(
+            "stopped",
+            identity=self.identity,
+            seconds=round(time.monotonic() - started, 3),
+            **{step: round(seconds, 3) for step, seconds in steps.items()},
+        )
 
 
 def _missing_api(kind: ResourceKind) -> MissingApiError:

@@ -273,6 +273,25 @@ def _binding_waits(desired: Mapping[str, Any]) -> bool:
     )
 
 
+BOUND_PHASES = frozenset({PodGroupPhase.SCHEDULED.value, PodGroupPhase.RUNNING.value})
+
+
+def follows_containers(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    """Whether ``desired`` differs from a bound group's ``current`` status only in what its members'
+    containers did since: Scheduled to Running, the container counts, PodGroupSatisfied. The bindings
+    it shows (phase bound, ``scheduled``, PodGroupScheduled) are the same."""
+    if current.get("phase") not in BOUND_PHASES or desired["phase"] not in BOUND_PHASES:
+        return False
+
+    def scheduling_conditions(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        return [c for c in status.get("conditions") or () if c.get("type") != CONDITION_SATISFIED]
+
+    changes = set(status_changes(current, desired))
+    if "conditions" in changes and scheduling_conditions(current) == scheduling_conditions(desired):
+        changes.discard("conditions")
+    return changes <= CONTAINER_COUNTS | {"phase"}
+
+
 def _only_satisfied_message(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
     """Whether the conditions differ only in the message of PodGroupSatisfied (same status)."""
 
@@ -673,12 +692,19 @@ class StatusWriter:
         """Whether to hold ``desired`` back (see :func:`hold_for`). A hold's time counts from when its
         reason began; when it is up the group is marked and the status written."""
         if self._flushing:
-            # At shutdown a passing phase or a new place in the queue is left to the next leader:
-            # it would soon be overwritten anyway, and the backlog of Pending groups behind a large
-            # start took 20 s to flush on a loaded machine, past the grace period (bench/startup.py
-            # --takeover term). What a user must see (scheduled, running, failed) is written.
+            # At shutdown a passing phase, a new place in the queue or what the containers of a
+            # bound gang did since its status was written (Running, PodGroupSatisfied, the counts) is
+            # left to the next leader, which writes every PodGroup's differences when it starts: the
+            # backlog of Pending groups behind a large start took 20 s to flush on a loaded machine,
+            # past the grace period (bench/startup.py --takeover term), and the Running writes were
+            # most of what was left (--shutdown). What this process decided (bound, unschedulable,
+            # failed) is written.
             self._release(key)
-            return passing(desired) or hold_for(current, desired) is Hold.QUEUE
+            return (
+                passing(desired)
+                or hold_for(current, desired) is Hold.QUEUE
+                or follows_containers(current, desired)
+            )
         hold = hold_for(current, desired)
         if hold is None:
             self._release(key)

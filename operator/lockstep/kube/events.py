@@ -15,6 +15,7 @@ earlier write of the object finished.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -74,6 +75,7 @@ class _Pending:
     event_type: str
     reason: str
     message: str
+    sequence: int
 
     @property
     def object_key(self) -> str:
@@ -114,9 +116,12 @@ class EventRecorder:
         self._emitted: OrderedDict[tuple[str, str, str, str], _Emitted] = OrderedDict()
         self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
         self._similar: OrderedDict[tuple[str, str, str], _Similar] = OrderedDict()
+        self._recorded = itertools.count()
+        # (object key, reason) -> the last recorded sequence withdrawn (see withdraw_unsent)
+        self._withdrawn: dict[tuple[str, str], int] = {}
 
     def record(self, involved: ObjectReference, event_type: str, reason: str, message: str) -> None:
-        pending = _Pending(involved, event_type, reason, message[:1024])
+        pending = _Pending(involved, event_type, reason, message[:1024], next(self._recorded))
         key = pending.object_key
         if not self._take_token(key):
             self.dropped += 1
@@ -131,6 +136,12 @@ class EventRecorder:
             self.dropped += 1
             return
         self._queued[key] = (writer, queued + 1)
+
+    def withdraw_unsent(self, involved: ObjectReference, reason: str) -> None:
+        """The events of ``reason`` about ``involved`` recorded so far and not yet written are not
+        written (a gang's Scheduled, when its placement was withdrawn at shutdown)."""
+        key = _Pending(involved, "", reason, "", 0).object_key
+        self._withdrawn[(key, reason)] = next(self._recorded)
 
     def _take_token(self, key: str) -> bool:
         now = self.clock()
@@ -172,8 +183,10 @@ class EventRecorder:
     async def _writer(self, queue: asyncio.Queue[_Pending]) -> None:
         while True:
             pending = await queue.get()
+            withdrawn = self._withdrawn.get((pending.object_key, pending.reason))
             try:
-                await self._write(pending)
+                if withdrawn is None or pending.sequence > withdrawn:
+                    await self._write(pending)
             except Exception as exc:  # an event is best effort: never take the operator down
                 log.warning("event write failed", reason=pending.reason, error=str(exc))
             finally:

@@ -47,10 +47,13 @@ class BindQueue:
     bind((placement, index), pod, node)`` (the outcome of ``send(pod, node)``) or ``leave``s. Workers
     start on the first binding and stop with ``close``."""
 
-    def __init__(self, send: BindFunction, workers: int = 32) -> None:
+    def __init__(
+        self, send: BindFunction, workers: int = 32, on_send: Callable[[Order], None] | None = None
+    ) -> None:
         if workers < 1:
             raise ValueError(f"BindQueue workers: at least 1, got {workers}")
         self._send = send
+        self._on_send = on_send  # told of each binding as it goes to the API
         self._workers = workers
         self._held: dict[int, _Placement] = {}
         self._heap: list[Entry] = []
@@ -119,10 +122,12 @@ class BindQueue:
             while not self._heap:
                 self._ready.clear()
                 await self._ready.wait()
-            _, _, pod, node_name, future = heapq.heappop(self._heap)
+            order, _, pod, node_name, future = heapq.heappop(self._heap)
             if future.done():  # the binding cycle was cancelled meanwhile
                 self._progress.set()
                 continue
+            if self._on_send is not None:
+                self._on_send(order)
             self._in_flight += 1
             try:
                 outcome = await self._send(pod, node_name)

@@ -563,6 +563,16 @@ class PreBindPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class PreBindWrites(Plugin, Protocol):
+    def pre_bind_writes(self, state: CycleState, pod: PodInfo, node_name: str) -> bool:
+        """Whether this pod's PreBind writes what a next leader must find finished (a claim's
+        allocation, a volume's binding). At shutdown a gang none of whose members has sent such a
+        write or a binding is withdrawn (unreserved, left to the next leader); one that has binds
+        whole. A PreBind plugin without this method is taken to write."""
+        ...
+
+
+@runtime_checkable
 class CandidateNodesPlugin(Plugin, Protocol):
     def candidate_nodes(self, state: CycleState, pod: PodInfo) -> Collection[str] | None:
         """After PreFilter: the only nodes that can pass this plugin's Filter (None: any node).

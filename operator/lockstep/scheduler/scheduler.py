@@ -13,12 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import itertools
 import logging
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol
 
@@ -47,6 +48,7 @@ from lockstep.scheduler.framework import (
     PodCondition,
     PodGroupInfo,
     PodInfo,
+    PreBindWrites,
     Status,
 )
 from lockstep.scheduler.group_checks import MIN_RESOURCES, task_counts, task_minimums_status
@@ -154,6 +156,18 @@ _EVENT_WORDS = {
     ClusterEvent.VOLUMES_CHANGED: "a volume object changes",
     ClusterEvent.RESERVATION_RELEASED: "a capacity reservation ends",
 }
+
+
+@dataclass(slots=True)
+class _Binding:
+    """The binding cycles one group cycle started (a hierarchy's PodGroups together). Until one of
+    them sends a binding or a PreBind write a next leader must find finished, nothing of them is in
+    the API but what a next leader finds harmless, and a shutdown withdraws them all."""
+
+    groups: set[GroupKey] = field(default_factory=set)
+    sequences: list[int] = field(default_factory=list)
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    committed: bool = False
 
 
 def hints_for(causes: Mapping[str, int], pods: Sequence[PodDiagnosis] = ()) -> frozenset[ClusterEvent]:
@@ -311,8 +325,9 @@ class Scheduler:
         self._attempts: dict[GroupKey, GroupAttempt] = {}
         self._listeners: list[SchedulerListener] = []
         self._tasks: set[asyncio.Task[None]] = set()
-        self.binder = BindQueue(pod_api.bind, options.bind_workers)
+        self.binder = BindQueue(pod_api.bind, options.bind_workers, on_send=self._commit)
         self._placements = itertools.count()
+        self._bindings: dict[int, _Binding] = {}  # placement sequence -> its group cycle's binding cycles
         self._wakeup = asyncio.Event()
         self._releasing: GroupKey | None = None
         self._reporting: dict[str, PodCondition] = {}  # pod uid -> the False condition being written
@@ -490,6 +505,30 @@ class Scheduler:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.binder.close()
+
+    def withdraw_unstarted(self) -> set[GroupKey]:
+        """Shutdown: cancel the binding cycles of every group cycle that has sent no binding and no
+        PreBind write a next leader must find finished (each cancellation unreserves its pod); the
+        groups stay pending for the next leader. Returns the groups withdrawn."""
+        withdrawn: set[GroupKey] = set()
+        for binding in {id(b): b for b in self._bindings.values()}.values():
+            if binding.committed:
+                continue
+            withdrawn |= binding.groups
+            for task in binding.tasks:
+                task.cancel()
+        return withdrawn
+
+    def _commit(self, order: tuple[int, int]) -> None:
+        binding = self._bindings.get(order[0])
+        if binding is not None:
+            binding.committed = True
+
+    def _forget_binding(self, binding: _Binding, task: asyncio.Task[None]) -> None:
+        binding.tasks.discard(task)
+        if not binding.tasks:
+            for sequence in binding.sequences:
+                self._bindings.pop(sequence, None)
 
     async def wait_for_tasks(self) -> None:
         """Wait until every binding and status task has finished (tests, benchmarks)."""
@@ -756,6 +795,7 @@ class Scheduler:
         quiet = (anchor in self._plans and preemption is None) or (
             preemption is not None and preemption.result is PlanResult.WAITING
         )
+        binding = _Binding()  # the hierarchy binds whole or is withdrawn whole
         for leaf in leaves:
             outcome = result.outcomes.get(leaf.key)
             if outcome is None or not pods_of[leaf.key]:
@@ -766,7 +806,7 @@ class Scheduler:
                     outcome,
                     status=dataclasses.replace(outcome.status, reasons=(*outcome.status.reasons, note)),
                 )
-            self._after_cycle(leaf.key, leaf, outcome, report_pods=not quiet)
+            self._after_cycle(leaf.key, leaf, outcome, report_pods=not quiet, binding=binding)
 
     def _may_preempt_hierarchy(self, anchor: GroupKey, status: Status) -> bool:
         return (
@@ -925,7 +965,12 @@ class Scheduler:
             self._finishing.discard(pod.uid)
 
     def _after_cycle(
-        self, key: GroupKey, group: PodGroupInfo | None, outcome: CycleOutcome, report_pods: bool = True
+        self,
+        key: GroupKey,
+        group: PodGroupInfo | None,
+        outcome: CycleOutcome,
+        report_pods: bool = True,
+        binding: _Binding | None = None,
     ) -> None:
         now = self.clock()
         diagnoses = tuple(outcome.diagnoses)
@@ -945,8 +990,15 @@ class Scheduler:
         if status.ok:
             sequence = next(self._placements)
             self.binder.open(sequence, len(outcome.placements))
-            for index, placement in enumerate(outcome.placements):
-                self._spawn(self._binding_cycle(key, placement, (sequence, index)))
+            if outcome.placements:
+                binding = binding if binding is not None else _Binding()
+                binding.groups.add(key)
+                binding.sequences.append(sequence)
+                self._bindings[sequence] = binding
+                for index, placement in enumerate(outcome.placements):
+                    task = self._spawn(self._binding_cycle(key, placement, (sequence, index)))
+                    binding.tasks.add(task)
+                    task.add_done_callback(functools.partial(self._forget_binding, binding))
             next_retry = None
             hints = hints_for(causes, diagnoses)
             parked = bool(outcome.unplaced) and unresolvable(diagnoses)
@@ -1093,10 +1145,11 @@ class Scheduler:
             except Exception:  # a status writer's bug must not stop scheduling
                 log.exception("listener %r failed on the attempt of %s", listener, attempt.group)
 
-    def _spawn(self, coroutine: object) -> None:
+    def _spawn(self, coroutine: object) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coroutine)  # type: ignore[arg-type]
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     # ------------------------------------------------------------------ binding cycle
 
@@ -1164,6 +1217,8 @@ class Scheduler:
         for pre_bind in self.profile.pre_bind:
             if self.cache.get_pod(pod.uid) is None:
                 return _deleted(pod)
+            if not isinstance(pre_bind, PreBindWrites) or pre_bind.pre_bind_writes(state, pod, node_name):
+                self._commit(order)
             status = await pre_bind.pre_bind(state, pod, node_name)
             if not status.ok:
                 return status

@@ -60,3 +60,30 @@ async def test_events_of_one_object_stay_in_order_and_aggregate(
             await task
     [event] = (await kube.list(EVENTS, NAMESPACE))["items"]
     assert event["count"] == 3
+
+
+async def test_withdrawn_events_not_yet_written_are_dropped_and_later_ones_are_not(
+    apiserver: ApiServer, kube: KubeClient
+) -> None:
+    apiserver.faults.add(FaultRule(verb="create", resource="events", latency=LATENCY))
+    recorder = EventRecorder(kube, "lockstep", concurrency=1)
+    task = asyncio.create_task(recorder.run())
+    try:
+        recorder.record(group("first"), NORMAL, "Scheduled", "placed first")  # on the wire at once
+        recorder.record(group("withdrawn"), NORMAL, "Scheduled", "placed withdrawn")  # queued behind it
+        recorder.record(group("withdrawn"), NORMAL, "Waiting", "waiting for pods")
+        await asyncio.sleep(LATENCY / 3)
+        recorder.withdraw_unsent(group("first"), "Scheduled")  # too late: it is being written
+        recorder.withdraw_unsent(group("withdrawn"), "Scheduled")
+        recorder.record(group("withdrawn"), NORMAL, "Scheduled", "placed withdrawn again")
+        await recorder.flush()
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    events = (await kube.list(EVENTS, NAMESPACE))["items"]
+    assert sorted((e["involvedObject"]["name"], e["reason"], e["message"]) for e in events) == [
+        ("first", "Scheduled", "placed first"),
+        ("withdrawn", "Scheduled", "placed withdrawn again"),
+        ("withdrawn", "Waiting", "waiting for pods"),
+    ]

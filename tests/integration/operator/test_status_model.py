@@ -264,3 +264,26 @@ def test_a_running_gang_that_falls_back_to_binding_is_not_held_as_a_backlog() ->
     lost = desired_status(podgroup(2, running), MemberCounts(total=1, scheduled=1, running=1), placed, NOW)
     assert lost["phase"] == "Scheduling"
     assert hold_for(running, lost) is not Hold.BACKLOG  # a member lost is shown at once, not after 10 s
+
+
+def test_what_containers_did_after_the_bindings_is_told_apart_from_what_the_scheduler_did() -> None:
+    """The shutdown flush leaves the former to the next leader and writes the latter."""
+    from lockstep.controller.status import follows_containers
+
+    bound = desired_status(podgroup(4), MemberCounts(total=5, scheduled=4, pending=5), None, NOW)
+    assert bound["phase"] == "Scheduled"
+    running = desired_status(
+        podgroup(4, bound), MemberCounts(total=5, scheduled=4, running=4, ready=4, pending=1), None, NOW
+    )
+    assert (running["phase"], _satisfied(running)["status"]) == ("Running", "True")
+    assert follows_containers(bound, running)
+    one_more_bound = desired_status(
+        podgroup(4, bound), MemberCounts(total=5, scheduled=5, running=4, pending=1), None, NOW
+    )
+    assert not follows_containers(bound, one_more_bound)  # a binding: scheduled and its condition
+    failed = desired_status(
+        podgroup(4, running), MemberCounts(total=5, scheduled=5, running=1, failed=4), None, NOW
+    )
+    assert failed["phase"] == "Failed" and not follows_containers(running, failed)
+    never_written = desired_status(podgroup(4), MemberCounts(total=5, scheduled=4, running=4), None, NOW)
+    assert not follows_containers({}, never_written)  # the API does not show it bound yet

@@ -92,6 +92,23 @@ async def test_a_cancelled_binding_cycle_is_not_sent() -> None:
     assert binder.sent == ["first"]
 
 
+async def test_each_binding_is_announced_as_it_goes_to_the_api_and_a_cancelled_one_is_not() -> None:
+    binder = RecordingBinder()
+    binder.gate.clear()
+    announced: list[tuple[int, int]] = []
+    queue = BindQueue(binder.bind, workers=1, on_send=announced.append)
+    first = asyncio.ensure_future(queue.bind((0, 0), make_pod("first"), "n"))
+    queued = asyncio.ensure_future(queue.bind((1, 0), make_pod("queued"), "n"))
+    gone = asyncio.ensure_future(queue.bind((2, 0), make_pod("gone"), "n"))
+    await asyncio.sleep(0.01)
+    assert announced == [(0, 0)]  # the others wait for the worker: not announced yet
+    gone.cancel()
+    binder.gate.set()
+    await asyncio.gather(first, queued)
+    await queue.close()
+    assert announced == [(0, 0), (1, 0)]
+
+
 async def test_a_placements_members_leave_together_once_every_sibling_reached_bind_or_left() -> None:
     binder = RecordingBinder()
     queue = BindQueue(binder.bind, workers=4)

@@ -980,6 +980,10 @@ class DynamicResources:
             else:
                 self._locks[key] = (lock, users - 1)
 
+    def pre_bind_writes(self, state: CycleState, pod: PodInfo, node_name: str) -> bool:
+        pod_claims = self._pod_claims(state, pod)
+        return pod_claims is not None and (bool(pod_claims.claims) or pod_claims.extended is not None)
+
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         pod_claims = self._pod_claims(state, pod)
         if pod_claims is None:

@@ -6,7 +6,8 @@ because its PodGroup's deletion arrived between two members):
 - a lockstep PodGroup gets the finalizer ``scheduling.lockstep.dev/podgroup-protection`` before the
   first of its members is bound and before any PreBind writes its group claims, as kube-scheduler
   puts ``resource.kubernetes.io/delete-protection`` on a claim before its allocation. One write per
-  group, none when the finalizer is there already; a cycle whose write failed binds nothing.
+  group, none when the finalizer is there already; a cycle whose write failed binds nothing. A gang
+  withdrawn at shutdown keeps it: the next leader's first PreBind then writes nothing.
 
 Upstream PodGroups get ``scheduling.k8s.io/podgroup-protection`` from the API server: nothing is
 written for them.
@@ -46,6 +47,10 @@ class PodGroupProtection:
     def from_context(cls, ctx: PluginContext) -> PodGroupProtection:
         api = ctx.services.get(PODGROUP_API_SERVICE)
         return cls(ctx.cache, api if isinstance(api, PodGroupAPI) else None)
+
+    def pre_bind_writes(self, state: CycleState, pod: PodInfo, node_name: str) -> bool:
+        """The finalizer may stay on a gang withdrawn at shutdown: the next leader finds it there."""
+        return False
 
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         if state.group is None:

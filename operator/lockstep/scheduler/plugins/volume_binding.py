@@ -448,6 +448,10 @@ class VolumeBinding:
             elif isinstance(written, PersistentVolumeClaim):
                 self.store.claims.assume(written)
 
+    def pre_bind_writes(self, state: CycleState, pod: PodInfo, node_name: str) -> bool:
+        volumes = self._pod_volumes(state, pod)
+        return volumes is not None and any(key in self._in_flight for key in volumes.reserved)
+
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         volumes = self._pod_volumes(state, pod)
         if volumes is None:
