@@ -247,10 +247,18 @@ _PLACEMENT_ROOTS = frozenset(("affinity", "topologySpreadConstraints", "hostNetw
 
 def _may_have_placement(spec: Mapping[str, Any], metadata: Mapping[str, Any]) -> bool:
     """False for the common pod, cheaply: none of the fields that carry rules is set."""
-    if metadata.get("ownerReferences") or any(spec.get(name) for name in _PLACEMENT_ROOTS):
+    if metadata.get("ownerReferences"):
         return True
+    for name in _PLACEMENT_ROOTS.intersection(spec):
+        if spec[name]:
+            return True
     containers = spec.get("containers")
-    return isinstance(containers, list) and any(isinstance(c, Mapping) and c.get("ports") for c in containers)
+    if not isinstance(containers, list):
+        return False
+    for container in containers:
+        if (type(container) is dict or isinstance(container, Mapping)) and container.get("ports"):
+            return True
+    return False
 
 
 def parse_placement(

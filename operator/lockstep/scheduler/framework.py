@@ -304,6 +304,9 @@ class PodInfo:
     # the latest (capacity reservations, backfill). None: not set / not started.
     active_deadline_seconds: int | None = None
     start_time: float | None = None
+    # group_key once computed: applying one pod event asks for it about seven times, and the fields
+    # it is made of are never changed
+    _group_key: GroupKey | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -344,6 +347,12 @@ class PodInfo:
         (``Scheduler._second_group``), as the Basic PodGroup the 1.37 Job controller makes for every
         Job without ``spec.scheduling``. Other schedulers' shapes come after both (DIALECTS); a pod
         they put in another group is refused on its own (``dialect_conflict``)."""
+        key = self._group_key
+        if key is None:
+            key = self._group_key = self._joined_group()
+        return key
+
+    def _joined_group(self) -> GroupKey:
         if self.dialect_conflict is not None:
             return GroupKey(self.namespace, self.name, pod_group=False)
         if self.group_name and self.scheduling_group != self.group_name:

@@ -58,6 +58,9 @@ class GroupQueue:
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self._entries: dict[GroupKey, _Entry] = {}
+        # the entries backing off or parked, the only ones a cluster-wide event can hurry: walking every
+        # entry for each such event cost a start-up 1,250 groups times 5,000 NODE_ADDED
+        self._held: dict[GroupKey, _Entry] = {}
         self._active: list[tuple[int, int, int, GroupKey]] = []
         self._backoff: list[tuple[float, int, int, GroupKey]] = []
         self._seq = itertools.count()
@@ -70,11 +73,13 @@ class GroupQueue:
 
     def _push_active(self, entry: _Entry) -> None:
         entry.state = GroupState.ACTIVE
+        self._held.pop(entry.key, None)
         entry.token += 1
         heapq.heappush(self._active, (-entry.priority, entry.seq, entry.token, entry.key))
 
     def _push_backoff(self, entry: _Entry, ready_at: float) -> None:
         entry.state = GroupState.BACKOFF
+        self._held[entry.key] = entry
         entry.ready_at = ready_at
         entry.token += 1
         heapq.heappush(self._backoff, (ready_at, entry.seq, entry.token, entry.key))
@@ -124,9 +129,8 @@ class GroupQueue:
         """A cluster-wide event: hurry the backed-off groups it could help, except the group whose
         own failure caused it (``source``). Returns how many."""
         helped = 0
-        waiting = (GroupState.BACKOFF, GroupState.PARKED)
-        for entry in self._entries.values():
-            if entry.state in waiting and event in entry.hints and entry.key != source:
+        for entry in self._held.values():
+            if event in entry.hints and entry.key != source:
                 self._hurry(entry, now)
                 helped += 1
         return helped
@@ -164,6 +168,7 @@ class GroupQueue:
         entry.last_attempt = now
         entry.hints = frozenset(hints)
         entry.state = GroupState.PARKED
+        self._held[key] = entry
         entry.ready_at = float("inf")
         entry.token += 1  # drop any earlier heap item
 
@@ -171,6 +176,7 @@ class GroupQueue:
         """PreEnqueue failed: hold the group until one of the ``until`` group events (default: any)."""
         entry = self._entry(key)
         entry.state = GroupState.GATED
+        self._held.pop(key, None)
         entry.hints = frozenset(until)
 
     def reset_attempts(self, key: GroupKey) -> None:
@@ -181,6 +187,7 @@ class GroupQueue:
 
     def remove(self, key: GroupKey) -> None:
         self._entries.pop(key, None)
+        self._held.pop(key, None)
 
     def _promote_due(self, now: float) -> None:
         backoff = self._backoff
