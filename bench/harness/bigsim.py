@@ -33,7 +33,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--start-timeout", type=float, default=60.0, help="seconds to create the nodes and start up"
     )
+    parser.add_argument(
+        "--write-latency-ms", type=float, default=0.0, help="as lockstep sim's: each write waits this long"
+    )
     args = parser.parse_args(argv)
+    if args.write_latency_ms < 0:
+        parser.error(f"--write-latency-ms must not be negative, got {args.write_latency_ms}")
     if args.max_pods < 1:
         parser.error(f"--max-pods must be at least 1, got {args.max_pods}")
     if args.start_timeout <= 0:
@@ -45,6 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         port=args.port,
         shape=NodeShape(pods=args.max_pods),
         start_timeout=args.start_timeout,
+        write_latency=args.write_latency_ms / 1000,
     )
     return asyncio.run(run_until_stopped(cluster, args.kubeconfig))
 

@@ -128,13 +128,15 @@ async def start_sim(
     ready_within: float = 120.0,
     env: dict[str, str] | None = None,
     extra_args: Sequence[str] = (),
+    write_latency_ms: float = 0.0,
 ) -> Child:
     """``lockstep sim`` in its own process; returns once its kubeconfig works and all nodes exist.
 
     With ``max_pods``, or more than ``SIM_START_NODES`` nodes, the same emulator is started through
     ``bigsim.py``, with that many pods per node and time to create every node.
     ``env`` replaces the process environment (another ``PYTHONPATH``: another tree's emulator);
-    ``extra_args`` go to ``lockstep sim`` (its periods, say), which ``bigsim.py`` does not take.
+    ``extra_args`` go to ``lockstep sim`` (its periods, say), which ``bigsim.py`` does not take;
+    ``write_latency_ms`` goes to either (only when set: older trees' emulators do not know it).
     """
     kubeconfig = workdir / "kubeconfig"
     kubeconfig.unlink(missing_ok=True)
@@ -158,6 +160,7 @@ async def start_sim(
         str(free_port()),
         "--kubeconfig",
         str(kubeconfig),
+        *(["--write-latency-ms", str(write_latency_ms)] if write_latency_ms else []),
         *extra_args,
     ]
     child = Child("lockstep sim", argv, workdir / "sim.log", env)

@@ -147,6 +147,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="how often the pod garbage collector runs; it deletes the pods of a deleted Node once "
         "the node has been gone twice that long (default 20, upstream's 20 s and 40 s)",
     )
+    sim.add_argument(
+        "--write-latency-ms",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="how long each create, update, patch and delete waits before it is applied and answered, "
+        "as kube-apiserver waits for etcd's commit (default 0; etcd on a good disk commits in 2-20 ms)",
+    )
 
     demo = sub.add_parser("demo", help="start a simulated cluster and the operator, apply examples/")
     demo.add_argument("--keep", action="store_true", help="keep the cluster running after the demo")

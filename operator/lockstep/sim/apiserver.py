@@ -78,6 +78,7 @@ SYSTEM_METADATA = (
     "deletionGracePeriodSeconds",
 )
 WATCH_TIMEOUT_DEFAULT = 1800.0
+MUTATING_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
 
 def _go_json_error(raw: bytes) -> str:
@@ -168,9 +169,12 @@ class ApiServer:
         feature_gates: str | Mapping[str, bool] | None = None,
         kube_version: str | KubeVersion | None = None,
         initial_resource_version: int = 1000,
+        write_latency: float = 0.0,
     ) -> None:
         if host not in ("127.0.0.1", "localhost"):
             raise ValueError(f"ApiServer listens on loopback only, not {host!r}")
+        if not write_latency >= 0:
+            raise ValueError(f"ApiServer write_latency: must not be negative, got {write_latency}")
         self.host = host
         self.port = port
         self.feature_gates = FeatureGates(feature_gates, kube_version)
@@ -181,6 +185,9 @@ class ApiServer:
         # After a write to a watch stream, events gather this long before the next one: under load a
         # watcher gets a few large writes instead of one per event (fewer syscalls on both sides).
         self.watch_linger = watch_linger
+        # Seconds each mutating request waits before it is applied, as kube-apiserver waits for etcd's
+        # commit: the writer's connection stays busy that long while the event loop serves others.
+        self.write_latency = write_latency
         self.faults = Faults()
         self.request_stats = RequestStats()
         self.rv = initial_resource_version
@@ -482,6 +489,8 @@ class ApiServer:
         verb = req.verb
         if verb not in rt.verbs and not req.subresource:
             raise fe.method_not_allowed()
+        if self.write_latency and verb in MUTATING_VERBS:
+            await asyncio.sleep(self.write_latency)
         if verb == "get":
             return self._get(request, req)
         if verb == "list":

@@ -132,6 +132,12 @@ def sim_command(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return USAGE_EXIT
+    write_latency_ms = getattr(args, "write_latency_ms", 0.0)
+    if not write_latency_ms >= 0:
+        print(
+            f"lockstep sim: --write-latency-ms must not be negative, got {write_latency_ms}", file=sys.stderr
+        )
+        return USAGE_EXIT
     configure_logging(fmt="console", level="warning", stream=sys.stderr)
     cluster = SimCluster(
         install_crds=crds,
@@ -145,6 +151,7 @@ def sim_command(args: argparse.Namespace) -> int:
         node_monitor_grace_period=args.node_monitor_grace_period,
         node_monitor_period=args.node_monitor_period,
         pod_gc_period=args.pod_gc_period,
+        write_latency=write_latency_ms / 1000,
     )
     try:
         return asyncio.run(run_until_stopped(cluster, args.kubeconfig))

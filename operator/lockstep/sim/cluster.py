@@ -234,6 +234,7 @@ class SimCluster:
         node_monitor_grace_period: float = 50.0,
         node_monitor_period: float = 5.0,
         pod_gc_period: float = 20.0,
+        write_latency: float = 0.0,
     ) -> None:
         if nodes < 1:
             raise ValueError(f"SimCluster nodes: must be at least 1, got {nodes}")
@@ -241,7 +242,13 @@ class SimCluster:
             raise ValueError(f"SimCluster devices_per_node: must not be negative, got {devices_per_node}")
         self.node_count = nodes
         self.devices_per_node = devices_per_node
-        self.server = ApiServer(host=host, port=port, feature_gates=feature_gates, kube_version=kube_version)
+        self.server = ApiServer(
+            host=host,
+            port=port,
+            feature_gates=feature_gates,
+            kube_version=kube_version,
+            write_latency=write_latency,
+        )
         self.shape = shape
         self.zones = zones
         self.rack_size = rack_size

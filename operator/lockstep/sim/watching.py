@@ -242,7 +242,12 @@ SyncFunction = Callable[[str], Awaitable[None]]
 
 
 class WorkQueue:
-    """Keys to reconcile, each at most once in the queue; failed keys come back after a delay."""
+    """Keys to reconcile, each at most once in the queue; failed keys come back after a delay.
+
+    As client-go's workqueue, a key is never synced by two workers at once: one added while it is
+    being synced waits until that sync is over (a second worker would act on the same stale cache,
+    creating a pod's claim twice, say).
+    """
 
     def __init__(self, sync: SyncFunction, *, workers: int = 4, name: str = "work") -> None:
         self._sync = sync
@@ -250,6 +255,7 @@ class WorkQueue:
         self._name = name
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._pending: set[str] = set()
+        self._processing: set[str] = set()
         self._failures: dict[str, int] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._timers: set[asyncio.TimerHandle] = set()
@@ -257,7 +263,8 @@ class WorkQueue:
     def add(self, key: str) -> None:
         if key not in self._pending:
             self._pending.add(key)
-            self._queue.put_nowait(key)
+            if key not in self._processing:
+                self._queue.put_nowait(key)
 
     def add_all(self, keys: Iterable[str]) -> None:
         for key in keys:
@@ -294,6 +301,7 @@ class WorkQueue:
         while True:
             key = await self._queue.get()
             self._pending.discard(key)
+            self._processing.add(key)
             try:
                 await self._sync(key)
                 self._failures.pop(key, None)
@@ -307,6 +315,10 @@ class WorkQueue:
                 report = log.debug if isinstance(exc, ApiError) and exc.status == 409 else log.warning
                 report("sync failed, retrying", queue=self._name, key=key, error=str(exc), retry_in=delay)
                 self.add_after(key, delay)
+            finally:
+                self._processing.discard(key)
+                if key in self._pending:
+                    self._queue.put_nowait(key)
 
 
 class ObjectController:

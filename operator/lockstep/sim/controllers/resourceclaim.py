@@ -267,10 +267,12 @@ TEMPLATES_PATH = "/apis/resource.k8s.io/v1/resourceclaimtemplates"
 
 
 class ClaimController:
-    """``workers`` pods or claims are reconciled concurrently: each pod waits for two round trips
-    (create the claim, patch the pod's status), so concurrency, not CPU, sets the rate."""
+    """``workers`` pods or claims are reconciled concurrently, 50 as kube-controller-manager's
+    ``--concurrent-resourceclaim-syncs``: each pod waits for two round trips (create the claim, patch
+    the pod's status), and in the emulator every round trip waits its turn with the requests of all
+    the other clients, so concurrency, not this controller's CPU, sets the rate."""
 
-    def __init__(self, http: KubeHttp, pods: Informer, claims: Informer, *, workers: int = 16) -> None:
+    def __init__(self, http: KubeHttp, pods: Informer, claims: Informer, *, workers: int = 50) -> None:
         self.http = http
         self.pods = pods
         self.claims = claims
