@@ -82,7 +82,7 @@ class InstantPodAPI:
 
 NODE_SHAPE = NodeShape(cpu_millis=32_000, memory_mib=128 * 1024, pods=110)
 NO_DEVICES = DeviceDriver(device_class="", selector="")
-UPSTREAM_IN_PROCESS = [name for name in UPSTREAM_BUILDERS if name != "upstream-claim-template"]
+UPSTREAM_IN_PROCESS = [name for name in UPSTREAM_BUILDERS if not name.startswith("upstream-claim-template")]
 
 
 def build_nodes(cache: ClusterCache, count: int, zones: int) -> None:

@@ -219,6 +219,7 @@ CLUSTER: dict[str, tuple[int, int]] = {
     "upstream-gangs-2000": (5000, 0),
     "upstream-gangs-3000": (5000, 0),
     "upstream-claim-template": (500, 10),
+    "upstream-claim-template-1000x8": (1000, 8),
     "upstream-daemonset": (15000, 0),
     "upstream-saturation": (20000, 0),
 }
@@ -446,16 +447,22 @@ def upstream_gangs(gang_count: int) -> Callable[[float, NodeShape, DeviceDriver]
     return build_gangs
 
 
-def upstream_claim_template(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
+def upstream_claim_template(name: str) -> Callable[[float, NodeShape, DeviceDriver], Workload]:
     """dra/performance-config.yaml SchedulingWithResourceClaimTemplate 5000pods_500nodes: 10 devices a
     node (maxClaimsPerNode 10), so the pods fill the cluster exactly; upstream measures the second
-    2,500 after 2,500 init pods, this measures all 5,000."""
-    what = (
-        "SchedulingWithResourceClaimTemplate: {nodes:,} nodes x 10 devices, {pods:,} lone pods with a "
-        "template claim"
-    )
-    workload = _lone_pods("upstream-claim-template", scale, 5000, what, cpu_millis=100, claim="template")
-    return replace(workload, setup=(claim_template_manifest(driver),))
+    2,500 after 2,500 init pods, this measures all 5,000. ``-1000x8`` is issue 29's memory run: the
+    same 5,000 pods on 1,000 nodes x 8 devices, where kube-scheduler held 346 MB."""
+
+    def build_claim_template(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
+        _, devices = cluster_size(name, scale)
+        what = (
+            "SchedulingWithResourceClaimTemplate: {nodes:,} nodes x "
+            f"{devices} devices, {{pods:,}} lone pods with a template claim"
+        )
+        workload = _lone_pods(name, scale, 5000, what, cpu_millis=100, claim="template")
+        return replace(workload, setup=(claim_template_manifest(driver),))
+
+    return build_claim_template
 
 
 def upstream_daemonset(scale: float, shape: NodeShape, driver: DeviceDriver) -> Workload:
@@ -498,7 +505,8 @@ UPSTREAM_BUILDERS: dict[str, Callable[[float, NodeShape, DeviceDriver], Workload
     "upstream-gangs-1000": upstream_gangs(1000),
     "upstream-gangs-2000": upstream_gangs(2000),
     "upstream-gangs-3000": upstream_gangs(3000),
-    "upstream-claim-template": upstream_claim_template,
+    "upstream-claim-template": upstream_claim_template("upstream-claim-template"),
+    "upstream-claim-template-1000x8": upstream_claim_template("upstream-claim-template-1000x8"),
     "upstream-daemonset": upstream_daemonset,
     "upstream-saturation": upstream_saturation,
 }

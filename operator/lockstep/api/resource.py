@@ -440,29 +440,100 @@ def _location(loc: tuple[int | str, ...]) -> str:
     return path or "(object)"
 
 
-# Validated claim specs by their JSON: a spec is immutable and every claim made from one template has
-# the same one, so each claim event validates only its metadata and status. The specs are shared
-# between claims and must not be modified.
-_CLAIM_SPECS: dict[bytes, BaseModel] = {}
-CLAIM_SPECS_KEPT = 1024
+class _Shared:
+    """Validated parts of API objects by their JSON, for parts that many objects repeat and nobody
+    modifies: a claim's spec (every claim made from one template has the same one), an allocation's
+    node selector (the same for every claim on a node), a device's attribute and capacity values
+    (the same model, version and memory on every device of a kind). Each is validated once, and
+    the objects that repeat it share one model: the memory of one instead of one per object."""
+
+    def __init__(self, model: type[BaseModel], kept: int) -> None:
+        self.model = model
+        self.kept = kept
+        self._validated: dict[bytes, BaseModel] = {}
+
+    def get(self, value: object) -> BaseModel | None:
+        """The shared model of ``value`` (validated now if new), or None when it is not JSON or
+        not valid: then the whole object is validated as it is, so the error names the field."""
+        if not isinstance(value, dict):
+            return None
+        try:
+            key = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        except orjson.JSONEncodeError:  # built in code, not read from the API: no sharing
+            return None
+        validated = self._validated.get(key)
+        if validated is None:
+            try:
+                validated = self.model.model_validate(value)
+            except ValidationError:
+                return None
+            if len(self._validated) >= self.kept:
+                del self._validated[next(iter(self._validated))]
+            self._validated[key] = validated
+        return validated
+
+
+_CLAIM_SPECS = _Shared(ResourceClaimSpec, 1024)
+_NODE_SELECTORS = _Shared(NodeSelector, 16_384)
+_ATTRIBUTES = _Shared(DeviceAttribute, 16_384)
+_CAPACITIES = _Shared(DeviceCapacity, 1024)
+
+
+def _shared_values(values: object, shared: _Shared) -> dict[str, Any] | None:
+    """A copy of a map of values with each value its shared model; None if any cannot be shared."""
+    if not isinstance(values, dict):
+        return None
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        model = shared.get(value)
+        if model is None:
+            return None
+        out[name] = model
+    return out
+
+
+def _with_shared_claim_parts(obj: dict[str, Any]) -> dict[str, Any]:
+    out = dict(obj)
+    spec = _CLAIM_SPECS.get(obj.get("spec"))
+    if spec is not None:
+        out["spec"] = spec
+    status = obj.get("status")
+    allocation = status.get("allocation") if isinstance(status, dict) else None
+    if isinstance(status, dict) and isinstance(allocation, dict) and "nodeSelector" in allocation:
+        selector = _NODE_SELECTORS.get(allocation["nodeSelector"])
+        if selector is not None:
+            out["status"] = {**status, "allocation": {**allocation, "nodeSelector": selector}}
+    return out
+
+
+def _with_shared_device_values(obj: dict[str, Any]) -> dict[str, Any]:
+    spec = obj.get("spec")
+    devices = spec.get("devices") if isinstance(spec, dict) else None
+    if not isinstance(spec, dict) or not isinstance(devices, list):
+        return obj
+    shared_devices: list[Any] = []
+    for device in devices:
+        if not isinstance(device, dict):
+            return obj
+        shared = dict(device)
+        for field, values in (("attributes", _ATTRIBUTES), ("capacity", _CAPACITIES)):
+            if field in device:
+                models = _shared_values(device[field], values)
+                if models is None:
+                    return obj
+                shared[field] = models
+        shared_devices.append(shared)
+    return {**obj, "spec": {**spec, "devices": shared_devices}}
 
 
 def _validate(model: type[ResourceT], obj: dict[str, Any]) -> ResourceT:
-    spec = obj.get("spec")
-    if model is not ResourceClaim or not isinstance(spec, dict):
+    if not isinstance(obj, dict):
         return model.model_validate(obj)
-    try:
-        key = orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)
-    except orjson.JSONEncodeError:  # not JSON (built in code, not read from the API): no sharing
-        return model.model_validate(obj)
-    validated = _CLAIM_SPECS.get(key)
-    if validated is not None:
-        return model.model_validate({**obj, "spec": validated})
-    parsed = model.model_validate(obj)
-    if len(_CLAIM_SPECS) >= CLAIM_SPECS_KEPT:
-        del _CLAIM_SPECS[next(iter(_CLAIM_SPECS))]
-    _CLAIM_SPECS[key] = parsed.spec
-    return parsed
+    if model is ResourceClaim:
+        return model.model_validate(_with_shared_claim_parts(obj))
+    if model is ResourceSlice:
+        return model.model_validate(_with_shared_device_values(obj))
+    return model.model_validate(obj)
 
 
 def parse_resource(model: type[ResourceT], obj: dict[str, Any]) -> ResourceT:

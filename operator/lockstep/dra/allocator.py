@@ -46,6 +46,7 @@ from lockstep.api.resource import (
     DeviceToleration,
     NodeSelector,
     ResourceClaim,
+    ResourceClaimSpec,
 )
 from lockstep.dra import capacity
 from lockstep.dra.cel_errors import CELError
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_STEPS = 200_000
 MAX_CACHED_CANDIDATE_LISTS = 200_000
-MAX_COMPILED_CLAIMS = 100_000
+MAX_COMPILED_SPECS = 10_000
 
 LIST_TYPE_GATE = (
     "the DRAListTypeAttributes feature gate (lockstep run --feature-gates DRAListTypeAttributes=true)"
@@ -169,27 +170,36 @@ class Allocator:
         self.max_steps: float = max_steps if features.filter_timeout else float("inf")
         # (node, claims) of the last search that hit max_steps: explain says so instead of guessing.
         self.gave_up: tuple[str, tuple[str, ...]] | None = None
-        self._compiled: dict[tuple[str, str], CompiledClaim] = {}
+        # id(spec) -> (the spec, kept so that its id is not reused, its requests, its constraints)
+        self._compiled: dict[
+            int, tuple[ResourceClaimSpec, tuple[CompiledRequest, ...], tuple[CompiledConstraint, ...]]
+        ] = {}
         self._candidates: dict[tuple[tuple[Any, ...], str | None], list[DeviceEntry] | CELError] = {}
         self._candidates_version = -1
 
     # --- compiling claims ---------------------------------------------------------------------------
 
     def compile(self, claim: ResourceClaim) -> CompiledClaim:
-        """The claim's requests and constraints, checked; raises AllocationError naming the field."""
-        cache_key = (claim.metadata.uid, claim.metadata.resource_version)
-        compiled = self._compiled.get(cache_key)
-        if compiled is not None and all(
-            self._classes.get(alt.device_class.metadata.name) is alt.device_class
-            for request in compiled.requests
-            for alt in request.alternatives
+        """The claim's requests and constraints, checked; raises AllocationError naming the field.
+        Claims parsed from the API share one spec object per spec (``lockstep.api.resource``), so
+        the compiled requests are kept per spec, not per claim: the claims made from one template
+        compile once, and no claim is kept alive by the cache."""
+        spec = claim.spec
+        shared = self._compiled.get(id(spec))
+        if (
+            shared is not None
+            and shared[0] is spec
+            and all(
+                self._classes.get(alt.device_class.metadata.name) is alt.device_class
+                for request in shared[1]
+                for alt in request.alternatives
+            )
         ):
-            return compiled
+            return CompiledClaim(claim, shared[1], shared[2])
         compiled = self._compile(claim)
-        if claim.metadata.uid and claim.metadata.resource_version:
-            if len(self._compiled) >= MAX_COMPILED_CLAIMS:
-                self._compiled.clear()
-            self._compiled[cache_key] = compiled
+        if len(self._compiled) >= MAX_COMPILED_SPECS:
+            self._compiled.clear()
+        self._compiled[id(spec)] = (spec, compiled.requests, compiled.constraints)
         return compiled
 
     def _alternative(

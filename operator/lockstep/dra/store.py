@@ -70,10 +70,12 @@ class _DeviceUsage:
 
     ``on_busy``/``on_free`` see a device's first user arrive and its last user leave."""
 
-    __slots__ = ("_shares", "_users", "on_busy", "on_free")
+    __slots__ = ("_shares", "_users", "in_use", "on_busy", "on_free")
 
     def __init__(self) -> None:
         self._users: dict[DeviceID, set[tuple[str, str]]] = {}
+        # The allocator asks this for every candidate device: the dict's own method, no Python frame.
+        self.in_use: Callable[[DeviceID], bool] = self._users.__contains__
         # Multi-allocatable devices: device -> (source, claim uid, shareID) -> consumed capacity.
         self._shares: dict[DeviceID, dict[tuple[str, str, str], dict[str, Fraction]]] = {}
         self.on_busy: Callable[[DeviceID], None] | None = None
@@ -155,7 +157,7 @@ class ResourceStore:
         self._on_resources_changed = on_resources_changed
         self._on_claim_added = on_claim_added
         self.allocator = Allocator(
-            features, self.inventory, self.classes, self.device_in_use, self._usage.consumed_capacity
+            features, self.inventory, self.classes, self._usage.in_use, self._usage.consumed_capacity
         )
 
         # Free node-local devices per node, recounted when the inventory changes.

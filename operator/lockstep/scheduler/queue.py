@@ -14,6 +14,10 @@ A group is in one of four states:
            makes a backed-off or parked group active at once);
   idle     nothing to do, or being scheduled right now.
 A group's own cycle never re-activates it.
+
+Every state change goes through ``GroupQueue._move``, which keeps two indexes: the waiting groups in
+the order they are tried (so a group's place costs O(log n), not a walk over every group) and the
+backed-off and parked groups by the events that can hurry them (so a cluster event visits only those).
 """
 
 from __future__ import annotations
@@ -36,6 +40,87 @@ class GroupState(Enum):
 
 
 _WAITING = frozenset({GroupState.ACTIVE, GroupState.BACKOFF, GroupState.PARKED})
+_HINTED = frozenset({GroupState.BACKOFF, GroupState.PARKED})
+
+
+class _Counts:
+    """How many of a set of sequence numbers (0, 1, 2, ...) are present, and how many below a given
+    one: a Fenwick tree over a bitmap that doubles as the numbers grow (O(log n) per operation,
+    amortized)."""
+
+    __slots__ = ("_present", "_tree", "size")
+
+    def __init__(self) -> None:
+        self._present = bytearray()
+        self._tree: list[int] = [0]
+        self.size = 0
+
+    def _grow(self, seq: int) -> None:
+        capacity = max(2 * len(self._present), seq + 1, 64)
+        self._present.extend(bytes(capacity - len(self._present)))
+        tree = [0, *self._present]
+        for i in range(1, len(tree)):
+            parent = i + (i & -i)
+            if parent < len(tree):
+                tree[parent] += tree[i]
+        self._tree = tree
+
+    def _update(self, seq: int, delta: int) -> None:
+        tree, i = self._tree, seq + 1
+        while i < len(tree):
+            tree[i] += delta
+            i += i & -i
+
+    def add(self, seq: int) -> None:
+        if seq >= len(self._present):
+            self._grow(seq)
+        if not self._present[seq]:
+            self._present[seq] = 1
+            self.size += 1
+            self._update(seq, 1)
+
+    def discard(self, seq: int) -> None:
+        if seq < len(self._present) and self._present[seq]:
+            self._present[seq] = 0
+            self.size -= 1
+            self._update(seq, -1)
+
+    def below(self, seq: int) -> int:
+        tree, i, total = self._tree, min(seq, len(self._present)), 0
+        while i > 0:
+            total += tree[i]
+            i -= i & -i
+        return total
+
+
+class _WaitingOrder:
+    """The waiting groups by (priority, highest first; then sequence number): a group's place is the
+    count of groups at higher priorities (few distinct values: PriorityClasses) plus those before it
+    at its own."""
+
+    __slots__ = ("_levels", "size")
+
+    def __init__(self) -> None:
+        self._levels: dict[int, _Counts] = {}
+        self.size = 0
+
+    def add(self, priority: int, seq: int) -> None:
+        level = self._levels.get(priority)
+        if level is None:
+            level = self._levels[priority] = _Counts()
+        level.add(seq)
+        self.size += 1
+
+    def discard(self, priority: int, seq: int) -> None:
+        level = self._levels[priority]
+        level.discard(seq)
+        self.size -= 1
+        if not level.size:
+            del self._levels[priority]  # its bitmap spans every sequence number seen: drop it
+
+    def place(self, priority: int, seq: int) -> int:
+        ahead = sum(level.size for p, level in self._levels.items() if p > priority)
+        return 1 + ahead + self._levels[priority].below(seq)
 
 
 class _Entry:
@@ -58,28 +143,56 @@ class GroupQueue:
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self._entries: dict[GroupKey, _Entry] = {}
-        # the entries backing off or parked, the only ones a cluster-wide event can hurry: walking every
-        # entry for each such event cost a start-up 1,250 groups times 5,000 NODE_ADDED
-        self._held: dict[GroupKey, _Entry] = {}
         self._active: list[tuple[int, int, int, GroupKey]] = []
         self._backoff: list[tuple[float, int, int, GroupKey]] = []
         self._seq = itertools.count()
+        self._waiting = _WaitingOrder()
+        self._hinted: dict[ClusterEvent, dict[GroupKey, _Entry]] = {}  # backed off or parked
+        self._counts = dict.fromkeys(GroupState, 0)
+
+    def _move(
+        self,
+        entry: _Entry,
+        state: GroupState,
+        priority: int | None = None,
+        hints: frozenset[ClusterEvent] | None = None,
+    ) -> None:
+        """Change a group's state (and its priority or hints) and the indexes that depend on them."""
+        old_state, old_priority, old_hints = entry.state, entry.priority, entry.hints
+        new_priority = old_priority if priority is None else priority
+        new_hints = old_hints if hints is None else hints
+        was_waiting, waiting = old_state in _WAITING, state in _WAITING
+        if was_waiting and (not waiting or new_priority != old_priority):
+            self._waiting.discard(old_priority, entry.seq)
+        if waiting and (not was_waiting or new_priority != old_priority):
+            self._waiting.add(new_priority, entry.seq)
+        was_hinted, hinted = old_state in _HINTED, state in _HINTED
+        if was_hinted and (not hinted or new_hints != old_hints):
+            for event in old_hints:
+                self._hinted[event].pop(entry.key, None)
+        if hinted and (not was_hinted or new_hints != old_hints):
+            for event in new_hints:
+                self._hinted.setdefault(event, {})[entry.key] = entry
+        self._counts[old_state] -= 1
+        self._counts[state] += 1
+        entry.state, entry.priority, entry.hints = state, new_priority, new_hints
 
     def _entry(self, key: GroupKey) -> _Entry:
         entry = self._entries.get(key)
         if entry is None:
             entry = self._entries[key] = _Entry(key, next(self._seq))
+            self._counts[GroupState.IDLE] += 1
         return entry
 
-    def _push_active(self, entry: _Entry) -> None:
-        entry.state = GroupState.ACTIVE
-        self._held.pop(entry.key, None)
+    def _push_active(self, entry: _Entry, priority: int | None = None) -> None:
+        self._move(entry, GroupState.ACTIVE, priority)
         entry.token += 1
         heapq.heappush(self._active, (-entry.priority, entry.seq, entry.token, entry.key))
 
-    def _push_backoff(self, entry: _Entry, ready_at: float) -> None:
-        entry.state = GroupState.BACKOFF
-        self._held[entry.key] = entry
+    def _push_backoff(
+        self, entry: _Entry, ready_at: float, hints: frozenset[ClusterEvent] | None = None
+    ) -> None:
+        self._move(entry, GroupState.BACKOFF, hints=hints)
         entry.ready_at = ready_at
         entry.token += 1
         heapq.heappush(self._backoff, (ready_at, entry.seq, entry.token, entry.key))
@@ -114,10 +227,10 @@ class GroupQueue:
         idle = entry.state in (GroupState.IDLE, GroupState.GATED)
         waiting = entry.state in (GroupState.BACKOFF, GroupState.PARKED)
         if idle or (waiting and at_once) or (entry.state is GroupState.ACTIVE and priority > entry.priority):
-            entry.priority = max(entry.priority, priority) if waiting else priority
-            self._push_active(entry)
+            self._push_active(entry, max(entry.priority, priority) if waiting else priority)
         elif waiting:
-            entry.priority = max(entry.priority, priority)
+            if priority > entry.priority:
+                self._move(entry, entry.state, priority)
             self._hurry(entry, now)
 
     def _hurry(self, entry: _Entry, now: float) -> None:
@@ -129,8 +242,8 @@ class GroupQueue:
         """A cluster-wide event: hurry the backed-off groups it could help, except the group whose
         own failure caused it (``source``). Returns how many."""
         helped = 0
-        for entry in self._held.values():
-            if event in entry.hints and entry.key != source:
+        for entry in list(self._hinted.get(event, {}).values()):
+            if entry.key != source:
                 self._hurry(entry, now)
                 helped += 1
         return helped
@@ -151,13 +264,12 @@ class GroupQueue:
         successful cycle) keeps an existing backoff instead of lengthening it."""
         entry = self._entry(key)
         if not new_attempt and entry.state is GroupState.BACKOFF:
-            entry.hints = entry.hints | frozenset(hints)
+            self._move(entry, entry.state, hints=entry.hints | frozenset(hints))
             return entry.ready_at
         entry.attempts += 1
         entry.last_attempt = now
-        entry.hints = frozenset(hints)
         ready_at = now + self.backoff_for(entry.attempts)
-        self._push_backoff(entry, ready_at)
+        self._push_backoff(entry, ready_at, frozenset(hints))
         return ready_at
 
     def park_until_event(self, key: GroupKey, now: float, hints: Iterable[ClusterEvent]) -> None:
@@ -166,18 +278,13 @@ class GroupQueue:
         entry = self._entry(key)
         entry.attempts += 1
         entry.last_attempt = now
-        entry.hints = frozenset(hints)
-        entry.state = GroupState.PARKED
-        self._held[key] = entry
+        self._move(entry, GroupState.PARKED, hints=frozenset(hints))
         entry.ready_at = float("inf")
         entry.token += 1  # drop any earlier heap item
 
     def gate(self, key: GroupKey, until: Iterable[ClusterEvent] = frozenset(ClusterEvent)) -> None:
         """PreEnqueue failed: hold the group until one of the ``until`` group events (default: any)."""
-        entry = self._entry(key)
-        entry.state = GroupState.GATED
-        self._held.pop(key, None)
-        entry.hints = frozenset(until)
+        self._move(self._entry(key), GroupState.GATED, hints=frozenset(until))
 
     def reset_attempts(self, key: GroupKey) -> None:
         """A member bound: the next failure backs off from the initial delay again."""
@@ -186,8 +293,11 @@ class GroupQueue:
             entry.attempts = 0
 
     def remove(self, key: GroupKey) -> None:
-        self._entries.pop(key, None)
-        self._held.pop(key, None)
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._move(entry, GroupState.IDLE)
+            self._counts[GroupState.IDLE] -= 1
+            del self._entries[key]
 
     def _promote_due(self, now: float) -> None:
         backoff = self._backoff
@@ -205,7 +315,7 @@ class GroupQueue:
             _, _, token, key = heapq.heappop(active)
             entry = self._entries.get(key)
             if entry is not None and entry.token == token and entry.state is GroupState.ACTIVE:
-                entry.state = GroupState.IDLE
+                self._move(entry, GroupState.IDLE)
                 return key
         return None
 
@@ -229,7 +339,7 @@ class GroupQueue:
         )
 
     def __len__(self) -> int:
-        return sum(1 for e in self._entries.values() if e.state in (GroupState.ACTIVE, GroupState.BACKOFF))
+        return self._counts[GroupState.ACTIVE] + self._counts[GroupState.BACKOFF]
 
     def position(self, key: GroupKey) -> tuple[int, int] | None:
         """(place, how many) of a group among the groups waiting to be placed (active, backing off
@@ -238,10 +348,8 @@ class GroupQueue:
         entry = self._entries.get(key)
         if entry is None or entry.state not in _WAITING:
             return None
-        mine = (-entry.priority, entry.seq)
-        waiting = [e for e in self._entries.values() if e.state in _WAITING]
-        return 1 + sum(1 for e in waiting if (-e.priority, e.seq) < mine), len(waiting)
+        return self._waiting.place(entry.priority, entry.seq), self._waiting.size
 
     def parked(self) -> int:
         """How many groups wait for an event, with no timed retry."""
-        return sum(1 for e in self._entries.values() if e.state is GroupState.PARKED)
+        return self._counts[GroupState.PARKED]

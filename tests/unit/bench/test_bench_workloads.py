@@ -55,6 +55,9 @@ def test_upstream_shapes_have_scheduler_perf_sizes_and_lone_pods_carry_no_group(
     assert sizes["upstream-gangs-3000"].pods_total == 9000
     dra = sizes["upstream-claim-template"]
     assert dra.nodes * dra.devices_per_node == dra.pods_expected == 5000
+    memory_run = sizes["upstream-claim-template-1000x8"]  # issue 29: kube-scheduler held 346 MB
+    assert (memory_run.nodes, memory_run.devices_per_node, memory_run.pods_expected) == (1000, 8, 5000)
+    assert memory_run.setup == dra.setup
     saturation = sizes["upstream-saturation"]
     assert saturation.nodes == saturation.pods_expected == 20000
     assert SHAPE.cpu_millis // saturation.gangs[0].cpu_millis == 1  # one pod per node

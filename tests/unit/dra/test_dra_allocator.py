@@ -388,3 +388,19 @@ def test_a_changed_device_class_applies_to_claims_compiled_before() -> None:
     classes[CLASS] = device_class(CLASS, f'device.attributes["{DRIVER}"].index == 3', rv="2")
     [after] = allocator.allocate([allocator.compile(c)], "node-a", {})
     assert devices_of(after) == [("x", "gpu-3")]
+
+
+def test_claims_with_one_spec_compile_once_and_each_keeps_its_own_name() -> None:
+    """Claims from one template share their spec: compiling the second reuses the first's requests
+    (no second CEL compile, no per-claim cache), but the result and its errors name its own claim."""
+    allocator = make_allocator([resource_slice("s", GPUS, "node-a")])
+    first, second = claim("a", exactly("x", 1)), claim("b", exactly("x", 1))
+    assert first.spec is second.spec
+    compiled_first, compiled_second = allocator.compile(first), allocator.compile(second)
+    assert compiled_second.requests is compiled_first.requests
+    assert (compiled_first.key, compiled_second.key) == ("ns/a", "ns/b")
+    [result] = allocator.allocate([compiled_second], "node-a", {})
+    assert devices_of(result) == [("x", "gpu-0")]
+    for name in ("bad-1", "bad-2"):
+        with pytest.raises(AllocationError, match=f"ns/{name}"):
+            allocator.compile(claim(name, exactly("x", device_class_name="nope")))

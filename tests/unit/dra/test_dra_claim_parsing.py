@@ -1,5 +1,7 @@
-"""Parsing ResourceClaims at the edge: claims made from one template share one validated spec, and a
-bad claim is still reported by object and field whether or not its spec was seen before."""
+"""Parsing ResourceClaims and ResourceSlices at the edge: claims made from one template share one
+validated spec, claims allocated on one node one node selector, devices of a kind their attribute and
+capacity values; a bad object is still reported by object and field whether or not its parts were
+seen before."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from lockstep.api.resource import ResourceClaim, ResourceModelError, parse_resource
+from lockstep.api.resource import ResourceClaim, ResourceModelError, ResourceSlice, parse_resource
+from lockstep.sim.controllers.dra_driver import resource_slice
 
 
 def raw_claim(name: str, *, device_class: str = "gpu", rv: str = "1", **status: Any) -> dict[str, Any]:
@@ -63,3 +66,47 @@ def test_a_bad_claim_names_the_object_and_field_whether_its_spec_was_seen_or_not
             match=r"ResourceClaim ns/bad-spec: spec\.devices\.requests\[0\]\.exactly\.deviceClassName",
         ):
             parse_resource(ResourceClaim, bad_spec)
+
+
+def allocated_on(node: str) -> dict[str, Any]:
+    selector = {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
+    }
+    return {
+        "allocation": {
+            "devices": {"results": [{"request": "gpu", "driver": "d", "pool": node, "device": "gpu-0"}]},
+            "nodeSelector": selector,
+        }
+    }
+
+
+def test_claims_allocated_on_one_node_share_its_node_selector() -> None:
+    first = parse_resource(ResourceClaim, raw_claim("a", **allocated_on("node-1")))
+    second = parse_resource(ResourceClaim, raw_claim("b", **allocated_on("node-1")))
+    elsewhere = parse_resource(ResourceClaim, raw_claim("c", **allocated_on("node-2")))
+    assert first.status.allocation is not None and second.status.allocation is not None
+    assert elsewhere.status.allocation is not None
+    assert second.status.allocation.node_selector is first.status.allocation.node_selector
+    assert elsewhere.status.allocation.node_selector is not first.status.allocation.node_selector
+    assert second.dump()["status"] == allocated_on("node-1")
+
+
+def test_devices_of_a_kind_share_their_attribute_and_capacity_models() -> None:
+    one, two = (parse_resource(ResourceSlice, resource_slice(node, 4)) for node in ("node-1", "node-2"))
+    first, second = one.spec.devices[0], two.spec.devices[0]
+    assert second.attributes["model"] is first.attributes["model"]
+    assert second.capacity["memory"] is first.capacity["memory"]
+    assert one.spec.devices[1].attributes["index"] is not first.attributes["index"]
+    assert two.dump()["spec"]["devices"] == resource_slice("node-2", 4)["spec"]["devices"]
+
+
+def test_a_bad_device_value_names_the_slice_and_field_after_good_ones_were_shared() -> None:
+    parse_resource(ResourceSlice, resource_slice("node-1", 2))
+    bad = resource_slice("node-3", 2)
+    bad["spec"]["devices"][1]["attributes"]["index"] = {"int": 1, "string": "one"}
+    with pytest.raises(ResourceModelError, match=r"spec\.devices\[1\]\.attributes\.index: .*exactly one of"):
+        parse_resource(ResourceSlice, bad)
+    bad["spec"]["devices"][1]["attributes"]["index"] = {"int": 1}
+    bad["spec"]["devices"][1]["capacity"]["memory"] = {"value": "lots"}
+    with pytest.raises(ResourceModelError, match=r"spec\.devices\[1\]\.capacity\.memory: .*lots"):
+        parse_resource(ResourceSlice, bad)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from lockstep.scheduler.framework import GroupKey
 from lockstep.scheduler.queue import GroupQueue, GroupState
 from lockstep.scheduler.scheduler import hints_for
@@ -120,3 +122,67 @@ def test_a_lowered_min_count_makes_a_backed_off_or_parked_group_active_at_once()
     queue.add(A, 0, now=0.1, event=ClusterEvent.GROUP_MIN_COUNT_LOWERED, at_once=True)
     queue.add(B, 0, now=0.1, event=ClusterEvent.GROUP_MIN_COUNT_LOWERED, at_once=True)
     assert [queue.pop(0.1), queue.pop(0.1), queue.pop(0.1)] == [A, B, None]
+
+
+WAITING = (GroupState.ACTIVE, GroupState.BACKOFF, GroupState.PARKED)
+
+
+def _walked_position(queue: GroupQueue, key: GroupKey) -> tuple[int, int] | None:
+    """The place by definition: a walk over every group, as the queue computed it before its index."""
+    waiting = [
+        k
+        for k in queue._entries
+        if queue.state(k) in (GroupState.ACTIVE, GroupState.BACKOFF, GroupState.PARKED)
+    ]
+    if key not in waiting:
+        return None
+    order = sorted(waiting, key=lambda k: (-queue._entries[k].priority, queue._entries[k].seq))
+    return order.index(key) + 1, len(order)
+
+
+def test_places_counts_and_hurried_groups_match_a_walk_over_every_group() -> None:
+    """The queue's indexes (place in line, counts by state, groups by the events that hurry them)
+    agree with walking every group after each of 3,000 operations of a fixed random sequence."""
+    rng = random.Random(29)
+    queue = GroupQueue(1, 60)
+    keys = [GroupKey("ns", f"g{i}") for i in range(40)]
+    events = list(ClusterEvent)
+    now = 0.0
+    for _ in range(3000):
+        now += rng.random()
+        key = rng.choice(keys)
+        hints = rng.sample(events, rng.randint(0, 3))
+        op = rng.randrange(9)
+        if op == 0:
+            queue.add(
+                key, rng.choice((0, 0, 5, 10)), now, rng.choice((None, *events)), at_once=rng.random() < 0.2
+            )
+        elif op == 1:
+            queue.pop(now)
+        elif op == 2:
+            queue.park(key, now, hints, new_attempt=rng.random() < 0.7)
+        elif op == 3:
+            queue.park_until_event(key, now, hints)
+        elif op == 4:
+            queue.gate(key, hints)
+        elif op == 5:
+            queue.remove(key)
+        elif op == 6:
+            event, source = rng.choice(events), rng.choice((None, key))
+            expected = sum(
+                1
+                for k in queue._entries
+                if queue.state(k) in (GroupState.BACKOFF, GroupState.PARKED)
+                and event in queue._entries[k].hints
+                and k != source
+            )
+            assert queue.on_event(event, now, source) == expected
+        elif op == 7:
+            queue.add(key, 0, now)
+        else:
+            queue.retry_by(key, now + rng.random())
+        states = [queue.state(k) for k in keys]
+        assert len(queue) == sum(s in (GroupState.ACTIVE, GroupState.BACKOFF) for s in states)
+        assert queue.parked() == states.count(GroupState.PARKED)
+        for k in keys:
+            assert queue.position(k) == _walked_position(queue, k)

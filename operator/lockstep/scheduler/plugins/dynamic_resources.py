@@ -547,8 +547,6 @@ class DynamicResources:
         if group is None:
             return None
         for position, picks in enumerate(found[: len(pod_claims.to_allocate)]):
-            if not any(device.node_name is not None for _, device in picks):
-                continue
             claim = pod_claims.claims[pod_claims.to_allocate[position]]
             needed = pod_claims.sharer_needs.get(claim.key)
             if needed is None:  # the same for every node: computed on the first Filter call only
@@ -560,6 +558,8 @@ class DynamicResources:
                         for resource in ("cpu", "memory"):
                             needed[resource] = needed.get(resource, 0) + member.requests.get(resource, 0)
                 pod_claims.sharer_needs[claim.key] = needed
+            if not needed or not any(device.node_name is not None for _, device in picks):
+                continue  # nobody else uses the claim, or its devices do not pin it to the node
             for resource, amount in needed.items():
                 if resource not in node.allocatable:
                     continue
