@@ -10,7 +10,7 @@ import kubernetes_validate
 import pytest
 from chart_render import CHART_DIR, HA_VALUES, NAMESPACE, REPO_ROOT, chart, kinds, notes, only, render
 
-from lockstep.config import KNOWN_FEATURE_GATES, LogFormat, LogLevel, ScoreStrategy, Settings
+from lockstep.config import KNOWN_FEATURE_GATES, LogFormat, LogLevel, ScoreStrategy, Settings, load_settings
 
 KUBERNETES_VERSION = "1.37.0"
 # Settings the chart deliberately does not expose: in a cluster the operator uses its service account.
@@ -30,7 +30,7 @@ def settings_from_env(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> S
         monkeypatch.delenv(name)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    return Settings()
+    return load_settings()
 
 
 def test_chart_lints_strictly_without_warnings() -> None:
