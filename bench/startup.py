@@ -112,7 +112,7 @@ def start_replica(kubeconfig: Path, workdir: Path, name: str, env: dict[str, str
             *LOCKSTEP, "run", "--kubeconfig", str(kubeconfig),
             "--metrics-bind-address", f"127.0.0.1:{free_port()}",
             "--health-bind-address", f"127.0.0.1:{free_port()}",
-            "--log-format", "json", "--log-level", "warning",
+            "--log-format", "json", "--log-level", os.environ.get("LOCKSTEP_BENCH_LOG_LEVEL", "warning"),
             "--lease-duration-seconds", str(LEASE_SECONDS),
             "--retry-period-seconds", str(RETRY_PERIOD_SECONDS),
         ],
@@ -210,12 +210,19 @@ async def take_over(
                 raise ProcessFailed("the new leader bound nothing within 60 s")
             await asyncio.sleep(0.005)
         first = min(t.bound_at for t in tracker.pods.values() if t.bound_at and t.bound_at > acquired)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            leader.process.wait(10.0)
+        stopped = log_line(leader.log, "stopped")
         return {
             "how": how,
             "bound_by_the_first_leader": bound_before,
             "loss_to_released_s": round(released - leader_lost, 3),
             "released_to_acquired_s": round(acquired - released, 3),
             "acquired_to_first_bind_s": round(first - acquired, 3),
+            "leader_signal_drain_status_events_s": "/".join(
+                str(stopped.get(f"{step}_seconds"))
+                for step in ("signal", "drain", "status_flush", "event_flush")
+            ),
         }
     finally:
         leader.stop()
@@ -223,14 +230,16 @@ async def take_over(
             standby.stop()
 
 
-def stopped_line(log: Path) -> dict[str, Any]:
-    """The 'stopped' line: its seconds (from the stop flag through drain, flush and lease release) and,
-    where the operator logs them, those of its drain and its status and Event flushes."""
+def log_line(log: Path, event: str) -> dict[str, Any]:
+    """The last line of ``event`` the operator logged. 'stopped': its seconds (from the stop flag
+    through drain, flush and lease release) and, where the operator logs them, those of its drain,
+    its status and Event flushes and the signal's wait for the shutdown to start; 'closed': what its
+    tasks, Kopf and the sessions took to end after that."""
     for line in reversed(log.read_text(errors="replace").splitlines()):
-        if '"stopped"' in line:
+        if f'"{event}"' in line:
             with contextlib.suppress(ValueError):
-                fields = json.loads(line)
-                if "seconds" in fields:
+                fields: dict[str, Any] = json.loads(line)
+                if fields.get("event") == event:
                     return fields
     return {}
 
@@ -254,18 +263,25 @@ async def shut_down(tracker: Tracker, watcher: CompletionWatcher, operator: Chil
     for times in tracker.pods.values():
         bound[times.gang] = bound.get(times.gang, 0) + (times.bound_at is not None)
     partial = sorted(gang for gang, count in bound.items() if 0 < count < tracker.gang_sizes[gang])
-    line = stopped_line(operator.log)
+    line = log_line(operator.log, "stopped")
+    closed = log_line(operator.log, "closed")
     stopped = line.get("seconds")
+    if stopped is not None:
+        stopped += line.get("signal_seconds") or 0.0
     return {
         "bound_at_sigterm": bound_at_sigterm,
         "bound_at_exit": tracker.bound_count,
         "exit_code": operator.process.returncode,
         "sigterm_to_exit_s": round(exited, 3),
-        "sigterm_to_stopped_s": stopped,
+        "sigterm_to_stopped_s": None if stopped is None else round(stopped, 3),
+        "signal_s": line.get("signal_seconds"),
         "drain_s": line.get("drain_seconds"),
         "status_flush_s": line.get("status_flush_seconds"),
         "event_flush_s": line.get("event_flush_seconds"),
         "stopped_to_exit_s": round(exited - stopped, 3) if stopped is not None else None,
+        "close_tasks_kopf_sessions_s": "/".join(
+            str(closed.get(f"{step}_seconds")) for step in ("tasks", "kopf", "sessions")
+        ),
         "gangs_partly_bound": partial,
     }
 
@@ -433,7 +449,7 @@ def print_runs(name: str, runs: list[dict[str, Any]]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.mode == "shutdown":
+    if args.mode in ("shutdown", "term"):
         os.environ["LOCKSTEP_BENCH_LOG_LEVEL"] = "info"  # the operator's 'stopped' line
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in args.trees}
     for directory in args.trees.values():

@@ -127,17 +127,24 @@ def initial_lists_heap() -> Iterator[None]:
         gc.enable()
 
 
-def route_stop_signals(stop: asyncio.Event) -> None:
+def route_stop_signals(stop: asyncio.Event, on_signal: Callable[[], None] | None = None) -> None:
     """SIGTERM/SIGINT set our stop flag, so that the scheduler drains before Kopf stops (in the main
     thread only, where signals arrive). Kopf installs handlers of its own as it starts, which would
     stop it at once and cancel our binding cycles 5 s later: the loop keeps ours instead. Taking them
-    back once Kopf said it was ready left a window in which a SIGTERM went to Kopf."""
+    back once Kopf said it was ready left a window in which a SIGTERM went to Kopf. ``on_signal``
+    runs first, in the signal's own callback: the flag's waiter resumes some loop iterations later."""
     if threading.current_thread() is not threading.main_thread():
         return
     loop = asyncio.get_running_loop()
     add_signal_handler = loop.add_signal_handler
+
+    def stop_now() -> None:
+        if on_signal is not None:
+            on_signal()
+        stop.set()
+
     for signum in STOP_SIGNALS:
-        add_signal_handler(signum, stop.set)
+        add_signal_handler(signum, stop_now)
 
     def keep_ours(signum: int, callback: Callable[..., object], *args: Any) -> None:
         if signum not in STOP_SIGNALS:
@@ -222,6 +229,7 @@ class Operator:
         self._discovered: dict[str, asyncio.Task[Any]] = {}
         self._owner_watches: OwnerWatches | None = None
         self._metrics_runner: web.AppRunner | None = None
+        self._signalled_at: float | None = None
 
     # --- ingest: one synchronous call per watch event ------------------------------------------------
 
@@ -327,7 +335,7 @@ class Operator:
             kopf_sinks, _ = await asyncio.gather(self._start_informers(), self._follow_served_kinds())
             self._spawn(self._rediscover(), "discovery")
             self.health_url = liveness_url(self.settings.health_bind_address)
-            route_stop_signals(stop)
+            route_stop_signals(stop, self._stop_signalled)
             self._lead_task = self._spawn(self._lead(), "leader-election")
             self._spawn(self._schedule_while_leading(), "scheduler")
             if metrics_socket is not None:
@@ -354,6 +362,8 @@ class Operator:
             else:
                 await self._shutdown()
         finally:
+            closing = time.monotonic()
+            steps: dict[str, float] = {}
             # Our tasks end first: Kopf waits up to 5 s for any task created after it started.
             for task in self._tasks:
                 task.cancel()
@@ -361,6 +371,7 @@ class Operator:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
             self._tasks = []
+            steps["tasks_seconds"] = time.monotonic() - closing
             if kopf_task is not None and not kopf_task.done():
                 # Its stop flag first (cancelled without it, Kopf SIGKILLs its process), then cancelled:
                 # stopped gracefully, Kopf waits 5 s for every task it has not seen finish, and stopped
@@ -369,12 +380,15 @@ class Operator:
                 kopf_task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, TimeoutError, Exception):
                     await asyncio.wait_for(kopf_task, 10)
+            steps["kopf_seconds"] = time.monotonic() - closing - sum(steps.values())
             if self._metrics_runner is not None:
                 await self._metrics_runner.cleanup()
             if metrics_socket is not None:
                 metrics_socket.close()
             await client.close()
             await reporting.close()
+            steps["sessions_seconds"] = time.monotonic() - closing - sum(steps.values())
+            log.info("closed", **{step: round(seconds, 3) for step, seconds in steps.items()})
         return 1 if self.stopped_leading or self.failed else 0
 
     def _build(self, client: KubeClient, reporting: KubeClient) -> None:
@@ -659,6 +673,13 @@ class Operator:
         if self._stop is not None:
             self._stop.set()
 
+    def _stop_signalled(self) -> None:
+        """SIGTERM: no new placement from here on. Under load the stop flag's waiter resumed
+        tens of ms later, and every gang placed meanwhile was only withdrawn by the drain."""
+        self._signalled_at = time.monotonic()
+        if self.core is not None:
+            self.core.stop_accepting()
+
     def _became_leader(self) -> None:
         self.metrics.is_leader.set(1)
         self.leading.set()
@@ -729,6 +750,9 @@ class Operator:
                 await self._lead_task
         if self.elector is not None and not self.stopped_leading:
             await self.elector.release()
+        steps["release_seconds"] = time.monotonic() - started - sum(steps.values())
+        if self._signalled_at is not None:
+            steps["signal_seconds"] = started - self._signalled_at
         log.info(
             "stopped",
             identity=self.identity,

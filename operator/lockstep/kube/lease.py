@@ -94,12 +94,26 @@ class LeaderElector:
         return (self._observed_spec or {}).get("holderIdentity") == self.identity
 
     async def release(self) -> None:
-        """Give the lease up at shutdown so a follower need not wait for it to expire."""
+        """Give the lease up at shutdown so a follower need not wait for it to expire. A renewal
+        cancelled by the shutdown after the API server took it leaves a stale resourceVersion: the
+        conflict is answered by reading the lease again and releasing it if this process still holds
+        it (without that, the follower waited out the whole lease duration)."""
         if not self.is_leader or not self._observed_spec:
             return
-        spec = dict(self._observed_spec, holderIdentity="", leaseDurationSeconds=1, renewTime=now_micro())
         try:
-            await self._put(spec)
+            for _ in range(2):
+                spec = dict(
+                    self._observed_spec, holderIdentity="", leaseDurationSeconds=1, renewTime=now_micro()
+                )
+                try:
+                    await self._put(spec)
+                    break
+                except ApiError as exc:
+                    if not exc.conflict:
+                        raise
+                    self._remember(await self.client.get(LEASES, self.namespace, self.name))
+                    if not self._held_by_me():
+                        break
         except (TimeoutError, ApiError, aiohttp.ClientError, OSError) as exc:
             log.warning("could not release the lease", error=str(exc))
         self.is_leader = False

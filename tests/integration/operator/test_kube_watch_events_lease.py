@@ -9,10 +9,10 @@ from typing import Any
 
 from kube_harness import NAMESPACE, pod_manifest
 
-from lockstep.kube.client import EVENTS, PODS, KubeClient
+from lockstep.kube.client import EVENTS, LEASES, PODS, KubeClient
 from lockstep.kube.events import WARNING, EventRecorder, ObjectReference
 from lockstep.kube.lease import LeaderElector
-from lockstep.kube.patching import loose_merge_patch
+from lockstep.kube.patching import loose_merge_patch, now_micro
 from lockstep.kube.watch import RawWatch
 from lockstep.sim.apiserver import ApiServer
 from lockstep.sim.faults import FaultRule
@@ -205,3 +205,33 @@ async def test_one_leader_at_a_time_and_takeover_after_expiry_or_release(kube: K
     finally:
         await first.crash()
         await second.crash()
+
+
+async def test_release_after_a_renewal_whose_answer_was_lost_still_frees_the_lease(kube: KubeClient) -> None:
+    """SIGTERM cancels the elector mid-renewal: the API server may have taken the write the elector
+    never saw answered, so its resourceVersion is stale when it releases."""
+    leader = Candidate(kube, "leader")
+    await asyncio.wait_for(leader.leading.wait(), 5)
+    await leader.crash()
+    lease = await kube.get(LEASES, NAMESPACE, "lockstep")
+    lease["spec"]["renewTime"] = now_micro()  # the renewal the cancelled elector never saw answered
+    await kube.replace(LEASES, NAMESPACE, "lockstep", lease)
+
+    await leader.elector.release()
+
+    spec = (await kube.get(LEASES, NAMESPACE, "lockstep"))["spec"]
+    assert spec["holderIdentity"] == ""
+    assert not leader.elector.is_leader
+
+
+async def test_release_leaves_a_lease_another_candidate_took_alone(kube: KubeClient) -> None:
+    leader = Candidate(kube, "leader")
+    await asyncio.wait_for(leader.leading.wait(), 5)
+    await leader.crash()
+    lease = await kube.get(LEASES, NAMESPACE, "lockstep")
+    lease["spec"]["holderIdentity"] = "other"
+    await kube.replace(LEASES, NAMESPACE, "lockstep", lease)
+
+    await leader.elector.release()
+
+    assert (await kube.get(LEASES, NAMESPACE, "lockstep"))["spec"]["holderIdentity"] == "other"
