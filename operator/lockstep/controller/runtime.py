@@ -335,7 +335,7 @@ class Operator:
             kopf_sinks, _ = await asyncio.gather(self._start_informers(), self._follow_served_kinds())
             self._spawn(self._rediscover(), "discovery")
             self.health_url = liveness_url(self.settings.health_bind_address)
-            route_stop_signals(stop, self._stop_signalled)
+            route_stop_signals(stop, self.stop_placing)
             self._lead_task = self._spawn(self._lead(), "leader-election")
             self._spawn(self._schedule_while_leading(), "scheduler")
             if metrics_socket is not None:
@@ -673,9 +673,10 @@ class Operator:
         if self._stop is not None:
             self._stop.set()
 
-    def _stop_signalled(self) -> None:
-        """SIGTERM: no new placement from here on. Under load the stop flag's waiter resumed
-        tens of ms later, and every gang placed meanwhile was only withdrawn by the drain."""
+    def stop_placing(self) -> None:
+        """The stop is asked for (SIGTERM): no new placement from here on, before the stop flag is
+        set. Under load the flag's waiter resumed tens of ms later, and every gang placed meanwhile
+        was only withdrawn by the drain."""
         self._signalled_at = time.monotonic()
         if self.core is not None:
             self.core.stop_accepting()
@@ -844,6 +845,8 @@ class OperatorThread:
     def stop(self, wait_seconds: float = 30.0) -> int | None:
         """Graceful stop, as on SIGTERM; returns the exit code."""
         if self._loop is not None and self._stop is not None and self._thread.is_alive():
+            if self.operator is not None:
+                self._loop.call_soon_threadsafe(self.operator.stop_placing)
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(wait_seconds)
         return self.exit_code

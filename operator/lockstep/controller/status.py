@@ -10,6 +10,7 @@ in the API.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -568,6 +569,7 @@ class StatusWriter:
         self._semaphore = asyncio.Semaphore(concurrency)
         self._idle = asyncio.Event()
         self._idle.set()
+        self._flush_started = asyncio.Event()
 
     def observe_podgroup(self, event_type: str, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}
@@ -594,7 +596,9 @@ class StatusWriter:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            await asyncio.sleep(self.flush_interval)
+            if not self._flushing:  # at shutdown nothing waits to be merged with what comes next
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._flush_started.wait(), self.flush_interval)
             batch, self._dirty = self._dirty, set()
             await asyncio.gather(*(self._write(key) for key in batch))
             if not self._dirty:
@@ -619,6 +623,7 @@ class StatusWriter:
         passing phases and places in the queue, retrying failed writes at once, and return when
         nothing is left (shutdown; bound it with a timeout). Needs :meth:`run` running."""
         self._flushing = True
+        self._flush_started.set()
         for timer in (timer for _, _, timer in self._held.values()):
             timer.cancel()
         self._held.clear()

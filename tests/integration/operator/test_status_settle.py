@@ -6,6 +6,8 @@ of members still shows Waiting (TooFewPods) and gets its Waiting event once the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from datetime import UTC, datetime
 from typing import Any
 
 from acceptance_harness import NAMESPACE, eventually, pod, podgroup, simulated_cluster
@@ -13,6 +15,8 @@ from test_podgroup_status_writes import phases_written
 
 from lockstep import POD_GROUP_LABEL
 from lockstep.controller.status import (
+    AttemptResult,
+    AttemptSummary,
     GroupMembers,
     Hold,
     StatusWriter,
@@ -182,3 +186,23 @@ async def test_a_gang_failing_again_for_the_same_causes_gets_no_second_event() -
         items = (await env.client.list(EVENTS, NAMESPACE)).get("items") or []
         mine = [e for e in items if e["involvedObject"]["name"] == "crowded"]
         assert [(e["reason"], e["count"]) for e in mine] == [("FailedScheduling", 1)]
+
+
+async def test_the_shutdown_flush_does_not_wait_out_the_interval_that_merges_writes() -> None:
+    """The interval that lets a burst of marks go out as one write per group is for a running
+    leader; at shutdown it only delayed each batch of the flush (SIGTERM -> exit)."""
+    async with simulated_cluster(nodes=1, devices_per_node=0, start_operator=False) as env:
+        created = await env.client.create(POD_GROUPS, NAMESPACE, podgroup("g", 2))
+        failed = AttemptSummary(AttemptResult.UNSCHEDULABLE, "0/1 nodes are available", datetime.now(UTC))
+        writer = StatusWriter(env.client, GroupMembers(), attempt_of=lambda _: failed, flush_interval=60.0)
+        task = asyncio.create_task(writer.run())
+        try:
+            writer.observe_podgroup("ADDED", created)  # the writer now waits out its interval
+            await asyncio.sleep(0.1)
+            await asyncio.wait_for(writer.flush(), 10)
+            written = await env.client.get(POD_GROUPS, NAMESPACE, "g")
+            assert written["status"]["phase"] == "Unschedulable"
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -40,3 +40,14 @@ async def test_kopf_starting_does_not_take_sigterm_from_the_stop_flag() -> None:
         kopf_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await kopf_task
+
+
+async def test_the_signal_runs_the_operators_callback_before_the_stop_flag_wakes_anyone() -> None:
+    """The operator stops placing gangs in the signal's own callback: the stop flag's waiter
+    resumes loop iterations later, and a gang placed meanwhile is only withdrawn again."""
+    stop = asyncio.Event()
+    seen: list[bool] = []
+    route_stop_signals(stop, lambda: seen.append(stop.is_set()))
+    os.kill(os.getpid(), signal.SIGTERM)
+    await asyncio.wait_for(stop.wait(), 5)
+    assert seen == [False]
