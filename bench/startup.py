@@ -15,8 +15,10 @@ its last member bound. Each tree's ``lockstep`` package is byte-compiled first, 
 image.
 
 ``--shutdown``: SIGTERM once half the pods are bound (binding cycles in flight), then the time to the
-operator's exit, to its 'stopped' line (drain, last PodGroup statuses and Events, lease release: its
-log runs at info for it) and from that line to the exit; every gang must be bound whole or not at all.
+operator's exit, to its 'stopped' line (the signal's wait for the shutdown to start, drain, last
+PodGroup statuses and Events, lease release: its log runs at info for it), from that line to the
+exit, and what its 'closed' line says ending its tasks, Kopf and the sessions took; every gang must
+be bound whole or not at all.
 
 ``--takeover term|kill``: two replicas with leader election (the defaults: 15 s lease, 2 s retry
 period). The second starts once the first holds the Lease, and is a warm standby 3 s after its
@@ -24,7 +26,8 @@ period). The second starts once the first holds the Lease, and is a warm standby
 drains and releases the Lease) or SIGKILLed (the Lease expires) while pods are still pending.
 Measured: from the leader's loss (the released Lease seen, or the SIGKILL plus the lease duration)
 to the standby's acquireTime, and from that acquireTime (the standby's clock, the same machine's) to
-the first binding the watch sees after it.
+the first binding the watch sees after it; for ``term``, the leader's 'stopped' line (both replicas
+log at info).
 
 ``--tree before=/tmp/old/operator --tree after=operator`` compares source trees (each a directory
 holding the ``lockstep`` package; the emulator and the operator both run from it): their runs

@@ -565,6 +565,7 @@ class StatusWriter:
         self.writes = 0
         self.podgroups: dict[GroupRef, dict[str, Any]] = {}
         self._dirty: set[GroupRef] = set()
+        self._writing: set[GroupRef] = set()
         self._wake = asyncio.Event()
         self._semaphore = asyncio.Semaphore(concurrency)
         self._idle = asyncio.Event()
@@ -593,16 +594,36 @@ class StatusWriter:
             self._wake.set()
 
     async def run(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            if not self._flushing:  # at shutdown nothing waits to be merged with what comes next
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._flush_started.wait(), self.flush_interval)
-            batch, self._dirty = self._dirty, set()
-            await asyncio.gather(*(self._write(key) for key in batch))
-            if not self._dirty:
-                self._idle.set()
+        """Each interval, write every marked group not being written already (one written while it
+        is marked again is written again after). A batch does not wait for the one before it to be
+        done: behind the Pending writes of a large backlog (hundreds, 16 at a time), the statuses of
+        gangs bound meanwhile waited seconds, and were still unwritten at a SIGTERM."""
+        async with asyncio.TaskGroup() as writes:
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                if not self._flushing:  # at shutdown nothing waits to be merged with what comes next
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._flush_started.wait(), self.flush_interval)
+                batch = self._dirty - self._writing
+                self._dirty -= batch
+                self._writing |= batch
+                for key in batch:
+                    writes.create_task(self._write_marked(key))
+                self._check_idle()
+
+    async def _write_marked(self, key: GroupRef) -> None:
+        try:
+            await self._write(key)
+        finally:
+            self._writing.discard(key)
+            if key in self._dirty:
+                self._wake.set()
+            self._check_idle()
+
+    def _check_idle(self) -> None:
+        if not self._dirty and not self._writing:
+            self._idle.set()
 
     async def refresh_queue_positions(self) -> None:
         """Look again at every group that waits (or waited) in the queue every queue_settle_seconds:
