@@ -222,9 +222,9 @@ async def take_over(
             "loss_to_released_s": round(released - leader_lost, 3),
             "released_to_acquired_s": round(acquired - released, 3),
             "acquired_to_first_bind_s": round(first - acquired, 3),
-            "leader_signal_drain_status_events_s": "/".join(
+            "leader_signal_drain_status_events_release_s": "/".join(
                 str(stopped.get(f"{step}_seconds"))
-                for step in ("signal", "drain", "status_flush", "event_flush")
+                for step in ("signal", "drain", "status_flush", "event_flush", "release")
             ),
         }
     finally:
@@ -281,6 +281,7 @@ async def shut_down(tracker: Tracker, watcher: CompletionWatcher, operator: Chil
         "drain_s": line.get("drain_seconds"),
         "status_flush_s": line.get("status_flush_seconds"),
         "event_flush_s": line.get("event_flush_seconds"),
+        "release_s": line.get("release_seconds"),
         "stopped_to_exit_s": round(exited - stopped, 3) if stopped is not None else None,
         "close_tasks_kopf_sessions_s": "/".join(
             str(closed.get(f"{step}_seconds")) for step in ("tasks", "kopf", "sessions")
