@@ -85,8 +85,9 @@ async def test_sim_and_run_in_two_processes_schedule_the_examples() -> None:
             _, stderr = await asyncio.wait_for(run.communicate(), 30)
             assert run.returncode == 0
             # It exits without the interpreter's teardown, once its shutdown is done: the lease is
-            # released and the last log line is out.
-            assert b"stopped" in stderr.splitlines()[-1]
+            # released and the last log lines are out.
+            lines = stderr.splitlines()
+            assert b'"stopped"' in lines[-2] and b'"closed"' in lines[-1]
             assert (await client.get(LEASES, "kube-system", "lockstep"))["spec"]["holderIdentity"] == ""
 
 
