@@ -90,7 +90,9 @@ BINDING_PLUGIN = "Binding"
 FINISH_ATTEMPTS = 5  # deletions of a marked victim before giving up until its next watch event
 # A wait for claims that kube-controller-manager (or lockstep, for PodGroup templates) is about to create.
 # Like kube-scheduler's PreEnqueue rejection it writes nothing to the pods of a PodGroup: the PodGroup's
-# status says it if it lasts.
+# status says it if it lasts. A lone pod has no such status: it is told when an attempt waits for the
+# same as the one before (its first wait, the usual one, would cost every template-claim pod a status
+# write and its echo; the claim's creation and the pod's status may arrive as two waits, each once).
 _CLAIMS_BEING_MADE = frozenset({"ClaimPending"})
 
 _GROUP_EVENTS = (
@@ -976,6 +978,7 @@ class Scheduler:
         diagnoses = tuple(outcome.diagnoses)
         causes = merge_causes(diagnoses)
         status = outcome.status
+        previous = self._attempts.get(key)
         satisfied = (
             group is not None
             and group.is_gang
@@ -1064,7 +1067,16 @@ class Scheduler:
                 pods=diagnoses,
                 next_retry=next_retry,
             )
-        if status.code is Code.WAIT and key.pod_group and causes and set(causes) <= _CLAIMS_BEING_MADE:
+        if (
+            status.code is Code.WAIT
+            and causes
+            and set(causes) <= _CLAIMS_BEING_MADE
+            and (
+                key.pod_group
+                or previous is None
+                or (previous.code, previous.message) != (Code.WAIT, message)
+            )
+        ):
             return
         if not report_pods:
             return
