@@ -340,11 +340,12 @@ async def test_a_lone_pod_waits_for_the_claim_of_its_template_and_is_told_if_it_
     attempt = scheduler.attempts[key]
     assert (attempt.code, attempt.reason) == (Code.WAIT, REASON_WAITING)
     assert "ResourceClaim of pod claim 'gpu' (template 'tmpl')" in attempt.message
-    # The first wait writes nothing, as kube-scheduler's PreEnqueue: the claim is usually made at once.
-    assert pod_api.patches == []
-    clock.now += scheduler.settings.backoff_initial_seconds
-    await run_due(scheduler)
-    assert (scheduler.attempts[key].attempt, scheduler.attempts[key].code) == (2, Code.WAIT)
+    # The first waits write nothing, as kube-scheduler's PreEnqueue: the claim is usually made at once.
+    for attempt, backoff in ((2, 1), (3, 2)):
+        assert pod_api.patches == []
+        clock.now += scheduler.settings.backoff_initial_seconds * backoff
+        await run_due(scheduler)
+        assert (scheduler.attempts[key].attempt, scheduler.attempts[key].code) == (attempt, Code.WAIT)
     assert pod_api.patches == [("ns/solo", REASON_WAITING)]
 
 
