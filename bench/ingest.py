@@ -34,6 +34,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.trees import add_shape_and_tree_arguments, parse_trees
+
 BENCH = Path(__file__).resolve().parent
 PHASES = ("nodes + pods", "pods again")
 
@@ -169,27 +171,10 @@ def run_tree(directory: str | None, kubeconfig: Path) -> dict[str, Any]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench/ingest.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--pods", type=int, default=5000)
-    parser.add_argument("--gang-size", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
-    parser.add_argument(
-        "--tree",
-        action="append",
-        default=[],
-        metavar="NAME=DIR",
-        help="a source tree to compare (its directory holding the lockstep package); runs alternate",
-    )
+    add_shape_and_tree_arguments(parser, "--rounds", 3)
     parser.add_argument("--apply", metavar="KUBECONFIG", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    trees: dict[str, str | None] = {}
-    for tree in args.tree:
-        name, separator, directory = tree.partition("=")
-        if not separator or not name or not Path(directory, "lockstep").is_dir():
-            parser.error(f"--tree {tree!r}: expected NAME=DIR with DIR/lockstep a package directory")
-        trees[name] = directory
-    args.trees = trees or {"": None}
+    args.trees = parse_trees(parser, args)
     return args
 
 

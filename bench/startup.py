@@ -55,6 +55,7 @@ from harness.procs import LOCKSTEP, Child, ProcessFailed, free_port, start_opera
 from harness.results import gang_bind_spreads, spread_summary
 from harness.runner import node_shape
 from harness.tracker import Tracker
+from harness.trees import add_shape_and_tree_arguments, parse_trees
 from harness.workloads import GangSpec, Workload, namespace_manifest
 
 IMPORT_PROBE = (
@@ -354,18 +355,7 @@ async def one_run(
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench/startup.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--pods", type=int, default=5000)
-    parser.add_argument("--gang-size", type=int, default=8)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    parser.add_argument(
-        "--tree",
-        action="append",
-        default=[],
-        metavar="NAME=DIR",
-        help="a source tree to compare (its directory holding the lockstep package); runs alternate",
-    )
+    add_shape_and_tree_arguments(parser, "--runs", 3)
     parser.add_argument(
         "--until-first-bind",
         action="store_true",
@@ -382,13 +372,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     args.mode = "shutdown" if args.shutdown else args.takeover or "startup"
-    trees: dict[str, str | None] = {}
-    for tree in args.tree:
-        name, separator, directory = tree.partition("=")
-        if not separator or not name or not Path(directory, "lockstep").is_dir():
-            parser.error(f"--tree {tree!r}: expected NAME=DIR with DIR/lockstep a package directory")
-        trees[name] = directory
-    args.trees = trees or {"": None}
+    args.trees = parse_trees(parser, args)
     return args
 
 
