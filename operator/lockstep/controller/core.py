@@ -619,9 +619,11 @@ class SchedulerCore:
         self._parse_into(ResourceClaim, raw, self.resources.upsert_claim)
 
     def _claim_added(self, claim: ResourceClaim) -> None:
-        """A claim generated for a pod wakes only that pod's group; any other new claim (named by
-        pods or PodGroups) wakes every group that failed on claims. A pod naming another pod's
-        generated claim directly is not woken by it and retries when its backoff expires."""
+        """A claim generated for a pod wakes only that pod's group, once the pod's
+        status.resourceClaimStatuses names it (before, the pod's status update is what wakes it: a
+        retry now would only wait again); any other new claim (named by pods or PodGroups) wakes every
+        group that failed on claims. A pod naming another pod's generated claim directly is not woken
+        by it and retries when its backoff expires."""
         owner = next(
             (
                 ref
@@ -634,7 +636,7 @@ class SchedulerCore:
             self._resources_changed()
             return
         pod = self.cache.get_pod(owner.uid)
-        if pod is not None:  # else no pod of ours waits for it
+        if pod is not None and claim.metadata.name in pod.claim_statuses.values():
             self.scheduler.on_cluster_event(ClusterEvent.MEMBER_CHANGED, pod.group_key)
             self.on_cluster_event(ClusterEvent.MEMBER_CHANGED, pod.group_key)
 

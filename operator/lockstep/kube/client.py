@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 import aiohttp
 import orjson
+from yarl import URL
 
 from lockstep import GROUP, VERSION
 from lockstep.api import owners
@@ -314,7 +315,12 @@ class KubeClient:
             await self._slots.acquire(key)
             try:
                 async with self._session.request(
-                    method, self.server + path, params=params, data=data, headers=headers
+                    # Paths are quoted by ResourceKind.path: yarl need not encode them again.
+                    method,
+                    URL(self.server + path, encoded=True),
+                    params=params,
+                    data=data,
+                    headers=headers,
                 ) as response:
                     raw = await response.read()
                     status = response.status

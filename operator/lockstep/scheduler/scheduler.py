@@ -90,8 +90,11 @@ BINDING_PLUGIN = "Binding"
 FINISH_ATTEMPTS = 5  # deletions of a marked victim before giving up until its next watch event
 # A wait for claims that kube-controller-manager (or lockstep, for PodGroup templates) is about to create.
 # Like kube-scheduler's PreEnqueue rejection it writes nothing to the pods of a PodGroup: the PodGroup's
-# status says it if it lasts.
+# status says it if it lasts. A lone pod has no such status: it is told from its third failed attempt in
+# a row on. Its first waits are the usual ones (the claim's creation wakes it before the pod's
+# status.resourceClaimStatuses arrives): writing them cost every template-claim pod a status write.
 _CLAIMS_BEING_MADE = frozenset({"ClaimPending"})
+_LONE_CLAIM_WAIT_TOLD_AT = 3
 
 _GROUP_EVENTS = (
     ClusterEvent.MEMBER_ADDED,
@@ -1064,7 +1067,12 @@ class Scheduler:
                 pods=diagnoses,
                 next_retry=next_retry,
             )
-        if status.code is Code.WAIT and key.pod_group and causes and set(causes) <= _CLAIMS_BEING_MADE:
+        if (
+            status.code is Code.WAIT
+            and causes
+            and set(causes) <= _CLAIMS_BEING_MADE
+            and (key.pod_group or self.queue.attempts(key) < _LONE_CLAIM_WAIT_TOLD_AT)
+        ):
             return
         if not report_pods:
             return

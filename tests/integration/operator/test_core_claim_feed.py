@@ -29,7 +29,10 @@ async def core() -> AsyncIterator[SchedulerCore]:
         yield SchedulerCore(Settings(), unused, EventRecorder(unused, "lockstep"), Metrics())
 
 
-def raw_pod(name: str, group: str) -> dict[str, Any]:
+def raw_pod(name: str, group: str, claim: str | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": "Pending"}
+    if claim is not None:
+        status["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": claim}]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -45,7 +48,7 @@ def raw_pod(name: str, group: str) -> dict[str, Any]:
             "containers": [{"name": "main", "resources": {"claims": [{"name": "gpu"}]}}],
             "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
         },
-        "status": {"phase": "Pending"},
+        "status": status,
     }
 
 
@@ -93,7 +96,16 @@ async def test_a_claim_generated_for_a_pod_wakes_only_that_pods_group(core: Sche
     backed_off = {key: due(core, key) for key in (mine, other)}
 
     core.on_claim("ADDED", raw_claim("mine-0-gpu-abcde", owner="mine-0"))
-    assert due(core, mine) < backed_off[mine]
+    assert due(core, mine) == backed_off[mine], "the pod's status does not name it yet: it would wait"
+    # The resourceclaim controller's status update may reach the operator first; the claim's event
+    # then wakes the pod's group.
+    [named] = parked_groups(core, "named")
+    core.on_pod("MODIFIED", raw_pod("named-0", "named", claim="named-0-gpu-abcde"))
+    for _ in range(2):
+        core.scheduler.queue.park(named, core.scheduler.clock(), {ClusterEvent.CLAIMS_CHANGED})
+    backed_off[named] = due(core, named)
+    core.on_claim("ADDED", raw_claim("named-0-gpu-abcde", owner="named-0"))
+    assert due(core, named) < backed_off[named]
     assert due(core, other) == backed_off[other], "a claim of another pod cannot help this group"
 
     core.on_claim("ADDED", raw_claim("named-by-pods", owner=None))

@@ -328,16 +328,24 @@ async def test_group_waits_for_its_podgroup_claim_then_binds_when_it_appears() -
     assert pod_api.patches == []
 
 
-async def test_a_lone_pod_waits_for_the_claim_of_its_template() -> None:
-    scheduler, _, _, pod_api = scheduler_with_devices(nodes=1, devices_per_node=1)
+async def test_a_lone_pod_waits_for_the_claim_of_its_template_and_is_told_if_it_lasts() -> None:
+    clock = Clock()
+    scheduler, _, _, pod_api = scheduler_with_devices(nodes=1, devices_per_node=1, clock=clock)
     ref = PodClaimRef("gpu", resource_claim_template_name="tmpl")
     scheduler.cache.upsert_pod(
         PodInfo(uid="uid-solo", namespace="ns", name="solo", scheduler_name=SCHEDULER_NAME, claims=(ref,))
     )
     await run_due(scheduler)
-    attempt = scheduler.attempts[GroupKey("ns", "solo", pod_group=False)]
+    key = GroupKey("ns", "solo", pod_group=False)
+    attempt = scheduler.attempts[key]
     assert (attempt.code, attempt.reason) == (Code.WAIT, REASON_WAITING)
     assert "ResourceClaim of pod claim 'gpu' (template 'tmpl')" in attempt.message
+    # The first waits write nothing, as kube-scheduler's PreEnqueue: the claim is usually made at once.
+    for attempt, backoff in ((2, 1), (3, 2)):
+        assert pod_api.patches == []
+        clock.now += scheduler.settings.backoff_initial_seconds * backoff
+        await run_due(scheduler)
+        assert (scheduler.attempts[key].attempt, scheduler.attempts[key].code) == (attempt, Code.WAIT)
     assert pod_api.patches == [("ns/solo", REASON_WAITING)]
 
 

@@ -178,6 +178,12 @@ PLAIN: dict[str, Mutation] = {
     "no namespace": _set("metadata.namespace", None),
     "no uid": _set("metadata.uid", None),
     "other scheduler": _set("spec.schedulerName", "default-scheduler"),
+    "template claim": _set("spec.resourceClaims", [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]),
+    "claim statuses": _set("status.resourceClaimStatuses", [{"name": "gpu", "resourceClaimName": "p-0-gpu"}]),
+    "named claims": _set(
+        "spec.resourceClaims", [{"name": "a", "resourceClaimName": "shared"}, {"name": "b"}]
+    ),
+    "no claim statuses": _set("status.resourceClaimStatuses", []),
 }
 
 # What the fast path leaves to the full parser (it must answer None).
@@ -191,8 +197,6 @@ NOT_PLAIN: dict[str, Mutation] = {
     ),
     "overhead": _set("spec.overhead", {"cpu": "250m", "memory": "120Mi"}),
     "pod-level resources": _set("spec.resources", {"requests": {"cpu": "4", "memory": "8Gi"}}),
-    "resource claims": _set("spec.resourceClaims", [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]),
-    "claim statuses": _set("status.resourceClaimStatuses", [{"name": "gpu", "resourceClaimName": "p-0-gpu"}]),
     "pvc": _set("spec.volumes", [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]),
     "ephemeral": _set("spec.volumes", [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}]),
     "preempted": _set(
@@ -228,6 +232,11 @@ BAD: dict[str, Mutation] = {
     "gates": _set("spec.schedulingGates", "wait"),
     "scheduling group": _set("spec.schedulingGroup", "g"),
     "spread": _set("spec.topologySpreadConstraints", {"maxSkew": 1}),
+    "resource claims": _set("spec.resourceClaims", {"name": "gpu"}),
+    "resource claim": _set("spec.resourceClaims", ["gpu"]),
+    "claim name": _set("spec.resourceClaims", [{"resourceClaimTemplateName": "gpu"}]),
+    "claim statuses": _set("status.resourceClaimStatuses", {"name": "gpu"}),
+    "claim status": _set("status.resourceClaimStatuses", ["gpu"]),
     "volumes": _set("spec.volumes", {"name": "v"}),
     "labels": _set("metadata.labels", ["a"]),
     "annotations": _set("metadata.annotations", "a"),
