@@ -127,28 +127,16 @@ async def populate(nodes: int, pods: int, gang_size: int, workdir: Path) -> Any:
     from harness.procs import start_sim
     from harness.runner import node_shape
     from harness.tracker import Tracker
-    from harness.workloads import GangSpec, Workload, namespace_manifest
+    from harness.workloads import startup_workload
 
-    gangs = tuple(
-        GangSpec(f"start-{i:05d}", pods=gang_size, min_count=gang_size, cpu_millis=100)
-        for i in range(pods // gang_size)
-    )
-    workload = Workload(
-        name="startup",
-        description="start-up",
-        nodes=nodes,
-        devices_per_node=0,
-        gangs=gangs,
-        pods_expected=len(gangs) * gang_size,
-        setup=(namespace_manifest(),),
-    )
+    workload = startup_workload(nodes, pods, gang_size)
     sim = await start_sim(nodes, 0, workdir)
     try:
         async with ApiClient(load_kubeconfig(workdir / "kubeconfig"), connections=16) as client:
             listing = await client.get("/api/v1/nodes", {"limit": "1"})
             await create_setup(client, workload)
             tracker = Tracker(workload.pods_expected)
-            await LoadGenerator(client, tracker, node_shape(listing["items"][0])).run(gangs)
+            await LoadGenerator(client, tracker, node_shape(listing["items"][0])).run(workload.gangs)
     except BaseException:
         sim.stop()
         raise

@@ -59,7 +59,7 @@ from harness.results import gang_bind_spreads, spread_summary
 from harness.runner import node_shape
 from harness.tracker import Tracker
 from harness.trees import add_shape_and_tree_arguments, parse_trees
-from harness.workloads import GangSpec, Workload, namespace_manifest
+from harness.workloads import startup_workload
 
 IMPORT_PROBE = (
     "import time; t = time.perf_counter(); import lockstep.controller.main as m; "
@@ -300,19 +300,7 @@ async def one_run(
     mode: str = "startup",
     until_first_bind: bool = False,
 ) -> dict[str, Any]:
-    gangs = tuple(
-        GangSpec(f"start-{i:05d}", pods=gang_size, min_count=gang_size, cpu_millis=100)
-        for i in range(pods // gang_size)
-    )
-    workload = Workload(
-        name="startup",
-        description="start-up",
-        nodes=nodes,
-        devices_per_node=0,
-        gangs=gangs,
-        pods_expected=len(gangs) * gang_size,
-        setup=(namespace_manifest(),),
-    )
+    workload = startup_workload(nodes, pods, gang_size)
     sim = await start_sim(nodes, 0, workdir, env=env)
     operator = None
     try:
@@ -322,7 +310,7 @@ async def one_run(
             shape = node_shape(listing["items"][0])
             await create_setup(client, workload)
             tracker = Tracker(workload.pods_expected)
-            await LoadGenerator(client, tracker, shape).run(gangs)
+            await LoadGenerator(client, tracker, shape).run(workload.gangs)
             tracker.creation_finished()
             watcher = CompletionWatcher(client, tracker)
             await watcher.start()

@@ -534,3 +534,22 @@ def build(name: str, scale: float, shape: NodeShape, driver: DeviceDriver) -> Wo
 def replacement(gang: GangSpec, generation: int) -> GangSpec:
     """The gang created in place of a deleted one: same shape, new name (new PodGroup and pods)."""
     return replace(gang, name=f"{gang.name}-r{generation}")
+
+
+def startup_workload(nodes: int, pods: int, gang_size: int) -> Workload:
+    """``bench/startup.py``'s and ``bench/ingest.py``'s shape: ``pods // gang_size`` gangs of
+    ``gang_size`` (minCount all of them), 100m each, on ``nodes`` nodes, all created before the
+    operator starts."""
+    gangs = tuple(
+        GangSpec(f"start-{i:05d}", pods=gang_size, min_count=gang_size, cpu_millis=100)
+        for i in range(pods // gang_size)
+    )
+    return Workload(
+        name="startup",
+        description="start-up",
+        nodes=nodes,
+        devices_per_node=0,
+        gangs=gangs,
+        pods_expected=len(gangs) * gang_size,
+        setup=(namespace_manifest(),),
+    )
