@@ -8,7 +8,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ MANIFESTS = Path(__file__).parent / "manifests"
 REPO = Path(__file__).resolve().parents[2]
 SIM_START_TIMEOUT = 60.0
 KUBECTL_TIMEOUT = 30.0
+OPERATOR_START_TIMEOUT = 60.0
 
 
 @dataclass
@@ -125,3 +127,23 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSim]:
 def kubectl(sim: RunningSim, tmp_path: Path) -> Kubectl:
     assert KUBECTL is not None
     return Kubectl(KUBECTL, sim.kubeconfig, tmp_path / "kubectl-cache")
+
+
+def _wait_until_healthy(operator: subprocess.Popen[str], health_port: int) -> None:
+    deadline = time.monotonic() + OPERATOR_START_TIMEOUT
+    while True:
+        assert operator.poll() is None, f"lockstep run exited {operator.returncode}"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/healthz", timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, "lockstep run did not answer /healthz"
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def wait_until_healthy() -> Callable[[subprocess.Popen[str], int], None]:
+    """Waits for a started ``lockstep run`` to answer /healthz on its health port; fails if it exits."""
+    return _wait_until_healthy

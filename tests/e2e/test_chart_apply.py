@@ -23,8 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -288,7 +287,6 @@ def test_examples_apply_and_show_up_as_podgroups(emulator: Emulator) -> None:
 
 SIM_NODES = 10
 SIM_DEVICES_PER_NODE = 8
-START_TIMEOUT = 60.0
 PHASE_TIMEOUT = 60.0
 
 
@@ -364,7 +362,7 @@ def sim_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.mark.slow
 def test_operator_configured_by_the_chart_brings_every_example_to_its_expected_phase(
-    sim_cluster: Path, tmp_path: Path
+    sim_cluster: Path, tmp_path: Path, wait_until_healthy: Callable[[subprocess.Popen[str], int], None]
 ) -> None:
     phases, gates, infer = expected_phases()
     values = {
@@ -393,17 +391,7 @@ def test_operator_configured_by_the_chart_brings_every_example_to_its_expected_p
     )
     kubectl = [KUBECTL or "kubectl", f"--kubeconfig={sim_cluster}", f"--cache-dir={tmp_path / 'cache'}"]
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            assert operator.poll() is None, f"lockstep run exited {operator.returncode}"
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/healthz", timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "lockstep run did not answer /healthz"
-            time.sleep(0.2)
+        wait_until_healthy(operator, health_port)
         subprocess.run([*kubectl, "apply", "-f", str(EXAMPLES)], check=True, capture_output=True, timeout=30)
         reached: dict[str, str] = {}
         deadline = time.monotonic() + PHASE_TIMEOUT

@@ -15,9 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +27,6 @@ REPO = Path(__file__).resolve().parents[2]
 README = REPO / "examples" / "gang-health" / "README.md"
 GUIDE = REPO / "docs" / "user-guide.md"
 KUBECTL = shutil.which("kubectl")
-START_TIMEOUT = 60.0
 STEPS_TIMEOUT = 240.0
 ZONE = "topology.kubernetes.io/zone"
 
@@ -60,7 +57,9 @@ def stop(process: subprocess.Popen[str]) -> None:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[dict[str, str]]:
+def cluster(
+    tmp_path: Path, wait_until_healthy: Callable[[subprocess.Popen[str], int], None]
+) -> Iterator[dict[str, str]]:
     """The README's two terminals: yields the environment its kubectl steps run in."""
     if KUBECTL is None:
         pytest.skip("kubectl is not installed")
@@ -93,17 +92,7 @@ def cluster(tmp_path: Path) -> Iterator[dict[str, str]]:
         [*lockstep, *run_command[1:]], env=operator_env, stdout=log, stderr=log, text=True, cwd=REPO
     )
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            assert operator.poll() is None, f"lockstep run exited {operator.returncode}"
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/healthz", timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "lockstep run did not answer /healthz"
-            time.sleep(0.2)
+        wait_until_healthy(operator, health_port)
         yield env
     finally:
         stop(operator)
