@@ -1206,15 +1206,7 @@ class ApiServer:
         if not rt.strategy.drops_unknown_fields:
             return
         unknown = drop_unknown_fields(self.kube_version, rt.group, rt.version, rt.kind, obj)
-        if not unknown or ctx.field_validation == "Ignore":
-            return
-        if ctx.field_validation == "Strict":
-            listed = ", ".join(f'unknown field "{u}"' for u in unknown)
-            raise bad_request(
-                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
-                f"strict decoding error: {listed}"
-            )
-        ctx.warnings.extend(f'unknown field "{u}"' for u in unknown)
+        ctx.report_unknown_fields(rt.kind, rt.version, unknown)
 
     # ------------------------------------------------------------------ binding
 

@@ -14,7 +14,7 @@ import orjson
 
 from lockstep.dra.cel_syntax import install_optional_syntax
 from lockstep.sim import errors as fe
-from lockstep.sim.errors import FieldError, bad_request
+from lockstep.sim.errors import FieldError
 from lockstep.sim.objectmeta import validate_name
 from lockstep.sim.resources import ResourceType, Strategy, WriteContext, storage_version_hash
 
@@ -371,15 +371,7 @@ class CustomResourceStrategy(Strategy):
                 continue
             obj[key] = prune(obj[key], sub, key, unknown)
         unknown.sort()
-        if not unknown or ctx.field_validation == "Ignore":
-            return
-        if ctx.field_validation == "Strict":
-            listed = ", ".join(f'unknown field "{u}"' for u in unknown)
-            raise bad_request(
-                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
-                f"strict decoding error: {listed}"
-            )
-        ctx.warnings.extend(f'unknown field "{u}"' for u in unknown)
+        ctx.report_unknown_fields(rt.kind, rt.version, unknown)
 
     def default(self, rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> None:
         apply_defaults(obj, self._body_schema())

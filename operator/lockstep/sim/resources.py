@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lockstep.sim.errors import FieldError
+from lockstep.sim.errors import FieldError, bad_request
 from lockstep.sim.patch import METADATA_LISTS, ListStrategies
 from lockstep.sim.store import View
 
@@ -32,6 +32,19 @@ class WriteContext:
     # The stored objects of a storage (``"scheduling.k8s.io/priorityclasses"``), for admission steps
     # that read other objects; the server sets it.
     objects_of: Callable[[str], Iterable[JsonObject]] = lambda storage: ()
+
+    def report_unknown_fields(self, kind: str, version: str, unknown: list[str]) -> None:
+        """What kube-apiserver does with the fields its decoder dropped: nothing with
+        fieldValidation=Ignore, a warning each with Warn, and a 400 naming them with Strict."""
+        if not unknown or self.field_validation == "Ignore":
+            return
+        if self.field_validation == "Strict":
+            listed = ", ".join(f'unknown field "{u}"' for u in unknown)
+            raise bad_request(
+                f'{kind} in version "{version}" cannot be handled as a {kind}: '
+                f"strict decoding error: {listed}"
+            )
+        self.warnings.extend(f'unknown field "{u}"' for u in unknown)
 
 
 class Strategy:
