@@ -23,10 +23,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from core import InstantPodAPI
-from lockstep import POD_GROUP_LABEL
+from core import InstantPodAPI, add_members
 from lockstep.config import Settings
-from lockstep.scheduler.framework import CompositeInfo, NodeInfo, PodGroupInfo, PodInfo
+from lockstep.scheduler.framework import CompositeInfo, NodeInfo, PodGroupInfo
 from lockstep.scheduler.scheduler import Scheduler
 from lockstep.state.cluster import ClusterCache
 
@@ -63,20 +62,7 @@ def add_hierarchy(cache: ClusterCache, index: int, shape: str) -> None:
                 topology_keys=(RACK,) if shape in ("topology", "flat-rack") else (),
             )
         )
-        for member in range(MIN_COUNT):
-            pod = f"{group}-{member}"
-            cache.upsert_pod(
-                PodInfo(
-                    uid=f"uid-{pod}",
-                    namespace="bench",
-                    name=pod,
-                    resource_version="1",
-                    labels={POD_GROUP_LABEL: group},
-                    scheduler_name="lockstep",
-                    group_name=group,
-                    requests={"cpu": POD_CPU, "memory": 2**20},
-                )
-            )
+        add_members(cache, group, MIN_COUNT, {"cpu": POD_CPU, "memory": 2**20})
 
 
 async def run(args: argparse.Namespace, shape: str) -> dict[str, Any]:

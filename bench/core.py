@@ -42,7 +42,7 @@ from harness.workloads import (
     podgroup_manifest,
 )
 from lockstep import POD_GROUP_LABEL
-from lockstep.api.placement import parse_placement
+from lockstep.api.placement import PlacementSpec, parse_placement
 from lockstep.api.pod import parse_pod
 from lockstep.api.podgroup import PodGroup
 from lockstep.config import ScoreStrategy, Settings
@@ -137,18 +137,29 @@ def add_gang(
     cache.upsert_podgroup(PodGroupInfo("bench", name, uid=f"uid-{name}", min_count=size, is_gang=True))
     labels = {POD_GROUP_LABEL: name}
     placement = parse_placement(one_per_node(name), {}, "bench", labels) if anti_affinity else None
-    for member in range(size):
-        pod_name = f"{name}-{member}"
+    add_members(cache, name, size, {"cpu": cpu_milli, "memory": memory}, placement)
+
+
+def add_members(
+    cache: ClusterCache,
+    group: str,
+    count: int,
+    requests: dict[str, int],
+    placement: PlacementSpec | None = None,
+) -> None:
+    """``count`` pending lockstep pods ``<group>-<i>`` of PodGroup ``bench/<group>``."""
+    for member in range(count):
+        pod_name = f"{group}-{member}"
         cache.upsert_pod(
             PodInfo(
                 uid=f"uid-{pod_name}",
                 namespace="bench",
                 name=pod_name,
                 resource_version="1",
-                labels={POD_GROUP_LABEL: name},
+                labels={POD_GROUP_LABEL: group},
                 scheduler_name="lockstep",
-                group_name=name,
-                requests={"cpu": cpu_milli, "memory": memory},
+                group_name=group,
+                requests=requests,
                 placement=placement,
             )
         )

@@ -26,10 +26,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from core import InstantPodAPI
-from lockstep import POD_GROUP_LABEL
+from core import InstantPodAPI, add_members
 from lockstep.config import Settings
-from lockstep.scheduler.framework import NodeInfo, PodGroupInfo, PodInfo
+from lockstep.scheduler.framework import NodeInfo, PodGroupInfo
 from lockstep.scheduler.scheduler import Scheduler
 from lockstep.scheduler.topology import DomainOrder, best_fit, roomiest_first
 from lockstep.state.cluster import ClusterCache
@@ -61,20 +60,7 @@ def add_gang(cache: ClusterCache, index: int, size: int, topology: bool) -> None
     if topology:
         group = dataclasses.replace(group, topology_keys=(ZONE,), preferred_topology_keys=(BLOCK, RACK))
     cache.upsert_podgroup(group)
-    for member in range(size):
-        pod = f"{name}-{member}"
-        cache.upsert_pod(
-            PodInfo(
-                uid=f"uid-{pod}",
-                namespace="bench",
-                name=pod,
-                resource_version="1",
-                labels={POD_GROUP_LABEL: name},
-                scheduler_name="lockstep",
-                group_name=name,
-                requests={"cpu": CPU, "memory": 2**30},
-            )
-        )
+    add_members(cache, name, size, {"cpu": CPU, "memory": 2**30})
 
 
 async def run(args: argparse.Namespace, order: DomainOrder, budget: int, topology: bool) -> dict[str, Any]:
